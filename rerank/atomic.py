@@ -1,0 +1,51 @@
+"""Outputs that appear whole or not at all: write to a temporary sibling, then rename."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO, Iterator
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[IO]:
+    """Yield a file to write; on success it replaces `path`, on error it vanishes.
+
+    `path` None or "-" means stdout, which is written directly (a pipe cannot be rolled back).
+    """
+    if path is None or str(path) == "-":
+        yield sys.stdout if "b" not in mode else sys.stdout.buffer
+        sys.stdout.flush()
+        return
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
+            yield handle
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary folder that replaces `path` only when the block succeeds."""
+    import shutil
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        yield tmp
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -1,0 +1,347 @@
+"""Readers for the file formats IR collections come in. Each names the file and line of a fault.
+
+Documents: TREC SGML (`<DOC><DOCNO>`), JSONL (`{id, contents}` or `{_id, title, text}`), SMART/Glasgow
+(`.I id` records with `.T .W .A .B .X` fields). Topics: `qid<TAB>text`, TREC `<top><num><title>`, and
+the SGML `<DOC><DOCNO>` form some collections use for queries (gzip or plain). Qrels: TREC, graded.
+Candidates with text: the TREC DL `retrieve_results_*.json` lists. Answer selection: TrecQA jacana
+pseudo-XML and WikiQA TSVs, turned into queries, candidate "documents" and qrels.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Iterator
+
+from ..errors import DataError, FormatError
+
+
+@dataclass(frozen=True)
+class Document:
+    docid: str
+    text: str
+    title: str = ""
+
+    @property
+    def contents(self) -> str:
+        """Title and body as one text: what gets indexed and what re-rankers read."""
+        return f"{self.title} {self.text}".strip() if self.title else self.text
+
+
+Qrels = dict[str, dict[str, int]]
+
+
+def open_text(path: str | Path) -> IO[str]:
+    """Open a text file, transparently gunzipping `.gz`; a missing file gets a clear error."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"file not found: {p}")
+    if p.suffix == ".gz":
+        return gzip.open(p, "rt", encoding="utf-8", errors="replace")
+    return open(p, encoding="utf-8", errors="replace")
+
+
+def _first_non_blank(path: Path, size: int = 4096) -> str:
+    with open_text(path) as handle:
+        return handle.read(size).lstrip()
+
+
+# ---------------------------------------------------------------------------------------------- documents
+
+_SGML_DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S | re.I)
+_DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S | re.I)
+_TAG = re.compile(r"<[^>]+>")
+
+
+def read_trec_sgml(path: str | Path) -> Iterator[Document]:
+    """`<DOC><DOCNO>id</DOCNO> text </DOC>`; other tags are stripped, their text kept."""
+    with open_text(path) as handle:
+        content = handle.read()
+    found = False
+    for match in _SGML_DOC.finditer(content):
+        body = match.group(1)
+        docno = _DOCNO.search(body)
+        if not docno:
+            line = content.count("\n", 0, match.start()) + 1
+            raise FormatError(str(path), line, "<DOC> without <DOCNO>")
+        text = _TAG.sub(" ", body[: docno.start()] + body[docno.end() :])
+        found = True
+        yield Document(docno.group(1), " ".join(text.split()))
+    if not found:
+        raise FormatError(str(path), None, "no <DOC> records found")
+
+
+def read_jsonl_docs(path: str | Path) -> Iterator[Document]:
+    """JSONL with `{id, contents}` (Pyserini) or `{_id, title, text}` (BEIR)."""
+    with open_text(path) as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise FormatError(str(path), line_no, f"invalid JSON ({exc.msg})") from None
+            docid = record.get("id", record.get("_id", record.get("docid")))
+            if docid is None:
+                raise FormatError(str(path), line_no, "record has no 'id' or '_id'")
+            if "contents" in record:
+                yield Document(str(docid), record["contents"])
+            elif "text" in record:
+                yield Document(str(docid), record["text"], record.get("title", "") or "")
+            else:
+                raise FormatError(str(path), line_no, "record has no 'contents' or 'text'")
+
+
+_SMART_FIELD = re.compile(r"^\.([A-Z])(?:\s+(.*))?$")
+SMART_TEXT_FIELDS = ("T", "W")
+
+
+def read_smart(path: str | Path, fields: tuple[str, ...] = SMART_TEXT_FIELDS) -> Iterator[Document]:
+    """SMART/Glasgow records (`.I id`, then `.T` title, `.W` text, `.A` authors, `.B`, `.X` ...).
+
+    The title goes to `title`; the other chosen fields are joined as the text. Used for documents
+    and for queries (whose text sits in `.W`) of CISI, Cranfield, Medline and the original CACM.
+    """
+    docid: str | None = None
+    parts: dict[str, list[str]] = {}
+    current: str | None = None
+
+    def emit() -> Document:
+        title = " ".join(" ".join(parts.get("T", [])).split()) if "T" in fields else ""
+        body = " ".join(" ".join(parts.get(f, [])) for f in fields if f != "T")
+        return Document(docid, " ".join(body.split()), title)
+
+    with open_text(path) as handle:
+        for line_no, line in enumerate(handle, 1):
+            marker = _SMART_FIELD.match(line.rstrip("\n"))
+            if marker:
+                name, rest = marker.group(1), (marker.group(2) or "").strip()
+                if name == "I":
+                    if docid is not None:
+                        yield emit()
+                    if not rest:
+                        raise FormatError(str(path), line_no, "'.I' without an id")
+                    docid, parts, current = rest, {}, None
+                    continue
+                if docid is None:
+                    raise FormatError(str(path), line_no, f"field .{name} before the first '.I id'")
+                current = name
+                if rest:
+                    parts.setdefault(name, []).append(rest)
+            elif current is not None:
+                parts.setdefault(current, []).append(line.strip())
+            elif line.strip() and docid is None:
+                raise FormatError(str(path), line_no, "text before the first '.I id'")
+    if docid is None:
+        raise FormatError(str(path), None, "no '.I' records found")
+    yield emit()
+
+
+def sniff_documents(path: str | Path) -> Iterator[Document]:
+    """Pick the document reader from the file's first bytes."""
+    start = _first_non_blank(Path(path))
+    if start.startswith("{"):
+        return read_jsonl_docs(path)
+    if start.upper().startswith("<DOC"):
+        return read_trec_sgml(path)
+    if start.startswith(".I"):
+        return read_smart(path)
+    raise DataError(f"{path}: cannot tell the document format (expected JSONL, TREC <DOC> or SMART .I records)")
+
+
+# ---------------------------------------------------------------------------------------------- topics
+
+_TOP = re.compile(r"<top>(.*?)</top>", re.S | re.I)
+_NUM = re.compile(r"<num>\s*(?:Number:)?\s*([^\s<]+)", re.I)
+_TITLE = re.compile(r"<title>\s*(?:Topic:)?(.*?)(?=<(?!/?title)[a-z]+>|</top>|</title>|$)", re.S | re.I)
+
+
+def read_topics(path: str | Path) -> dict[str, str]:
+    """Topics in any of the usual forms, detected from the content; qid -> query text."""
+    start = _first_non_blank(Path(path))
+    if start.lower().startswith("<top"):
+        return _read_trec_topics(path)
+    if start.upper().startswith("<DOC"):
+        return {d.docid: d.text for d in read_trec_sgml(path)}
+    if start.startswith(".I"):
+        return {d.docid: d.contents for d in read_smart(path)}
+    return _read_tsv_topics(path)
+
+
+def _read_tsv_topics(path: str | Path) -> dict[str, str]:
+    topics: dict[str, str] = {}
+    with open_text(path) as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            qid, sep, text = line.rstrip("\n").partition("\t")
+            if not sep or not qid.strip():
+                raise FormatError(str(path), line_no, "expected 'qid<TAB>query text'")
+            topics[qid.strip()] = text.strip()
+    if not topics:
+        raise FormatError(str(path), None, "no topics found")
+    return topics
+
+
+def _read_trec_topics(path: str | Path) -> dict[str, str]:
+    with open_text(path) as handle:
+        content = handle.read()
+    topics: dict[str, str] = {}
+    for match in _TOP.finditer(content):
+        body = match.group(1)
+        num, title = _NUM.search(body), _TITLE.search(body)
+        if not num or not title:
+            line = content.count("\n", 0, match.start()) + 1
+            raise FormatError(str(path), line, "<top> without <num> or <title>")
+        topics[num.group(1)] = " ".join(_TAG.sub(" ", title.group(1)).split())
+    if not topics:
+        raise FormatError(str(path), None, "no <top> records found")
+    return topics
+
+
+# ---------------------------------------------------------------------------------------------- qrels
+
+def read_qrels(path: str | Path) -> Qrels:
+    """TREC qrels `qid iter docid grade` (graded; negative grades kept as judged-nonrelevant)."""
+    qrels: Qrels = {}
+    with open_text(path) as handle:
+        for line_no, line in enumerate(handle, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 4:
+                raise FormatError(str(path), line_no, f"expected 4 columns 'qid iter docid grade', found {len(parts)}")
+            try:
+                grade = int(parts[3])
+            except ValueError:
+                raise FormatError(str(path), line_no, f"grade {parts[3]!r} is not an integer") from None
+            qrels.setdefault(parts[0], {})[parts[2]] = grade
+    if not qrels:
+        raise FormatError(str(path), None, "no judgements found")
+    return qrels
+
+
+# ---------------------------------------------------------------------------------------------- TREC DL candidates
+
+@dataclass
+class CandidateList:
+    """Queries, passage texts and the first-stage ranking from one `retrieve_results_*.json`."""
+
+    topics: dict[str, str]
+    docs: dict[str, Document]
+    ranking: dict[str, list[tuple[str, float]]]
+
+
+def read_dl_candidates(path: str | Path) -> CandidateList:
+    with open_text(path) as handle:
+        try:
+            records = json.load(handle)
+        except json.JSONDecodeError as exc:
+            raise FormatError(str(path), exc.lineno, f"invalid JSON ({exc.msg})") from None
+    out = CandidateList({}, {}, {})
+    for entry in records:
+        hits = entry.get("hits") or []
+        if not hits:
+            continue
+        qid = str(hits[0]["qid"])
+        out.topics[qid] = entry["query"]
+        out.ranking[qid] = [(str(h["docid"]), float(h["score"])) for h in hits]
+        for hit in hits:
+            out.docs.setdefault(str(hit["docid"]), Document(str(hit["docid"]), hit["content"]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- answer selection
+
+@dataclass
+class AnswerSelection:
+    """A QA set in ranking form: each question a query, its candidate sentences the documents."""
+
+    topics: dict[str, str]
+    docs: dict[str, Document]
+    qrels: Qrels
+    ranking: dict[str, list[tuple[str, float]]]
+
+
+def _qa_add(out: AnswerSelection, qid: str, question: str, sentences: list[tuple[str, int]], docids=None) -> None:
+    out.topics[qid] = question
+    docids = docids or [f"{qid}-{i}" for i in range(len(sentences))]
+    out.qrels[qid] = {}
+    # The candidate "run" keeps the publisher's order with descending dummy scores, so a
+    # re-ranker has something to re-rank and the order is reproducible.
+    out.ranking[qid] = [(docid, float(len(sentences) - i)) for i, docid in enumerate(docids)]
+    for docid, (sentence, label) in zip(docids, sentences):
+        out.docs[docid] = Document(docid, sentence)
+        out.qrels[qid][docid] = label
+
+
+_QAPAIR = re.compile(r"<QApairs id='([^']+)'>(.*?)</QApairs>", re.S)
+_QA_PART = re.compile(r"<(question|positive|negative)>\s*\n(.*?)\n", re.S)
+
+
+def read_jacana(path: str | Path) -> AnswerSelection:
+    """TrecQA jacana pseudo-XML: per `<QApairs id>`, the first line of each block is the tokenised text."""
+    with open_text(path) as handle:
+        content = handle.read()
+    out = AnswerSelection({}, {}, {}, {})
+    for match in _QAPAIR.finditer(content):
+        qid, question, sentences = match.group(1), None, []
+        for part in _QA_PART.finditer(match.group(2)):
+            text = " ".join(part.group(2).split("\t"))
+            if part.group(1) == "question":
+                question = text
+            else:
+                sentences.append((text, int(part.group(1) == "positive")))
+        if question is None:
+            line = content.count("\n", 0, match.start()) + 1
+            raise FormatError(str(path), line, f"QApairs {qid} has no <question>")
+        if sentences:
+            _qa_add(out, qid, question, sentences)
+    if not out.topics:
+        raise FormatError(str(path), None, "no <QApairs> records found")
+    return out
+
+
+def read_wikiqa(path: str | Path) -> AnswerSelection:
+    """WikiQA: `WikiQA-*.tsv` (with QuestionID/SentenceID) or `WikiQASent-*.txt` (question, sentence, label).
+
+    The Sent files carry no ids, so questions are numbered `Q1, Q2, ...` in order of appearance
+    (consecutive rows with the same question text form one question).
+    """
+    out = AnswerSelection({}, {}, {}, {})
+    grouped: dict[str, tuple[str, list[tuple[str, int]], list[str]]] = {}
+    with open_text(path) as handle:
+        first = handle.readline()
+        with_ids = first.startswith("QuestionID\t")
+        lines = handle if with_ids else itertools.chain([first], handle)
+        start = 2 if with_ids else 1
+        previous_question, counter = None, 0
+        for line_no, line in enumerate(lines, start):
+            if not line.strip():
+                continue
+            cols = line.rstrip("\n").split("\t")
+            try:
+                if with_ids:
+                    qid, question, _, _, sid, sentence, label = cols
+                else:
+                    question, sentence, label = cols
+                    if question != previous_question:
+                        counter += 1
+                        previous_question = question
+                    qid, sid = f"Q{counter}", None
+                grade = int(label)
+            except ValueError:
+                raise FormatError(str(path), line_no, "expected question<TAB>sentence<TAB>label (or the 7-column TSV)") from None
+            entry = grouped.setdefault(qid, (question, [], []))
+            entry[1].append((sentence, grade))
+            entry[2].append(sid or f"{qid}-{len(entry[2])}")
+    for qid, (question, sentences, docids) in grouped.items():
+        _qa_add(out, qid, question, sentences, docids)
+    if not out.topics:
+        raise FormatError(str(path), None, "no question rows found")
+    return out
+

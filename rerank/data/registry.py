@@ -1,0 +1,211 @@
+"""Named data sets with typed parts (corpus, topics, qrels, candidate runs), read lazily from the data root.
+
+A data set is declared once, with the published file names relative to the data root; a split whose
+files are absent is listed as "not present" and starts working as soon as they are put in place.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ..errors import DataError
+from ..paths import data_root
+from ..runs import QueryRanking
+from . import formats
+from .formats import AnswerSelection, Document, Qrels
+
+ADHOC_MEASURES = ("AP", "RR", "P@1", "nDCG@10", "R@100")
+DL_MEASURES = ("nDCG@10", "RR@10", "AP", "R@100")
+QA_MEASURES = ("AP", "RR", "P@1")
+
+
+@dataclass
+class Dataset:
+    """One collection: where its files are and how to read each part. Parts load on first use."""
+
+    name: str
+    description: str
+    files: dict[str, Path]
+    min_rel: int = 1
+    measures: tuple[str, ...] = ADHOC_MEASURES
+    run_files: dict[str, str] = field(default_factory=dict)  # candidate run name -> key in `files`
+    kind: str = "adhoc"
+
+    def missing(self) -> list[Path]:
+        return [p for p in self.files.values() if not p.exists()]
+
+    @property
+    def present(self) -> bool:
+        return not self.missing()
+
+    def require(self) -> "Dataset":
+        gone = self.missing()
+        if gone:
+            raise DataError(f"data set {self.name} is not present: missing {', '.join(map(str, gone))}")
+        return self
+
+    # Parts. Subclasses override the readers; callers only use these names.
+    def documents(self) -> Iterator[Document]:
+        return formats.sniff_documents(self.require().files["corpus"])
+
+    def topics(self) -> dict[str, str]:
+        return formats.read_topics(self.require().files["topics"])
+
+    def qrels(self) -> Qrels:
+        if "qrels" not in self.files:
+            raise DataError(f"data set {self.name} has no qrels; pass --qrels FILE")
+        return formats.read_qrels(self.require().files["qrels"])
+
+    def candidates(self, run: str | None = None) -> list[QueryRanking]:
+        """A first-stage ranking shipped with the data set (TREC DL, QA candidate lists)."""
+        if not self.run_files:
+            raise DataError(f"data set {self.name} ships no candidate runs; build an index with 'rerank index {self.name}'")
+        run = run or next(iter(self.run_files))
+        if run not in self.run_files:
+            raise DataError(f"data set {self.name} has no run {run!r}; known: {', '.join(self.run_files)}")
+        return [QueryRanking.from_scores(qid, [d for d, _ in hits], [s for _, s in hits], tag=run)
+                for qid, hits in self._ranking(run).items()]
+
+    def _ranking(self, run: str) -> dict[str, list[tuple[str, float]]]:
+        raise NotImplementedError
+
+    def doc_texts(self) -> dict[str, str]:
+        """docid -> indexed text, for re-rankers when no index holds the raw documents."""
+        return {d.docid: d.contents for d in self.documents()}
+
+    def summary(self) -> dict:
+        out = {"name": self.name, "description": self.description, "kind": self.kind,
+               "present": self.present, "min_rel": self.min_rel, "measures": list(self.measures),
+               "files": {k: str(v) for k, v in self.files.items()}}
+        if self.run_files:
+            out["candidate_runs"] = list(self.run_files)
+        return out
+
+
+class CandidateDataset(Dataset):
+    """TREC DL style: candidate lists with passage text (the corpus is the union of the candidates)."""
+
+    @functools.cached_property
+    def _lists(self) -> dict[str, formats.CandidateList]:
+        self.require()
+        return {run: formats.read_dl_candidates(self.files[key]) for run, key in self.run_files.items()}
+
+    def documents(self) -> Iterator[Document]:
+        seen: set[str] = set()
+        for candidates in self._lists.values():
+            for docid, doc in candidates.docs.items():
+                if docid not in seen:
+                    seen.add(docid)
+                    yield doc
+
+    def _ranking(self, run: str) -> dict[str, list[tuple[str, float]]]:
+        return self._lists[run].ranking
+
+
+class AnswerSelectionDataset(Dataset):
+    """QA pairs as ranking: question = query, candidate sentences = documents, labels = qrels."""
+
+    reader: Callable[[Path], AnswerSelection] = staticmethod(formats.read_jacana)
+
+    @functools.cached_property
+    def _pairs(self) -> AnswerSelection:
+        return self.reader(self.require().files["pairs"])
+
+    def documents(self) -> Iterator[Document]:
+        return iter(self._pairs.docs.values())
+
+    def topics(self) -> dict[str, str]:
+        return self._pairs.topics
+
+    def qrels(self) -> Qrels:
+        return self._pairs.qrels
+
+    def _ranking(self, run: str) -> dict[str, list[tuple[str, float]]]:
+        return self._pairs.ranking
+
+
+class WikiQADataset(AnswerSelectionDataset):
+    reader = staticmethod(formats.read_wikiqa)
+
+
+def _vaswani(root: Path) -> Dataset:
+    d = root / "vaswani"
+    return Dataset("vaswani", "Vaswani (NPL) physics abstracts: 11,429 docs, 93 queries",
+                   {"corpus": d / "corpus" / "doc-text.trec", "topics": d / "query-text.trec", "qrels": d / "qrels"})
+
+
+def _cacm(root: Path) -> Dataset:
+    d = root / "cacm"
+    return Dataset("cacm", "CACM abstracts: 3,204 docs, 64 topics (52 judged)",
+                   {"corpus": d / "cacm.jsonl", "topics": d / "topics.cacm.txt", "qrels": d / "qrels.cacm.txt"})
+
+
+def _trec_dl(year: int, topics_name: str) -> Callable[[Path], Dataset]:
+    short = f"dl{year % 100}"
+
+    def make(root: Path) -> Dataset:
+        d = root / "trec-dl"
+        return CandidateDataset(
+            f"trec-dl-{year}",
+            f"TREC Deep Learning {year} passages: BM25 / BM25+RM3 top-100 candidates with text, graded qrels",
+            {"topics": d / "topics" / topics_name, "qrels": d / "qrels" / f"qrels.{short}-passage.txt",
+             "bm25": d / "bm25" / f"retrieve_results_{short}.json",
+             "bm25-rm3": d / "bm25-rm3" / f"retrieve_results_{short}.json"},
+            min_rel=2, measures=DL_MEASURES, run_files={"bm25": "bm25", "bm25-rm3": "bm25-rm3"}, kind="candidates")
+
+    return make
+
+
+def _trecqa(split: str) -> Callable[[Path], Dataset]:
+    def make(root: Path) -> Dataset:
+        return AnswerSelectionDataset(
+            f"trecqa-{split}", f"TrecQA answer selection ({split.upper()}.xml, jacana version)",
+            {"pairs": root / "trecqa" / "jacana" / f"{split.upper()}.xml"},
+            measures=QA_MEASURES, run_files={"candidates": "pairs"}, kind="qa")
+
+    return make
+
+
+def _wikiqa(split: str) -> Callable[[Path], Dataset]:
+    def make(root: Path) -> Dataset:
+        return WikiQADataset(
+            f"wikiqa-{split}", f"WikiQA answer selection ({split} split)",
+            {"pairs": root / "wikiqa" / "official" / f"WikiQASent-{split}.txt"},
+            measures=QA_MEASURES, run_files={"candidates": "pairs"}, kind="qa")
+
+    return make
+
+
+DATASETS: dict[str, Callable[[Path], Dataset]] = {
+    "vaswani": _vaswani,
+    "cacm": _cacm,
+    "trec-dl-2019": _trec_dl(2019, "topics.dl19-passage.txt"),
+    "trec-dl-2020": _trec_dl(2020, "topics.dl20.txt"),
+    "trec-dl-2021": _trec_dl(2021, "topics.dl21.txt"),
+    "trecqa-train": _trecqa("train"),
+    "trecqa-dev": _trecqa("dev"),
+    "trecqa-test": _trecqa("test"),
+    "wikiqa-train": _wikiqa("train"),
+    "wikiqa-dev": _wikiqa("dev"),
+    "wikiqa-test": _wikiqa("test"),
+}
+
+
+def dataset_names() -> list[str]:
+    return list(DATASETS)
+
+
+def get_dataset(name: str, root: str | Path | None = None) -> Dataset:
+    if name not in DATASETS:
+        raise DataError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}")
+    return DATASETS[name](data_root(root))
+
+
+def files_dataset(corpus: str | None = None, topics: str | None = None, qrels: str | None = None,
+                  name: str = "custom") -> Dataset:
+    """A data set made of files the user names directly (formats detected from content)."""
+    files = {k: Path(v) for k, v in (("corpus", corpus), ("topics", topics), ("qrels", qrels)) if v}
+    return Dataset(name, "files given on the command line", files).require()

