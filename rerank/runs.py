@@ -258,9 +258,12 @@ class Run:
     header: RunHeader
     queries: dict[str, QueryRanking]
     source: str
+    label: str | None = None  # overrides the stage name, e.g. to tell two runs of one stage apart
 
     @property
     def name(self) -> str:
+        if self.label:
+            return self.label
         if self.header.stages:
             return str(self.header.stages[-1].get("name", self.source))
         return self.source
@@ -276,3 +279,15 @@ def load_run(handle: IO[str], source: str, strict: bool = False) -> Run:
         tags.setdefault(qid, tag)
     queries = {qid: reader._finish(qid, rows, tags[qid]) for qid, rows in grouped.items()}
     return Run(reader.header, queries, source)
+
+
+@dataclass
+class Stream:
+    """What a stage produces: a header and rankings that may be computed lazily, query by query."""
+
+    header: RunHeader
+    rankings: Iterable[QueryRanking]
+
+    def write(self, handle: IO[str], trec_only: bool = False) -> int:
+        writer = RunWriter(handle, self.header, trec_only)
+        return writer.write_all(self.rankings)

@@ -28,7 +28,7 @@ BATCH = 64  # queries handed to Java at once: large enough to use its threads, s
 
 
 def build(name: str, documents: Iterable[Document], total: int | None, source: dict,
-          threads: int = 2, overwrite: bool = True) -> IndexInfo:
+          threads: int = 2, overwrite: bool = False, **_options) -> IndexInfo:
     """Index `documents` into indexes/NAME/lucene/ (built aside, then moved into place)."""
     target = index_folder(name) / BACKEND
     if target.exists() and not overwrite:
@@ -68,7 +68,7 @@ class LuceneIndex:
         self._jlist = jvm.autoclass("java.util.ArrayList")
 
     def search(self, topics: dict[str, str], k: int = 1000, k1: float = DEFAULT_K1, b: float = DEFAULT_B,
-               threads: int = 2, stage: str = "bm25") -> Iterator[QueryRanking]:
+               threads: int = 2, stage: str = "bm25", **_options) -> Iterator[QueryRanking]:
         self.searcher.set_bm25(float(k1), float(b))
         items = list(topics.items())
         for start in range(0, len(items), BATCH):
@@ -98,7 +98,8 @@ class LuceneIndex:
         return out
 
 
-def open_index(name: str) -> LuceneIndex:
+def open_index(name: str, **_options) -> LuceneIndex:
+    """Open indexes/NAME/lucene (options meant for other back ends are not needed here)."""
     path = index_folder(name) / BACKEND
     if not path.is_dir():
         raise MissingIndexError(f"no Lucene index {name!r} at {path}; build it with: rerank index {name}")

@@ -1,0 +1,5 @@
+"""`python -m rerank` is the `rerank` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,56 @@
+"""The `rerank` command: a thin click layer over the library.
+
+Each command family lives in its own module and registers itself on `cli`; this module turns
+RerankError into one line on stderr and a non-zero exit, and a closed pipe into a quiet exit.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from ..errors import RerankError
+from ..paths import DATA_ROOT_ENV
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--data-root", type=click.Path(file_okay=False), default=None,
+              help=f"Folder of data sets in the documented layout (default: ${DATA_ROOT_ENV} or ../shared/data).")
+@click.version_option(package_name="rerank")
+def cli(data_root: str | None) -> None:
+    """Neural re-ranking and evaluation over TREC run streams.
+
+    \b
+    rerank retrieve vaswani | rerank eval
+    rerank retrieve trec-dl-2019 --candidates bm25 | rerank score --model bert ... | rerank eval
+    """
+    if data_root:
+        os.environ[DATA_ROOT_ENV] = data_root
+
+
+def main() -> None:
+    from . import commands  # noqa: F401  (registers the commands on `cli`)
+
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("rerank: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except RerankError as exc:
+        click.echo(f"rerank: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("rerank: interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,53 @@
+"""`rerank eval`: one evaluator for every stage; several runs make a leaderboard."""
+
+from __future__ import annotations
+
+import contextlib
+
+import click
+
+from ..errors import UsageError
+from ..evaluate import report
+from ..evaluate.session import evaluate_runs, judgements_for, load_runs
+from . import cli
+from .io import open_run_input
+
+
+def _baseline_index(runs, baseline: str | None) -> int:
+    if baseline is None:
+        return 0
+    for i, run in enumerate(runs):
+        if baseline in (run.name, run.source):
+            return i
+    raise UsageError(f"--baseline {baseline!r} names none of the runs: {', '.join(r.name for r in runs)}")
+
+
+@cli.command("eval")
+@click.argument("runs", nargs=-1)
+@click.option("--qrels", type=click.Path(dir_okay=False), help="Qrels file (default: the data set named in the run header).")
+@click.option("-m", "--measure", "measures", multiple=True,
+              help="MAP, MRR[@k], P@k, HITS@k, nDCG[@k], Recall@k or an ir_measures name; repeatable.")
+@click.option("--min-rel", type=int, default=None, help="Lowest grade that counts as relevant for binary measures.")
+@click.option("--per-query", is_flag=True, help="One row per query and run.")
+@click.option("--format", "fmt", type=click.Choice(report.FORMATS), default="table", show_default=True)
+@click.option("--baseline", default=None, help="Run (name or file) the others are tested against (default: the first).")
+@click.option("--sort", "sort_by", default=None, help="Measure to sort the leaderboard by (default: the first).")
+@click.option("--strict", is_flag=True, help="Insist that ranks agree with scores.")
+def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_by, strict) -> None:
+    """Evaluate RUNS (files; '-' or none for stdin) and print a table or leaderboard."""
+    with contextlib.ExitStack() as stack:
+        inputs = [stack.enter_context(open_run_input(path)) for path in (runs or [None])]
+        loaded = load_runs(inputs, strict)
+    judgements = judgements_for(loaded[0].header, qrels, min_rel)
+    evaluations, named, warnings = evaluate_runs(loaded, judgements, list(measures))
+    for warning in warnings:
+        click.echo(f"rerank: note: {warning}", err=True)
+    if per_query:
+        click.echo(report.render_per_query(evaluations, named, fmt), nl=False)
+        return
+    base = _baseline_index(loaded, baseline)
+    labels = [m.label for m in named]
+    if sort_by is not None and sort_by not in labels:
+        raise UsageError(f"--sort {sort_by!r} is not one of the measures: {', '.join(labels)}")
+    rows = report.leaderboard(evaluations, named, base, sort_by)
+    click.echo(report.render(rows, named, fmt, evaluations[base].run_name), nl=False)

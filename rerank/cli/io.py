@@ -1,0 +1,35 @@
+"""Shared CLI plumbing: open run inputs (files or stdin) and write streams atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import IO, Iterator
+
+from ..atomic import atomic_output
+from ..errors import DataError, UsageError
+from ..runs import Stream
+
+
+@contextlib.contextmanager
+def open_run_input(path: str | None) -> Iterator[tuple[IO[str], str]]:
+    """A run file, or stdin for None/'-'; refuses to wait on an interactive terminal."""
+    if path in (None, "-"):
+        if sys.stdin is None or sys.stdin.isatty():
+            raise UsageError("no run given: name a run file or pipe a run stream into this command")
+        yield sys.stdin, "<stdin>"
+        return
+    try:
+        handle = open(path, encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"run file not found: {path}") from None
+    except IsADirectoryError:
+        raise DataError(f"{path} is a folder, not a run file") from None
+    with handle:
+        yield handle, path
+
+
+def write_stream(stream: Stream, output: str | None, trec_only: bool = False) -> int:
+    """Write to stdout or (atomically) to a file; returns the number of queries written."""
+    with atomic_output(output) as handle:
+        return stream.write(handle, trec_only)

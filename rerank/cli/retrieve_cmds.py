@@ -1,0 +1,57 @@
+"""`rerank index`, `rerank retrieve` and `rerank cat`: first stages and stream plumbing."""
+
+from __future__ import annotations
+
+import click
+
+from ..retrieve import api
+from ..runs import RunReader, Stream
+from . import cli
+from .io import open_run_input, write_stream
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--backend", "backend_name", default="lucene", show_default=True, help="Index back end.")
+@click.option("--corpus", type=click.Path(dir_okay=False), help="Documents file (JSONL, TREC SGML or SMART); default: the data set NAME's corpus.")
+@click.option("--threads", default=2, show_default=True, help="Indexing threads.")
+@click.option("--overwrite", is_flag=True, help="Rebuild an index that already exists.")
+def index(name: str, backend_name: str, corpus: str | None, threads: int, overwrite: bool) -> None:
+    """Build the index NAME under indexes/NAME/ from a data set or a corpus file."""
+    info = api.build_index(name, backend_name, corpus=corpus, threads=threads, overwrite=overwrite)
+    click.echo(f"indexed {info.documents} documents into index {name!r} ({backend_name})", err=True)
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--backend", "backend_name", default="lucene", show_default=True, help="Index back end.")
+@click.option("--k", default=1000, show_default=True, help="Documents per query.")
+@click.option("--k1", type=float, default=None, help="BM25 k1 (Anserini default 0.9).")
+@click.option("--b", type=float, default=None, help="BM25 b (Anserini default 0.4).")
+@click.option("--topics", type=click.Path(dir_okay=False), help="Topics file (TSV, TREC <top> or SGML); default: the data set NAME's topics.")
+@click.option("--candidates", "candidate_run", default=None, metavar="RUN",
+              help="Replay the candidate run shipped with the data set (e.g. bm25, bm25-rm3) instead of searching.")
+@click.option("--threads", default=2, show_default=True, help="Search threads.")
+@click.option("--name", "stage_name", default=None, help="Run tag for this stage (default bm25 / the candidate run).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the run here instead of stdout.")
+@click.option("--trec", "trec_only", is_flag=True, help="Plain trec_eval-compatible lines (no # header or timings).")
+def retrieve(name, backend_name, k, k1, b, topics, candidate_run, threads, stage_name, output, trec_only) -> None:
+    """Retrieve candidates for every topic of NAME and write a run stream."""
+    if candidate_run is not None:
+        stream = api.candidates(name, candidate_run, k)
+    else:
+        options = {key: value for key, value in (("k1", k1), ("b", b)) if value is not None}
+        stream = api.retrieve(name, backend_name, k=k, topics=topics, stage_name=stage_name, threads=threads, **options)
+    write_stream(stream, output, trec_only)
+
+
+@cli.command()
+@click.argument("run", required=False)
+@click.option("--trec", "trec_only", is_flag=True, help="Drop every # line: strictly trec_eval-compatible output.")
+@click.option("--strict", is_flag=True, help="Also insist that ranks agree with scores.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+def cat(run: str | None, trec_only: bool, strict: bool, output: str | None) -> None:
+    """Validate a run stream and write it out again (normalised order and ranks)."""
+    with open_run_input(run) as (handle, source):
+        reader = RunReader(handle, source, strict)
+        write_stream(Stream(reader.header, reader), output, trec_only)

@@ -1,0 +1,125 @@
+"""Leaderboards and per-query tables from evaluations, rendered as text, CSV, JSON or Markdown."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from .measures import Evaluation, NamedMeasure
+from .significance import Comparison, compare, holm
+
+ALPHA = 0.05
+FORMATS = ("table", "csv", "json", "markdown")
+
+
+@dataclass
+class Row:
+    run: str
+    means: dict[str, float]
+    versus: dict[str, Comparison] | None  # None for the baseline itself
+    missing: int
+    unjudged: int
+
+
+def leaderboard(evaluations: list[Evaluation], measures: list[NamedMeasure], baseline: int = 0,
+                sort_by: str | None = None) -> list[Row]:
+    """Rows sorted by `sort_by` (default: the first measure), each compared with the baseline run.
+
+    The t-test's p-values are Holm-corrected across the runs compared on each measure.
+    """
+    base = evaluations[baseline]
+    rows = []
+    for i, ev in enumerate(evaluations):
+        means = {m.label: ev.mean(m.label) for m in measures}
+        versus = None
+        if i != baseline:
+            versus = {}
+            for m in measures:
+                qids = list(base.per_query[m.label])
+                versus[m.label] = compare(np.array([ev.per_query[m.label][q] for q in qids]),
+                                          np.array([base.per_query[m.label][q] for q in qids]))
+        rows.append(Row(ev.run_name, means, versus, len(ev.missing), len(ev.unjudged)))
+    for m in measures:
+        compared = [r for r in rows if r.versus is not None]
+        adjusted = holm([r.versus[m.label].t_p for r in compared])
+        for row, p in zip(compared, adjusted):
+            row.versus[m.label] = replace(row.versus[m.label], holm_p=p)
+    key = sort_by or measures[0].label
+    return sorted(rows, key=lambda r: -r.means[key])
+
+
+def _mark(c: Comparison | None) -> str:
+    """'+'/'-' when better/worse than the baseline at ALPHA after Holm correction (t-test) and
+    by the randomization test; '' when the evidence does not reach both."""
+    if c is None or c.holm_p >= ALPHA or c.rand_p >= ALPHA:
+        return ""
+    return "+" if c.delta > 0 else "-"
+
+
+def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_name: str) -> str:
+    labels = [m.label for m in measures]
+    if fmt == "json":
+        return json.dumps([{"run": r.run, "baseline": r.versus is None, **r.means, "missing_queries": r.missing,
+                            "unjudged_queries": r.unjudged,
+                            "versus_baseline": {k: asdict(v) for k, v in (r.versus or {}).items()}}
+                           for r in rows], indent=2) + "\n"
+    many = len(rows) > 1
+    header = ["run", *labels]
+    table = []
+    for r in rows:
+        cells = [r.run + (" (baseline)" if many and r.versus is None else "")]
+        for label in labels:
+            c = (r.versus or {}).get(label)
+            cells.append(f"{r.means[label]:.4f}{_mark(c)}")
+        table.append(cells)
+    if many:
+        header.append(f"W/T/L ({labels[0]})")
+        for r, cells in zip(rows, table):
+            c = (r.versus or {}).get(labels[0])
+            cells.append(f"{c.wins}/{c.ties}/{c.losses}" if c else "-")
+    if fmt == "csv":
+        return _csv(header, table)
+    out = _markdown(header, table) if fmt == "markdown" else _text(header, table)
+    if many:
+        out += (f"\n+/- : better/worse than {baseline_name} (paired t-test, Holm-corrected, and randomization "
+                f"test, both p < {ALPHA})\n")
+    return out
+
+
+def render_per_query(evaluations: list[Evaluation], measures: list[NamedMeasure], fmt: str) -> str:
+    header = ["run", "qid", *[m.label for m in measures]]
+    table = []
+    for ev in evaluations:
+        for qid in ev.per_query[measures[0].label]:
+            table.append([ev.run_name, qid, *[f"{ev.per_query[m.label][qid]:.4f}" for m in measures]])
+        table.append([ev.run_name, "all", *[f"{ev.mean(m.label):.4f}" for m in measures]])
+    if fmt == "json":
+        return json.dumps([dict(zip(header, row)) for row in table], indent=2) + "\n"
+    if fmt == "csv":
+        return _csv(header, table)
+    return _markdown(header, table) if fmt == "markdown" else _text(header, table)
+
+
+def _csv(header: list[str], table: list[list[str]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(table)
+    return buf.getvalue()
+
+
+def _text(header: list[str], table: list[list[str]]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *table)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in table]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _markdown(header: list[str], table: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in table]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,69 @@
+"""Evaluate runs end to end: load them, find their qrels and measures, build the leaderboard."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import IO
+
+from ..data import dataset_names, get_dataset
+from ..data.formats import read_qrels
+from ..data.registry import ADHOC_MEASURES, Qrels
+from ..errors import DataError, UsageError
+from ..runs import Run, RunHeader, load_run
+from .measures import Evaluation, NamedMeasure, evaluate, parse_measures
+
+
+@dataclass
+class Judgements:
+    qrels: Qrels
+    min_rel: int
+    measures: tuple[str, ...]
+    source: str
+
+
+def judgements_for(header: RunHeader, qrels_path: str | None, min_rel: int | None) -> Judgements:
+    """Qrels given explicitly, else those of the data set named in the run's header."""
+    name = header.dataset
+    dataset = get_dataset(name) if name in dataset_names() else None
+    if qrels_path:
+        level = min_rel if min_rel is not None else (dataset.min_rel if dataset else 1)
+        return Judgements(read_qrels(qrels_path), level, dataset.measures if dataset else ADHOC_MEASURES, qrels_path)
+    if header.get("qrels"):
+        return Judgements(read_qrels(header.get("qrels")), min_rel or 1, ADHOC_MEASURES, header.get("qrels"))
+    if dataset is None:
+        raise UsageError("no qrels: the run's header names no known data set; pass --qrels FILE")
+    return Judgements(dataset.qrels(), min_rel if min_rel is not None else dataset.min_rel, dataset.measures, name)
+
+
+def load_runs(inputs: list[tuple[IO[str], str]], strict: bool) -> list[Run]:
+    runs = []
+    for handle, source in inputs:
+        run = load_run(handle, source, strict)
+        if not run.queries:
+            raise DataError(f"empty input: {source} holds no run records")
+        runs.append(run)
+    names = [r.name for r in runs]
+    for run in runs:
+        if names.count(run.name) > 1:  # two runs of one stage name: tell them apart by their files
+            run.label = f"{run.name}:{run.source}"
+    return runs
+
+
+def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[str] | None
+                  ) -> tuple[list[Evaluation], list[NamedMeasure], list[str]]:
+    """Per-run evaluations plus warnings (missing / unjudged queries) for stderr."""
+    measures = parse_measures(measure_names or list(judgements.measures), judgements.min_rel)
+    evaluations, warnings = [], []
+    for run in runs:
+        if not set(run.queries) & set(judgements.qrels):
+            raise DataError(f"{run.source}: none of its {len(run.queries)} queries is judged in {judgements.source} "
+                            "(wrong qrels for this run?)")
+        ev = evaluate(run, judgements.qrels, measures)
+        if ev.missing:
+            warnings.append(f"{ev.run_name}: {len(ev.missing)} judged queries have no results and count as 0 "
+                            f"({', '.join(ev.missing[:10])}{' ...' if len(ev.missing) > 10 else ''})")
+        if ev.unjudged:
+            warnings.append(f"{ev.run_name}: {len(ev.unjudged)} queries are not in the qrels and are ignored "
+                            f"({', '.join(ev.unjudged[:10])}{' ...' if len(ev.unjudged) > 10 else ''})")
+        evaluations.append(ev)
+    return evaluations, measures, warnings

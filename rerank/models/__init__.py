@@ -1,0 +1,1 @@
+"""Re-rankers, one module each, registered by name (see base.MODELS)."""

@@ -1,0 +1,44 @@
+"""The interface every re-ranker implements, and the registry of models by name.
+
+A re-ranker only scores (query, document) pairs; the score stage (rerank/score.py) does batching,
+truncation to a depth, timing, caching and writing. Models register a loader under a name:
+
+    @register_model("bert")
+    def load_bert(checkpoint: str | None, **options) -> Reranker: ...
+
+Loaders are listed as "module:function" strings so that naming a model imports only that model.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib
+from typing import Any, Callable
+
+from ..errors import UsageError
+
+# name -> "module:loader"; loader(checkpoint: str | None, **options) -> Reranker
+MODELS: dict[str, str] = {}
+
+
+class Reranker(abc.ABC):
+    """Scores candidates of one query. `checkpoint_hash` keys the score cache and goes into provenance."""
+
+    name: str = ""
+    checkpoint_hash: str = ""
+
+    @abc.abstractmethod
+    def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:
+        """One score per candidate (higher is better). `docids` lets a model use stored encodings."""
+
+    def provenance(self) -> dict[str, Any]:
+        """Extra fields for the stage's `# stage:` header line (checkpoint, encodings used, ...)."""
+        return {"model": self.name, "checkpoint_hash": self.checkpoint_hash}
+
+
+def load_model(name: str, checkpoint: str | None = None, **options: Any) -> Reranker:
+    if name not in MODELS:
+        raise UsageError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS)) or 'none yet'}")
+    module, _, function = MODELS[name].partition(":")
+    loader: Callable[..., Reranker] = getattr(importlib.import_module(module), function)
+    return loader(checkpoint, **options)

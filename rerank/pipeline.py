@@ -1,0 +1,144 @@
+"""Declarative experiments: a TOML file names a data set, stages and measures; `rerank run` executes it.
+
+    dataset = "vaswani"
+    measures = ["MAP", "MRR", "P@1", "nDCG@10"]
+    baseline = "bm25"
+    [index]                      # optional: build indexes/<dataset> first if it is missing
+    backend = "lucene"
+    [[stage]]
+    name = "bm25"                # also the run's file name: runs/<pipeline>/<name>.run
+    kind = "retrieve"            # a kind registered in STAGE_KINDS
+    k = 1000
+    [[stage]]
+    name = "bert"
+    kind = "score"
+    input = "bm25"               # the stage whose run this one reads
+    ...
+
+Each run file records a fingerprint of its stage's parameters and of everything upstream, so a
+re-run reuses a run whose fingerprint is unchanged and recomputes the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Callable
+
+from .atomic import atomic_output
+from .errors import DataError, UsageError
+from .evaluate import report
+from .evaluate.session import evaluate_runs, judgements_for
+from .paths import indexes_dir, runs_dir
+from .retrieve import api
+from .runs import Run, RunReader, Stream, load_run
+
+# kind -> "module:function"; the function takes (dataset, stage parameters, input stream or None) and
+# returns the output stream. Resolved on use, so a pipeline only imports the stages it runs (no torch
+# for a BM25-only pipeline).
+STAGE_KINDS: dict[str, str] = {
+    "retrieve": "rerank.retrieve.api:retrieve_stage",
+    "candidates": "rerank.retrieve.api:candidates_stage",
+    "score": "rerank.score:score_stage",
+    "fuse": "rerank.retrieve.fusion:fuse_stage",
+}
+StageKind = Callable[[str, dict, Stream | None], Stream]
+
+
+def stage_function(kind: str) -> StageKind:
+    module, _, function = STAGE_KINDS[kind].partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def _fingerprint(dataset: str, params: dict, upstream: str) -> str:
+    blob = json.dumps({"dataset": dataset, "params": params, "upstream": upstream}, sort_keys=True)
+    for value in params.values():  # a checkpoint retrained in place must invalidate the run
+        manifest = Path(str(value)) / "checkpoint.json"
+        if isinstance(value, str) and manifest.is_file():
+            blob += manifest.read_text()
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _existing_fingerprint(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return RunReader(handle, str(path)).header.get("fingerprint")
+
+
+def load_pipeline(path: str | Path) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"pipeline file not found: {p}")
+    try:
+        spec = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise DataError(f"{p}: not valid TOML ({exc})") from None
+    if "dataset" not in spec or not spec.get("stage"):
+        raise DataError(f"{p}: a pipeline needs 'dataset' and at least one [[stage]]")
+    names = set()
+    for i, stage in enumerate(spec["stage"], 1):
+        if "name" not in stage or "kind" not in stage:
+            raise DataError(f"{p}: stage {i} needs 'name' and 'kind'")
+        if stage["kind"] not in STAGE_KINDS:
+            raise DataError(f"{p}: stage {stage['name']!r} has unknown kind {stage['kind']!r}; known: {', '.join(STAGE_KINDS)}")
+        if stage.get("input") is not None and stage["input"] not in names:
+            raise DataError(f"{p}: stage {stage['name']!r} reads {stage['input']!r}, which no earlier stage makes")
+        if stage["name"] in names:
+            raise DataError(f"{p}: two stages are named {stage['name']!r}")
+        names.add(stage["name"])
+    return spec
+
+
+def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False) -> str:
+    import click
+
+    spec = load_pipeline(path)
+    dataset = spec["dataset"]
+    folder = runs_dir() / Path(path).stem
+    if "index" in spec and not (indexes_dir() / dataset / spec["index"].get("backend", "lucene")).is_dir():
+        api.build_index(dataset, spec["index"].get("backend", "lucene"))
+    fingerprints: dict[str, str] = {}
+    for stage in spec["stage"]:
+        params = {k: v for k, v in stage.items() if k not in ("kind", "input", "evaluate")}
+        name, upstream = stage["name"], stage.get("input")
+        fingerprint = _fingerprint(dataset, {**params, "kind": stage["kind"]}, fingerprints.get(upstream, ""))
+        fingerprints[name] = fingerprint
+        target = folder / f"{name}.run"
+        if not force and _existing_fingerprint(target) == fingerprint:
+            click.echo(f"rerank: {name}: up to date ({target})", err=True)
+            continue
+        click.echo(f"rerank: {name}: running {stage['kind']} -> {target}", err=True)
+        source = None
+        handle = None
+        if upstream is not None:
+            handle = open(folder / f"{upstream}.run", encoding="utf-8")
+            reader = RunReader(handle, str(folder / f"{upstream}.run"))
+            source = Stream(reader.header, reader)
+        try:
+            stream = stage_function(stage["kind"])(dataset, params, source)
+            stream.header.fields["fingerprint"] = fingerprint
+            with atomic_output(target) as out:
+                stream.write(out)
+        finally:
+            if handle is not None:
+                handle.close()
+    runs: list[Run] = []
+    for stage in spec["stage"]:
+        if stage.get("evaluate", True):
+            with open(folder / f"{stage['name']}.run", encoding="utf-8") as handle:
+                runs.append(load_run(handle, stage["name"]))
+    judgements = judgements_for(runs[0].header, spec.get("qrels"), spec.get("min_rel"))
+    evaluations, named, warnings = evaluate_runs(runs, judgements, spec.get("measures"))
+    for warning in warnings:
+        click.echo(f"rerank: note: {warning}", err=True)
+    names = [r.name for r in runs]
+    baseline = spec.get("baseline", names[0])
+    if baseline not in names:
+        raise UsageError(f"{path}: baseline {baseline!r} is not an evaluated stage ({', '.join(names)})")
+    base = names.index(baseline)
+    rows = report.leaderboard(evaluations, named, base, spec.get("sort"))
+    return report.render(rows, named, fmt, baseline)

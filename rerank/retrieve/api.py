@@ -1,0 +1,82 @@
+"""First stages behind one interface: build an index, retrieve a run stream, or replay shipped candidates.
+
+A back end is a module registered by name in BACKENDS that provides
+`build(name, documents, total, source, **options) -> IndexInfo` and
+`open_index(name, **options)` whose `.search(topics, k, **options)` yields QueryRankings.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from ..data import Dataset, dataset_names, files_dataset, get_dataset
+from ..errors import DataError, UsageError
+from ..runs import RunHeader, Stream
+from .store import IndexInfo
+
+BACKENDS = {"lucene": "rerank.retrieve.lucene"}
+
+
+def backend(name: str):
+    if name not in BACKENDS:
+        raise UsageError(f"unknown back end {name!r}; known: {', '.join(BACKENDS)}")
+    return importlib.import_module(BACKENDS[name])
+
+
+def _collection(name: str, corpus: str | None, topics: str | None) -> Dataset | None:
+    """The registered data set NAME, or files named on the command line; None if neither applies."""
+    if corpus or topics:
+        return files_dataset(corpus=corpus, topics=topics)
+    return get_dataset(name) if name in dataset_names() else None
+
+
+def build_index(name: str, backend_name: str = "lucene", corpus: str | None = None, **options) -> IndexInfo:
+    collection = _collection(name, corpus, None)
+    if collection is None:
+        raise DataError(f"{name!r} is not a known data set ({', '.join(dataset_names())}); "
+                        "give the documents with --corpus FILE")
+    source = {"dataset": name} if corpus is None else {"corpus": str(Path(corpus).resolve())}
+    documents = collection.documents()
+    return backend(backend_name).build(name, documents, None, source, **options)
+
+
+def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str | None = None,
+             stage_name: str | None = None, **options) -> Stream:
+    if k <= 0:
+        raise UsageError(f"--k must be a positive number of documents, not {k}")
+    collection = _collection(name, None, topics)
+    if collection is None:
+        raise DataError(f"no topics for {name!r}: it is not a known data set; pass --topics FILE")
+    queries = collection.topics()
+    index = backend(backend_name).open_index(name, **options)
+    stage = stage_name or "bm25"
+    params = {k_: v for k_, v in options.items() if v is not None and not k_.startswith("_")}
+    header = RunHeader({"dataset": name} if topics is None else {"topics": str(Path(topics).resolve())})
+    fields = {"index": name, **({"corpus": index.info.source["corpus"]} if "corpus" in index.info.source else {})}
+    header = header.with_stage({"name": stage, "stage": "retrieve", "backend": backend_name, "k": k,
+                                "timing": "amortised", **params}, **fields)
+    return Stream(header, index.search(queries, k=k, stage=stage, **options))
+
+
+def candidates(name: str, run: str | None = None, k: int | None = None) -> Stream:
+    """Replay a candidate run shipped with the data set (TREC DL top-100, QA candidate lists)."""
+    dataset = get_dataset(name)
+    rankings = dataset.candidates(run)
+    run = run or next(iter(dataset.run_files))
+    if k is not None:
+        rankings = [r.head(k) for r in rankings]
+    header = RunHeader({"dataset": name}).with_stage({"name": run, "stage": "candidates", "source": name})
+    return Stream(header, rankings)
+
+
+def retrieve_stage(dataset: str, params: dict, _input: Stream | None) -> Stream:
+    """Pipeline stage `kind = "retrieve"`: parameters as for `rerank retrieve`."""
+    params = dict(params)
+    return retrieve(dataset, params.pop("backend", "lucene"), params.pop("k", 1000),
+                    stage_name=params.pop("name"), **params)
+
+
+def candidates_stage(dataset: str, params: dict, _input: Stream | None) -> Stream:
+    """Pipeline stage `kind = "candidates"`: replay the data set's run `run`, cut at `k`."""
+    return candidates(dataset, params.get("run"), params.get("k"))

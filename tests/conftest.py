@@ -1,0 +1,65 @@
+"""Shared fixtures. Tests marked `data` read the real data sets and fail loudly when they are absent."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _data_root() -> Path | None:
+    explicit = os.environ.get("RERANK_DATA")
+    root = Path(explicit) if explicit else REPO.parent / "shared" / "data"
+    return root if root.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def data_root() -> Path:
+    """The shared data sets. Missing data is a failure, not a skip: CI must have them."""
+    root = _data_root()
+    if root is None:
+        pytest.fail("tests need the shared data sets: put them at ../shared/data or set RERANK_DATA", pytrace=False)
+    return root
+
+
+@pytest.fixture(scope="session")
+def session_home(tmp_path_factory) -> Path:
+    """A RERANK_HOME shared by the whole session, so an index is built once and reused by many tests."""
+    return tmp_path_factory.mktemp("rerank-home")
+
+
+@pytest.fixture
+def home(session_home, monkeypatch) -> Path:
+    monkeypatch.setenv("RERANK_HOME", str(session_home))
+    return session_home
+
+
+@pytest.fixture
+def rerank(data_root, session_home):
+    """Run the real `rerank` CLI in a subprocess; returns the CompletedProcess (text)."""
+
+    def run(*args: str, input: str | None = None, check: bool = True, env: dict | None = None):
+        full_env = {**os.environ, "RERANK_HOME": str(session_home), "RERANK_DATA": str(data_root),
+                    "HF_HUB_OFFLINE": "1", **(env or {})}
+        done = subprocess.run([sys.executable, "-m", "rerank", *args], input=input, capture_output=True,
+                              text=True, env=full_env, cwd=session_home)
+        if check and done.returncode != 0:
+            raise AssertionError(f"rerank {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
+        return done
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def vaswani_index(data_root, session_home) -> str:
+    """Build the Vaswani Lucene index once per session (about 5 s)."""
+    if not (session_home / "indexes" / "vaswani" / "lucene").is_dir():
+        env = {**os.environ, "RERANK_HOME": str(session_home), "RERANK_DATA": str(data_root)}
+        subprocess.run([sys.executable, "-m", "rerank", "index", "vaswani"], check=True, env=env,
+                       capture_output=True, cwd=session_home)
+    return "vaswani"
