@@ -1,0 +1,78 @@
+"""`rerank budget`: effectiveness within per-query time budgets, from the timings in run streams."""
+
+from __future__ import annotations
+
+import contextlib
+
+import click
+
+from ..errors import UsageError
+from ..evaluate import budget as budgets_lib
+from ..evaluate.session import load_runs
+from . import cli
+from .io import open_run_input
+
+
+def _split_label(argument: str) -> tuple[str | None, str]:
+    """'LABEL=FILE' -> (LABEL, FILE); a plain FILE has no label."""
+    label, sep, path = argument.partition("=")
+    return (label, path) if sep and label and "/" not in label else (None, argument)
+
+
+@cli.command("budget")
+@click.argument("runs", nargs=-1)
+@click.option("--model", "model_name", default=None,
+              help="Re-rank the candidate stream on stdin with this model at every --depths, timing each.")
+@click.option("--checkpoint", default=None, help="Checkpoint folder for --model.")
+@click.option("--depths", default=None, help="Depths for --model, e.g. 5,10,20,50,100.")
+@click.option("-m", "--measure", default=None, help="Effectiveness measure (default: the data set's first, e.g. nDCG@10).")
+@click.option("--qrels", type=click.Path(dir_okay=False), help="Qrels file (default: the data set named in the runs).")
+@click.option("--budgets", "budget_text", default=None, help="Budgets in ms per query, e.g. 5,10,50 (default: a 1-2-5 series).")
+@click.option("--statistic", type=click.Choice(budgets_lib.STATISTICS), default="median", show_default=True,
+              help="Per-query time that must fit the budget.")
+@click.option("--zero-untimed", is_flag=True, help="Count a run without '# time:' lines (e.g. replayed candidates) as 0 ms.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "markdown", "json"]), default="table", show_default=True)
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a PNG plot here.")
+@click.option("--title", default=None, help="Plot title.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report here instead of stdout.")
+def budget_command(runs, model_name, checkpoint, depths, measure, qrels, budget_text, statistic, zero_untimed, fmt,
+                   plot_path, title, output) -> None:
+    """Best effectiveness reachable within per-query time budgets, one curve per model.
+
+    \b
+    RUNS are run files, each one model at one depth (LABEL=FILE names the curve; default: the
+    last stage's name). A query's cost is the sum of all its '# time:' lines (every stage).
+      rerank budget bm25=bm25.run bert10.run bert100.run tk10.run tk100.run --plot budget.png
+      rerank retrieve trec-dl-2019 --candidates bm25 | rerank budget --model tk --checkpoint CK --depths 10,50,100
+    """
+    from ..atomic import atomic_output
+
+    chosen = budgets_lib.positive_numbers(budget_text, "--budgets") if budget_text is not None else None
+    if model_name is not None:
+        if runs:
+            raise UsageError("give either run files or --model with a candidate stream on stdin, not both")
+        if not depths:
+            raise UsageError("--model needs --depths, e.g. --depths 10,20,50,100")
+        from ..evaluate.budget_scoring import score_at_depths
+
+        depth_list = budgets_lib.positive_numbers(depths, "--depths", int)
+        with open_run_input(None) as (handle, source):
+            loaded = score_at_depths(handle, source, model_name, checkpoint, depth_list)
+    else:
+        if depths is not None or checkpoint is not None:
+            raise UsageError("--depths and --checkpoint go with --model")
+        if not runs:
+            raise UsageError("no runs given: name run files (one per model and depth) or use --model with --depths")
+        labelled = [_split_label(arg) for arg in runs]
+        with contextlib.ExitStack() as stack:
+            inputs = [stack.enter_context(open_run_input(path)) for _, path in labelled]
+            loaded = load_runs(inputs, strict=False)
+        for run, (label, _) in zip(loaded, labelled):
+            run.label = label or (run.header.stages[-1].get("name") if run.header.stages else None) or run.source
+    points, label = budgets_lib.measure_points(loaded, measure, qrels, zero_untimed)
+    report = budgets_lib.build_report(points, label, statistic, chosen)
+    with atomic_output(output) as handle:
+        handle.write(budgets_lib.render(report, fmt))
+    if plot_path:
+        budgets_lib.plot(report, plot_path, title)
+        click.echo(f"rerank: wrote plot {plot_path}", err=True)

@@ -1,0 +1,298 @@
+"""Time-budget curves: effectiveness reachable within a per-query time budget, for any staged run.
+
+Input is a set of runs, each one model's output at one depth (e.g. TK re-ranking the top 10, 20,
+50, 100 of the same first stage). A run's cost for a query is the sum of every stage's `# time:`
+line for that query (first stage + re-ranker + ...), so the report works for any stage that records
+its timings. Runs are grouped into one curve per model (the last stage's name, or a label the user
+gives); the best effectiveness within a budget is the best point of that curve whose median (or
+p95) per-query time fits the budget.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..errors import DataError, UsageError
+from ..runs import Run
+from .session import evaluate_runs, judgements_for
+
+STATISTICS = ("median", "p95")
+
+
+@dataclass(frozen=True)
+class BudgetPoint:
+    """One run: a model at one depth, its effectiveness and its per-query cost."""
+
+    model: str
+    depth: int
+    queries: int
+    effectiveness: float
+    median_ms: float
+    p95_ms: float
+    source: str
+
+    def cost(self, statistic: str) -> float:
+        return self.median_ms if statistic == "median" else self.p95_ms
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """Budgets below `below_ms` favour `better`; from `below_ms` on, `other` is at least as good."""
+
+    better: str
+    other: str
+    below_ms: float
+
+    def sentence(self) -> str:
+        return f"{self.better} is better than {self.other} below {self.below_ms:.3g} ms per query"
+
+
+def positive_numbers(text: str, what: str, kind: type = float) -> list:
+    """Parse '5,10,20' into positive numbers, or say which item is wrong."""
+    values = []
+    for item in (part.strip() for part in str(text).split(",")):
+        try:
+            value = kind(item)
+        except ValueError:
+            raise UsageError(f"{what} must be positive numbers separated by commas, not {item!r}") from None
+        if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
+            raise UsageError(f"{what} must be positive numbers, not {item!r}")
+        values.append(value)
+    if not values:
+        raise UsageError(f"{what}: give at least one positive number")
+    return sorted(set(values))
+
+
+def _stage_names(run: Run) -> str:
+    names = [f"'{s.get('name', '?')}' ({s.get('stage', 'stage')})" for s in run.header.stages]
+    return ", ".join(names) or "none"
+
+
+def query_costs(run: Run, zero_untimed: bool = False) -> dict[str, float]:
+    """Milliseconds per query, summed over every stage that timed it.
+
+    A run with no timings at all cannot be placed on a time axis: say which stages should record
+    them. `zero_untimed` counts such a run (e.g. replayed candidates, which cost nothing to fetch)
+    as free.
+    """
+    costs = {qid: sum(t.ms for t in ranking.timings) for qid, ranking in run.queries.items()}
+    untimed = [qid for qid, ranking in run.queries.items() if not ranking.timings]
+    if untimed and not zero_untimed:
+        if len(untimed) == len(costs):
+            raise DataError(f"{run.source}: the run has no per-query timings ('# time:' lines); the stage that "
+                            f"produced it ({_stage_names(run)}) must record them, e.g. re-score it with "
+                            "'rerank score' or retrieve from an index; or pass --zero-untimed to count it as 0 ms")
+        raise DataError(f"{run.source}: {len(untimed)} of {len(costs)} queries have no '# time:' line "
+                        f"(first: {untimed[0]}); every stage must time every query")
+    return costs
+
+
+def run_depth(run: Run) -> int:
+    """The depth the run's last stage handled: its `depth` parameter, else the deepest timing, else the
+    longest ranking."""
+    last = run.header.stages[-1] if run.header.stages else {}
+    if isinstance(last.get("depth"), int):
+        return last["depth"]
+    stage = last.get("name")
+    depths = [t.depth for r in run.queries.values() for t in r.timings if t.stage == stage]
+    if depths:
+        return max(depths)
+    return max((len(r) for r in run.queries.values()), default=0)
+
+
+def measure_points(runs: list[Run], measure: str | None = None, qrels: str | None = None,
+                   zero_untimed: bool = False) -> tuple[list[BudgetPoint], str]:
+    """Evaluate every run with the shared evaluator and attach its per-query cost statistics."""
+    if not runs:
+        raise UsageError("give at least one run to the budget report")
+    judgements = judgements_for(runs[0].header, qrels, None)
+    evaluations, named, warnings = evaluate_runs(runs, judgements, [measure] if measure else None)
+    label = named[0].label
+    points = []
+    for run, evaluation in zip(runs, evaluations):
+        costs = np.array(list(query_costs(run, zero_untimed).values()), dtype=float)
+        points.append(BudgetPoint(run.label or run.name, run_depth(run), len(costs), evaluation.mean(label),
+                                  float(np.median(costs)), float(np.percentile(costs, 95)), run.source))
+    seen: dict[tuple[str, int], str] = {}
+    for p in points:
+        if (p.model, p.depth) in seen:
+            raise UsageError(f"{p.source} and {seen[p.model, p.depth]} are both {p.model!r} at depth {p.depth}; "
+                             "label one differently (LABEL=FILE)")
+        seen[p.model, p.depth] = p.source
+    return sorted(points, key=lambda p: (p.model, p.depth)), label
+
+
+def default_budgets(points: list[BudgetPoint], statistic: str) -> list[float]:
+    """A 1-2-5 series of budgets that spans every point's cost (free points fit any budget)."""
+    costs = [p.cost(statistic) for p in points if p.cost(statistic) > 0] or [1.0]
+    low, high = min(costs), max(costs)
+    budgets, decade = [], 10.0 ** math.floor(math.log10(low))
+    while not budgets or budgets[-1] < high:
+        for step in (1, 2, 5):
+            value = step * decade
+            if value >= low / 2 and (not budgets or budgets[-1] < high):
+                budgets.append(round(value, 6))
+        decade *= 10
+    return budgets
+
+
+def best_within(points: list[BudgetPoint], budget: float, statistic: str) -> BudgetPoint | None:
+    """The most effective point whose cost fits the budget (ties: the cheaper one)."""
+    fitting = [p for p in points if p.cost(statistic) <= budget]
+    return max(fitting, key=lambda p: (p.effectiveness, -p.cost(statistic))) if fitting else None
+
+
+def by_model(points: list[BudgetPoint]) -> dict[str, list[BudgetPoint]]:
+    models: dict[str, list[BudgetPoint]] = {}
+    for p in points:
+        models.setdefault(p.model, []).append(p)
+    return models
+
+
+def crossings(points: list[BudgetPoint], statistic: str) -> list[Crossing]:
+    """For each pair of models, every budget at which the better one changes.
+
+    The curves are step functions that change only at points' costs, so comparing them on each
+    interval between consecutive costs is exact. A model with nothing within a budget loses to one
+    that has something.
+    """
+    models = by_model(points)
+    names = sorted(models)
+    found = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            times = sorted({p.cost(statistic) for p in models[a] + models[b]})
+            previous = None
+            for t in times:
+                best_a, best_b = best_within(models[a], t, statistic), best_within(models[b], t, statistic)
+                ea = best_a.effectiveness if best_a else -math.inf
+                eb = best_b.effectiveness if best_b else -math.inf
+                winner = a if ea > eb else b if eb > ea else None
+                if winner is not None and previous is not None and winner != previous:
+                    found.append(Crossing(previous, winner, t))
+                previous = winner or previous
+    return found
+
+
+@dataclass
+class BudgetReport:
+    measure: str
+    statistic: str
+    points: list[BudgetPoint]
+    budgets: list[float]
+    crossings: list[Crossing]
+
+    def budget_rows(self) -> list[dict]:
+        rows = []
+        for budget in self.budgets:
+            row: dict = {"budget_ms": budget}
+            for model, pts in by_model(self.points).items():
+                best = best_within(pts, budget, self.statistic)
+                row[model] = None if best is None else {"effectiveness": best.effectiveness, "depth": best.depth}
+            rows.append(row)
+        return rows
+
+
+def build_report(points: list[BudgetPoint], measure: str, statistic: str = "median",
+                 budgets: list[float] | None = None) -> BudgetReport:
+    if statistic not in STATISTICS:
+        raise UsageError(f"statistic must be one of {', '.join(STATISTICS)}, not {statistic!r}")
+    return BudgetReport(measure, statistic, points, budgets or default_budgets(points, statistic),
+                        crossings(points, statistic))
+
+
+def render(report: BudgetReport, fmt: str) -> str:
+    """Two tables (the measured points, then best effectiveness per budget) and the crossing points."""
+    if fmt == "json":
+        return json.dumps({"measure": report.measure, "statistic": report.statistic,
+                           "points": [asdict(p) for p in report.points], "budgets": report.budget_rows(),
+                           "crossings": [{**asdict(c), "sentence": c.sentence()} for c in report.crossings]},
+                          indent=2) + "\n"
+    m = report.measure
+    point_header = ["model", "depth", "queries", m, "median_ms", "p95_ms", "run"]
+    point_rows = [[p.model, p.depth, p.queries, f"{p.effectiveness:.4f}", f"{p.median_ms:.2f}", f"{p.p95_ms:.2f}",
+                   p.source] for p in report.points]
+    models = list(by_model(report.points))
+    budget_header = [f"budget_ms ({report.statistic})", *models]
+    budget_rows = []
+    for row in report.budget_rows():
+        cells = [f"{row['budget_ms']:g}"]
+        for model in models:
+            best = row[model]
+            cells.append("-" if best is None else f"{best['effectiveness']:.4f} (@{best['depth']})")
+        budget_rows.append(cells)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(["budget_ms", "statistic", "model", "depth", m])
+        for row in report.budget_rows():
+            for model in models:
+                best = row[model]
+                writer.writerow([row["budget_ms"], report.statistic, model, best["depth"] if best else "",
+                                 f"{best['effectiveness']:.4f}" if best else ""])
+        return buf.getvalue()
+    table = _markdown if fmt == "markdown" else _text
+    notes = [c.sentence() for c in report.crossings] or ["no crossing: one model is at least as good at every budget"]
+    bullet = "- " if fmt == "markdown" else ""
+    return (table(point_header, point_rows) + "\n" + table(budget_header, budget_rows) + "\n"
+            + "\n".join(bullet + n for n in notes) + "\n")
+
+
+def _text(header: list, rows: list[list]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths))]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _markdown(header: list, rows: list[list]) -> str:
+    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: BudgetReport, path: str, title: str | None = None) -> None:
+    """Effectiveness against budget (log x), one step line per model, each point marked with its depth."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..atomic import atomic_output
+
+    models = by_model(report.points)
+    positive = [p.cost(report.statistic) for p in report.points if p.cost(report.statistic) > 0] or [1.0]
+    floor = min(positive) / 2  # free points (e.g. replayed candidates) sit at the left edge of the log axis
+    right = max(positive) * 2
+
+    def x(p: BudgetPoint) -> float:
+        return max(p.cost(report.statistic), floor)
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for model, pts in models.items():
+        steps = sorted({x(p) for p in pts}) + [right]
+        values = [best_within(pts, t, report.statistic).effectiveness for t in steps]
+        line, = ax.step(steps, values, where="post", label=model)
+        for p in pts:
+            ax.plot(x(p), p.effectiveness, "o", color=line.get_color(), ms=4)
+            ax.annotate(str(p.depth), (x(p), p.effectiveness), fontsize=7,
+                        textcoords="offset points", xytext=(3, -9), color=line.get_color())
+    for c in report.crossings:
+        ax.axvline(c.below_ms, color="grey", lw=0.6, ls=":")
+    ax.set_xscale("log")
+    ax.set_xlim(floor / 1.2, right)
+    ax.set_xlabel(f"time budget per query, ms ({report.statistic}; all stages)")
+    ax.set_ylabel(f"best {report.measure} within budget")
+    ax.set_title(title or f"{report.measure} reachable within a per-query time budget")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    with atomic_output(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=120)
+    plt.close(fig)

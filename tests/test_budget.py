@@ -1,0 +1,136 @@
+"""Time-budget report: synthetic runs with known costs and qualities, and the real DL 2019 candidates."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from rerank.errors import DataError, UsageError
+from rerank.evaluate import budget
+from rerank.runs import QueryRanking, RunHeader, RunWriter, Timing, load_run
+
+QIDS = [f"q{i}" for i in range(1, 9)]
+DOCS = [f"d{i}" for i in range(1, 21)]
+
+
+def _qrels_file(tmp_path) -> str:
+    """d1 and d2 are relevant for every query."""
+    path = tmp_path / "qrels.txt"
+    path.write_text("".join(f"{q} 0 {d} {int(d in ('d1', 'd2'))}\n" for q in QIDS for d in DOCS))
+    return str(path)
+
+
+def _write_run(tmp_path, model: str, depth: int, ms_per_query: float, found: int) -> str:
+    """A run with `found` of the 2 relevant docs on top (the other last), after a 1 ms first stage."""
+    header = (RunHeader({"qrels": _qrels_file(tmp_path)}).with_stage({"name": "bm25", "stage": "retrieve"})
+              .with_stage({"name": model, "stage": "score", "depth": depth}))
+    path = tmp_path / f"{model}-{depth}.run"
+    on_top, at_bottom = ["d1", "d2"][:found], ["d1", "d2"][found:]
+    order = on_top + [d for d in DOCS if d not in ("d1", "d2")] + at_bottom
+    with open(path, "w") as handle:
+        writer = RunWriter(handle, header)
+        for i, qid in enumerate(QIDS):
+            ranking = QueryRanking.from_scores(qid, order, range(len(order), 0, -1), tag=model)
+            ranking.timings = [Timing("bm25", 1.0, 20), Timing(model, ms_per_query + i * 0.01, depth)]
+            writer.write(ranking)
+    return str(path)
+
+
+def _load(path: str, label: str | None = None):
+    with open(path) as handle:
+        run = load_run(handle, path)
+    run.label = label or run.header.stages[-1]["name"]
+    return run
+
+
+def test_costs_sum_every_stage_and_cheap_model_wins_small_budgets(tmp_path):
+    # "slow" reaches a perfect ranking at depth 20 for 100 ms; "fast" only half of it, but for 5 ms.
+    paths = [_write_run(tmp_path, "slow", 20, 99.0, 2), _write_run(tmp_path, "slow", 5, 29.0, 1),
+             _write_run(tmp_path, "fast", 20, 4.0, 1)]
+    points, label = budget.measure_points([_load(p) for p in paths], "nDCG@10")
+    assert label == "nDCG@10"
+    by = {(p.model, p.depth): p for p in points}
+    assert by["fast", 20].median_ms == pytest.approx(5.035)  # 1 ms first stage + 4 ms + the i*0.01 spread
+    assert by["slow", 20].effectiveness == pytest.approx(1.0)
+    assert by["slow", 5].effectiveness < 1.0
+    report = budget.build_report(points, label, "median", [2, 10, 50, 200])
+    rows = report.budget_rows()
+    assert rows[0]["fast"] is None and rows[0]["slow"] is None
+    assert rows[1]["fast"]["depth"] == 20 and rows[1]["slow"] is None
+    assert rows[3]["slow"] == {"effectiveness": pytest.approx(1.0), "depth": 20}
+    # fast wins until slow's depth-20 point fits (100.035 ms); at 30 ms both reach the same quality
+    assert [(c.better, c.other, round(c.below_ms, 3)) for c in report.crossings] == [("fast", "slow", 100.035)]
+    assert "fast is better than slow below 100 ms per query" in budget.render(report, "table")
+
+
+def test_p95_statistic_uses_the_tail(tmp_path):
+    points, _ = budget.measure_points([_load(_write_run(tmp_path, "m", 20, 10.0, 2))], "nDCG@10")
+    assert points[0].p95_ms > points[0].median_ms
+    assert budget.best_within(points, points[0].median_ms, "median") is points[0]
+    assert budget.best_within(points, points[0].median_ms, "p95") is None
+
+
+def test_untimed_run_names_the_stage(tmp_path):
+    header = RunHeader({"qrels": _qrels_file(tmp_path)}).with_stage({"name": "bm25", "stage": "candidates"})
+    handle = io.StringIO()
+    RunWriter(handle, header).write(QueryRanking.from_scores("q1", DOCS, range(20, 0, -1)))
+    handle.seek(0)
+    run = load_run(handle, "plain.run")
+    with pytest.raises(DataError, match=r"plain.run: the run has no per-query timings.*'bm25' \(candidates\)"):
+        budget.query_costs(run)
+    assert budget.query_costs(run, zero_untimed=True) == {"q1": 0.0}
+
+
+@pytest.mark.parametrize("text", ["0", "-5", "abc", "5,,10", "nan"])
+def test_non_positive_numbers_are_refused(text):
+    with pytest.raises(UsageError):
+        budget.positive_numbers(text, "--budgets")
+
+
+def test_default_budgets_span_the_costs(tmp_path):
+    points, _ = budget.measure_points([_load(_write_run(tmp_path, "m", 20, 30.0, 2))], "nDCG@10")
+    assert budget.default_budgets(points, "median") == [20, 50]
+
+
+def test_cli_report_plot_and_errors(tmp_path, rerank):
+    slow = _write_run(tmp_path, "slow", 20, 99.0, 2)
+    fast = _write_run(tmp_path, "fast", 20, 4.0, 1)
+    plot = tmp_path / "budget.png"
+    done = rerank("budget", f"cheap={fast}", slow, "--format", "json", "--plot", str(plot), "--budgets", "10,200")
+    report = json.loads(done.stdout)
+    assert {p["model"] for p in report["points"]} == {"cheap", "slow"}
+    assert report["crossings"][0]["sentence"].startswith("cheap is better than slow below 100")
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = rerank("budget", slow, "--budgets", "10,-1", check=False)
+    assert bad.returncode == 2 and "--budgets must be positive numbers, not '-1'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    bad = rerank("budget", check=False)
+    assert bad.returncode == 2 and "no runs given" in bad.stderr
+    twice = rerank("budget", slow, slow, check=False)
+    assert twice.returncode == 2 and "both 'slow' at depth 20" in twice.stderr
+
+
+@pytest.mark.data
+def test_real_dl2019_candidates(tmp_path, rerank):
+    """The shipped candidates carry no timings: refused with the stage named, accepted as free."""
+    candidates = tmp_path / "bm25.run"
+    candidates.write_text(rerank("retrieve", "trec-dl-2019", "--candidates", "bm25").stdout)
+    refused = rerank("budget", str(candidates), check=False)
+    assert refused.returncode == 1
+    assert "no per-query timings" in refused.stderr and "'bm25' (candidates)" in refused.stderr
+    # the same run with a timed stage cut at depth 10 (keeps BM25's order, so the same nDCG@10)
+    with open(candidates) as handle:
+        run = load_run(handle, str(candidates))
+    timed = tmp_path / "cut10.run"
+    with open(timed, "w") as handle:
+        writer = RunWriter(handle, run.header.with_stage({"name": "cut", "stage": "score", "depth": 10}))
+        for ranking in run.queries.values():
+            ranking.timings = [Timing("cut", 3.0, 10)]
+            writer.write(ranking)
+    done = rerank("budget", "--zero-untimed", str(candidates), str(timed), "--format", "json")
+    points = {p["model"]: p for p in json.loads(done.stdout)["points"]}
+    assert points["bm25"]["effectiveness"] == pytest.approx(0.5058, abs=5e-5)
+    assert points["cut"]["median_ms"] == pytest.approx(3.0) and points["cut"]["depth"] == 10
+    assert points["bm25"]["queries"] == 43
