@@ -121,7 +121,10 @@ class AnswerSelectionDataset(Dataset):
         return self._pairs.topics
 
     def qrels(self) -> Qrels:
-        return self._pairs.qrels
+        """Judged questions as the published evaluations count them ("clean"): questions with at least
+        one right and one wrong candidate. The others stay in topics and candidate runs (unjudged)."""
+        return {qid: labels for qid, labels in self._pairs.qrels.items()
+                if any(labels.values()) and not all(labels.values())}
 
     def _ranking(self, run: str) -> dict[str, list[tuple[str, float]]]:
         return self._pairs.ranking
@@ -208,4 +211,7 @@ def files_dataset(corpus: str | None = None, topics: str | None = None, qrels: s
                   name: str = "custom") -> Dataset:
     """A data set made of files the user names directly (formats detected from content)."""
     files = {k: Path(v) for k, v in (("corpus", corpus), ("topics", topics), ("qrels", qrels)) if v}
-    return Dataset(name, "files given on the command line", files).require()
+    for path in files.values():
+        if not path.is_file():
+            raise DataError(f"file not found: {path}")
+    return Dataset(name, "files given on the command line", files)

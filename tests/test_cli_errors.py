@@ -1,0 +1,67 @@
+"""Bad input gets one clear line on stderr, a non-zero exit, no traceback and nothing half-written."""
+
+import pytest
+
+pytestmark = pytest.mark.data
+
+
+def fails(rerank, *args, input=None, words: str) -> str:
+    done = rerank(*args, input=input, check=False)
+    assert done.returncode != 0, done.stdout
+    assert "Traceback" not in done.stderr
+    assert words in done.stderr, done.stderr
+    return done.stderr
+
+
+def test_unknown_data_set_lists_names(rerank):
+    fails(rerank, "retrieve", "nosuch", words="known: vaswani, cacm")
+    fails(rerank, "data", "show", "nosuch", words="unknown data set 'nosuch'")
+
+
+def test_index_that_does_not_exist_says_how_to_build(rerank):
+    fails(rerank, "retrieve", "trec-dl-2020", words="build it with: rerank index trec-dl-2020")
+
+
+def test_missing_files(rerank, tmp_path):
+    fails(rerank, "eval", str(tmp_path / "nope.run"), words="run file not found")
+    fails(rerank, "retrieve", "x", "--topics", str(tmp_path / "none.tsv"), words="file not found")
+    fails(rerank, "--data-root", str(tmp_path / "nodata"), "data", "list", words="is not a folder")
+
+
+def test_malformed_run_names_file_and_line(rerank, tmp_path):
+    bad = tmp_path / "bad.run"
+    bad.write_text("# dataset: \"vaswani\"\n1 Q0 a 1 2.0 t\n1 Q0 b 2 oops t\n")
+    fails(rerank, "eval", str(bad), words=f"{bad}:3: score 'oops' is not a number")
+    dup = tmp_path / "dup.run"
+    dup.write_text("1 Q0 a 1 2.0 t\n1 Q0 a 2 1.0 t\n")
+    fails(rerank, "cat", str(dup), words="duplicate document a for query 1")
+
+
+def test_empty_input_and_unrelated_qrels(rerank, data_root, tmp_path):
+    fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), input="", words="empty input")
+    (tmp_path / "other.run").write_text("zzz Q0 a 1 1.0 t\n")
+    fails(rerank, "eval", str(tmp_path / "other.run"), "--qrels", str(data_root / "vaswani/qrels"),
+          words="none of its 1 queries is judged")
+    fails(rerank, "eval", str(tmp_path / "other.run"), words="pass --qrels FILE")
+
+
+def test_bad_measure_and_k(rerank, data_root):
+    stream = rerank("retrieve", "cacm", "--candidates", check=False)  # cacm ships no runs
+    assert stream.returncode != 0 and "ships no candidate runs" in stream.stderr
+    fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), "-m", "Bogus@3",
+          input="1 Q0 a 1 1.0 t\n", words="unknown measure 'Bogus@3'")
+    fails(rerank, "retrieve", "vaswani", "--k", "0", words="--k must be a positive")
+
+
+def test_failed_output_leaves_nothing_behind(rerank, tmp_path):
+    target = tmp_path / "out.run"
+    fails(rerank, "cat", "-o", str(target), input="1 Q0 a 1 2.0 t\n1 Q0 a 2 1.0 t\n", words="duplicate")
+    assert not target.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_bad_pipeline(rerank, tmp_path):
+    spec = tmp_path / "p.toml"
+    spec.write_text('dataset = "vaswani"\n[[stage]]\nname = "a"\nkind = "teleport"\n')
+    fails(rerank, "run", str(spec), words="unknown kind 'teleport'")
+    spec.write_text('dataset = "vaswani"\n[[stage]\n')
+    fails(rerank, "run", str(spec), words="not valid TOML")

@@ -1,0 +1,50 @@
+"""The registry reads every real data set in shared/data with the published counts."""
+
+import pytest
+
+from rerank.data import dataset_names, get_dataset
+
+pytestmark = pytest.mark.data
+
+EXPECTED = {  # name: (documents, topics, judged queries, judgements)
+    "vaswani": (11429, 93, 93, 2083),
+    "cacm": (3204, 64, 52, 796),
+    "trec-dl-2019": (5492, 43, 43, 9260),
+    "trec-dl-2020": (7042, 200, 54, 11386),
+    # QA: judged = questions with a right and a wrong candidate (the "clean" protocol)
+    "trecqa-train": (4718, 93, 78, 4619),
+    "trecqa-dev": (1148, 81, 65, 1117),
+    "wikiqa-train": (20360, 2118, 857, 8651),
+    "wikiqa-dev": (2733, 296, 122, 1126),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_counts(name, data_root):
+    ds = get_dataset(name, data_root)
+    qrels = ds.qrels()
+    got = (sum(1 for _ in ds.documents()), len(ds.topics()), len(qrels), sum(len(v) for v in qrels.values()))
+    assert got == EXPECTED[name]
+
+
+def test_absent_splits_are_listed_not_present(data_root):
+    for name in ("trec-dl-2021", "trecqa-test", "wikiqa-test"):
+        assert name in dataset_names()
+        assert not get_dataset(name, data_root).present
+
+
+def test_candidates_carry_text_and_order(data_root):
+    ds = get_dataset("trec-dl-2019", data_root)
+    runs = ds.candidates("bm25")
+    assert len(runs) == 43 and all(len(r) == 100 for r in runs)
+    first = runs[0]
+    assert first.scores == sorted(first.scores, reverse=True)
+    texts = ds.doc_texts()
+    assert all(d in texts for d in first.docids)
+
+
+def test_qa_sets_become_rankings(data_root):
+    ds = get_dataset("trecqa-dev", data_root)
+    assert ds.topics()["1.4"].startswith("What ethnic group")
+    assert "1.4" not in ds.qrels()  # no right answer among its candidates: not judged
+    assert all(0 < sum(v.values()) < len(v) for v in ds.qrels().values())

@@ -1,0 +1,87 @@
+"""The evaluator agrees with trec_eval exactly, and leaderboards carry significance marks."""
+
+import json
+
+import numpy as np
+import pytest
+
+from rerank.evaluate.reference import trec_eval
+from rerank.evaluate.significance import compare, holm, paired_randomization
+
+TREC_EVAL_NAMES = {"MAP": "map", "MRR": "recip_rank", "P@1": "P_1", "nDCG@10": "ndcg_cut_10",
+                   "Recall@100": "recall_100", "HITS@10": "success_10"}
+
+
+def test_holm_is_monotone_step_down():
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5]) == [0.5]
+
+
+def test_randomization_test_is_seeded_and_sensible():
+    diff = np.array([0.1, 0.2, 0.15, 0.3, 0.05, 0.2, 0.1, 0.25])
+    assert paired_randomization(diff) == paired_randomization(diff) < 0.05
+    assert paired_randomization(np.zeros(5)) == 1.0
+    c = compare(np.array([0.5, 0.5, 0.2]), np.array([0.4, 0.5, 0.3]))
+    assert (c.wins, c.ties, c.losses) == (1, 1, 1)
+
+
+@pytest.mark.data
+@pytest.mark.java
+@pytest.mark.parametrize("name, qrels", [("vaswani", "vaswani/qrels"), ("cacm", "cacm/qrels.cacm.txt")])
+def test_retrieve_eval_equals_trec_eval(name, qrels, rerank, data_root, session_home, tmp_path):
+    if not (session_home / "indexes" / name).exists():
+        rerank("index", name)
+    stream = rerank("retrieve", name).stdout
+    trec = rerank("cat", "--trec", input=stream).stdout
+    (tmp_path / "run").write_text(trec)
+    ours = json.loads(rerank("eval", "--format", "json", *sum((["-m", m] for m in TREC_EVAL_NAMES), []),
+                             input=stream).stdout)[0]
+    reference = trec_eval(data_root / qrels, tmp_path / "run", ["map", "recip_rank", "P.1", "ndcg_cut.10",
+                                                               "recall.100", "success.10"])
+    for label, te_name in TREC_EVAL_NAMES.items():
+        assert round(ours[label], 4) == reference[te_name], label
+
+
+@pytest.mark.data
+def test_dl19_leaderboard_matches_trec_eval_with_graded_relevance(rerank, data_root, tmp_path):
+    dl = data_root / "trec-dl"
+    bm25 = rerank("retrieve", "trec-dl-2019", "--candidates", "bm25").stdout
+    rm3 = rerank("retrieve", "trec-dl-2019", "--candidates", "bm25-rm3").stdout
+    (tmp_path / "bm25").write_text(bm25)
+    (tmp_path / "rm3").write_text(rm3)
+    board = json.loads(rerank("eval", str(tmp_path / "bm25"), str(tmp_path / "rm3"), "--format", "json",
+                              "-m", "nDCG@10", "-m", "MRR@10", "-m", "MAP").stdout)
+    by_run = {row["run"]: row for row in board}
+    assert round(by_run["bm25"]["nDCG@10"], 4) == 0.5058
+    assert by_run["bm25"]["baseline"] and not by_run["bm25-rm3"]["baseline"]
+    assert set(by_run["bm25-rm3"]["versus_baseline"]["MAP"]) >= {"t_p", "rand_p", "holm_p", "wins", "ties", "losses"}
+    # Same figures as trec_eval with relevance level 2 on the published run files.
+    for run, path in (("bm25", dl / "bm25" / "trec_results_dl19.txt"), ("bm25-rm3", dl / "bm25-rm3" / "trec_results_dl19.txt")):
+        ref = trec_eval(dl / "qrels" / "qrels.dl19-passage.txt", path, ["ndcg_cut.10", "map", "recip_rank"], min_rel=2)
+        assert round(by_run[run]["nDCG@10"], 4) == ref["ndcg_cut_10"]
+        assert round(by_run[run]["MAP"], 4) == ref["map"]
+    text = rerank("eval", str(tmp_path / "bm25"), str(tmp_path / "rm3")).stdout
+    assert "(baseline)" in text and "W/T/L" in text and "0.2807+" in text  # MAP gain is significant
+
+
+@pytest.mark.data
+def test_per_query_and_formats(rerank, tmp_path):
+    stream = rerank("retrieve", "trecqa-dev", "--candidates").stdout
+    csv = rerank("eval", "--per-query", "--format", "csv", input=stream).stdout.splitlines()
+    assert csv[0] == "run,qid,MAP,MRR,P@1"
+    assert csv[-1].startswith("candidates,all,")
+    assert len(csv) == 1 + 65 + 1  # the judged (clean) questions, then the mean
+    md = rerank("eval", "--format", "markdown", input=stream).stdout
+    assert md.startswith("| run | MAP | MRR | P@1 |")
+
+
+@pytest.mark.data
+def test_missing_and_unjudged_queries_are_reported(rerank, data_root, tmp_path):
+    lines = (data_root / "trec-dl" / "bm25" / "trec_results_dl19.txt").read_text().splitlines()
+    first_qid = lines[0].split()[0]
+    partial = "\n".join(line for line in lines if line.split()[0] != first_qid) + "\n99999 Q0 x 1 1.0 t\n"
+    (tmp_path / "run").write_text(partial)
+    done = rerank("eval", str(tmp_path / "run"), "--qrels", str(data_root / "trec-dl/qrels/qrels.dl19-passage.txt"),
+                  "--min-rel", "2", "-m", "nDCG@10")
+    assert f"1 judged queries have no results and count as 0 ({first_qid})" in done.stderr
+    assert "1 queries are not in the qrels and are ignored (99999)" in done.stderr

@@ -1,0 +1,79 @@
+"""Format readers on small inline samples (the real files are covered in test_datasets.py)."""
+
+import gzip
+
+import pytest
+
+from rerank.data import formats
+from rerank.errors import DataError, FormatError
+
+SMART = """.I 1
+.T
+Preliminary Report-International Algebraic Language
+.B
+CACM December, 1958
+.A
+Perlis, A. J.
+.W
+A report on
+an algebraic language.
+.X
+100	5	1
+.I 2
+.T
+Extraction of Roots by Repeated Subtractions
+.W
+Roots by subtraction.
+"""
+
+
+def test_smart_records_with_title_and_text(tmp_path):
+    path = tmp_path / "cacm.all"
+    path.write_text(SMART)
+    docs = list(formats.read_smart(path))
+    assert [d.docid for d in docs] == ["1", "2"]
+    assert docs[0].title == "Preliminary Report-International Algebraic Language"
+    assert docs[0].text == "A report on an algebraic language."
+    assert "Perlis" not in docs[0].contents  # .A not indexed by default
+    assert list(formats.read_smart(path, ("T", "W", "A")))[0].contents.endswith("Perlis, A. J.")
+    assert formats.read_topics(path)["2"] == "Extraction of Roots by Repeated Subtractions Roots by subtraction."
+
+
+def test_smart_field_before_id_is_an_error(tmp_path):
+    path = tmp_path / "bad.all"
+    path.write_text(".T\nno id\n")
+    with pytest.raises(FormatError, match="before the first"):
+        list(formats.read_smart(path))
+
+
+def test_topics_forms_and_gzip(tmp_path):
+    (tmp_path / "t.tsv").write_text("1\tfirst query\n2\tsecond\n")
+    (tmp_path / "t.trec").write_text("<top>\n<num> Number: 301\n<title> Topic: foreign minorities\n<desc> ...\n</top>\n")
+    with gzip.open(tmp_path / "t.tsv.gz", "wt") as handle:
+        handle.write("7\tgz query\n")
+    assert formats.read_topics(tmp_path / "t.tsv") == {"1": "first query", "2": "second"}
+    assert formats.read_topics(tmp_path / "t.trec") == {"301": "foreign minorities"}
+    assert formats.read_topics(tmp_path / "t.tsv.gz") == {"7": "gz query"}
+
+
+def test_qrels_errors_name_the_line(tmp_path):
+    path = tmp_path / "qrels"
+    path.write_text("1 0 d1 1\n1 0 d2 high\n")
+    with pytest.raises(FormatError) as info:
+        formats.read_qrels(path)
+    assert info.value.line_no == 2
+
+
+def test_jsonl_both_layouts(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"id": "a", "contents": "x y"}\n{"_id": "b", "title": "T", "text": "body"}\n')
+    docs = list(formats.sniff_documents(path))
+    assert [(d.docid, d.contents) for d in docs] == [("a", "x y"), ("b", "T body")]
+
+
+def test_missing_file_and_unknown_format(tmp_path):
+    with pytest.raises(DataError, match="file not found"):
+        formats.read_qrels(tmp_path / "nope")
+    (tmp_path / "weird.txt").write_text("hello\n")
+    with pytest.raises(DataError, match="cannot tell the document format"):
+        formats.sniff_documents(tmp_path / "weird.txt")

@@ -1,0 +1,56 @@
+"""The embedded Lucene back end ranks exactly as Anserini's own SearchCollection does."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rerank.runs import load_run
+
+pytestmark = [pytest.mark.data, pytest.mark.java]
+
+ANSERINI_SCRIPT = """
+import sys
+from rerank.retrieve.lucene import anserini_search_collection
+anserini_search_collection(sys.argv[1], sys.argv[2], sys.argv[3], k=1000)
+"""
+
+
+def test_ranking_equals_search_collection(rerank, vaswani_index, session_home, data_root, tmp_path):
+    from rerank.data import get_dataset
+
+    topics = get_dataset("vaswani", data_root).topics()
+    (tmp_path / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in topics.items()))
+    env = {**os.environ, "RERANK_HOME": str(session_home)}
+    subprocess.run([sys.executable, "-c", ANSERINI_SCRIPT, str(session_home / "indexes/vaswani/lucene"),
+                    str(tmp_path / "topics.tsv"), str(tmp_path / "anserini.run")], check=True, env=env,
+                   capture_output=True)
+    ours = rerank("retrieve", "vaswani", "--k", "1000").stdout
+    (tmp_path / "ours.run").write_text(ours)
+    with open(tmp_path / "anserini.run") as a, open(tmp_path / "ours.run") as o:
+        reference, mine = load_run(a, "anserini"), load_run(o, "ours")
+    assert set(reference.queries) == set(mine.queries) == set(topics)
+    for qid, ref in reference.queries.items():
+        got = mine.queries[qid]
+        assert got.docids == ref.docids, qid  # both in trec_eval order: score desc, docid desc
+        assert [round(s, 4) for s in got.scores] == [round(s, 4) for s in ref.scores], qid
+
+
+def test_stream_header_and_timings(rerank, vaswani_index):
+    out = rerank("retrieve", "vaswani", "--k", "10").stdout.splitlines()
+    assert out[0] == "# rerank-run: 1"
+    assert '# dataset: "vaswani"' in out
+    assert any(line.startswith("# stage:") and '"backend": "lucene"' in line for line in out)
+    timing = [line for line in out if line.startswith("# time: 1 bm25 ")]
+    assert len(timing) == 1 and timing[0].split()[-1] == "10"
+    records = [line for line in out if not line.startswith("#")]
+    assert len(records) == 93 * 10
+
+
+def test_custom_corpus_and_topics(rerank, data_root, tmp_path):
+    corpus = data_root / "cacm" / "cacm.jsonl"
+    (tmp_path / "topics.tsv").write_text("q1\tparallel processing\nq2\tcompiler optimisation\n")
+    rerank("index", "my-cacm", "--corpus", str(corpus))
+    out = rerank("retrieve", "my-cacm", "--topics", str(tmp_path / "topics.tsv"), "--k", "5", "--trec").stdout.splitlines()
+    assert len(out) == 10 and out[0].startswith("q1 Q0 CACM-")

@@ -1,0 +1,100 @@
+"""The run stream contract: grouping, ordering, provenance, timings, validation."""
+
+import io
+
+import pytest
+
+from rerank.errors import FormatError
+from rerank.runs import QueryRanking, RunHeader, RunReader, RunWriter, Stream, Timing, load_run
+
+
+def write(rankings, header=None, trec_only=False) -> str:
+    buf = io.StringIO()
+    RunWriter(buf, header, trec_only).write_all(rankings)
+    return buf.getvalue()
+
+
+def read(text: str, strict: bool = False):
+    reader = RunReader(io.StringIO(text), "run.txt", strict)
+    return reader.header, list(reader)
+
+
+def test_round_trip_keeps_header_timings_and_order():
+    header = RunHeader({"dataset": "vaswani"}).with_stage({"name": "bm25", "k": 3})
+    q1 = QueryRanking.from_scores("1", ["a", "b", "c"], [1.0, 3.0, 2.0], tag="bm25")
+    q1.timings.append(Timing("bm25", 12.5, 3))
+    q2 = QueryRanking.from_scores("2", ["x"], [0.5], tag="bm25")
+    text = write([q1, q2], header)
+    got_header, got = read(text)
+    assert got_header.dataset == "vaswani"
+    assert got_header.stages == [{"name": "bm25", "k": 3}]
+    assert [q.qid for q in got] == ["1", "2"]
+    assert got[0].docids == ["b", "c", "a"]
+    assert got[0].timings == [Timing("bm25", 12.5, 3)]
+    assert got[1].timings == []
+
+
+def test_ties_break_by_docid_descending_like_trec_eval():
+    ranking = QueryRanking.from_scores("1", ["d1", "d3", "d2"], [1.0, 1.0, 1.0])
+    assert ranking.docids == ["d3", "d2", "d1"]
+    lines = write([ranking], trec_only=True).splitlines()
+    assert [line.split()[3] for line in lines] == ["1", "2", "3"]
+
+
+def test_trec_only_output_has_no_comment_lines():
+    ranking = QueryRanking.from_scores("1", ["a"], [1.0])
+    ranking.timings.append(Timing("bm25", 1.0, 1))
+    text = write([ranking], RunHeader({"dataset": "x"}), trec_only=True)
+    assert text == "1 Q0 a 1 1.0 rerank\n"
+
+
+def test_scores_survive_exactly():
+    score = 8.610400199890137
+    _, got = read(write([QueryRanking.from_scores("1", ["a"], [score])]))
+    assert got[0].scores == [score]
+
+
+def test_plain_trec_run_without_header_is_read():
+    header, got = read("1 Q0 a 1 2.5 tag\n1 Q0 b 2 1.5 tag\n")
+    assert header.stages == [] and got[0].docids == ["a", "b"] and got[0].tag == "tag"
+
+
+@pytest.mark.parametrize("text, line, words", [
+    ("1 Q0 a 1 2.5\n", 1, "expected 6 columns"),
+    ("1 Q0 a 1 2.5 t\n1 Q0 b 2 high t\n", 2, "is not a number"),
+    ("1 Q0 a one 2.5 t\n", 1, "not an integer"),
+    ("1 Q0 a 1 2.5 t\n1 Q0 a 2 1.5 t\n", 2, "duplicate document a"),
+    ("1 Q0 a 1 2.5 t\n2 Q0 b 1 1.5 t\n1 Q0 c 2 1.0 t\n", 3, "not contiguous"),
+    ("# time: 1 bm25 fast 10\n1 Q0 a 1 2.5 t\n", 1, "non-numeric time"),
+    ("1 Q0 a 1 nan t\n", 1, "NaN"),
+])
+def test_malformed_lines_are_named(text, line, words):
+    with pytest.raises(FormatError) as info:
+        read(text)
+    assert info.value.line_no == line and words in str(info.value)
+
+
+def test_strict_mode_checks_rank_against_score():
+    text = "1 Q0 a 1 1.0 t\n1 Q0 b 2 2.0 t\n"
+    read(text)  # lenient: ranks ignored, as trec_eval does
+    with pytest.raises(FormatError, match="higher score than rank 1"):
+        read(text, strict=True)
+    with pytest.raises(FormatError, match="rank 3 where rank 2"):
+        read("1 Q0 a 1 2.0 t\n1 Q0 b 3 1.0 t\n", strict=True)
+
+
+def test_load_run_accepts_scattered_queries():
+    run = load_run(io.StringIO("1 Q0 a 1 2.5 t\n2 Q0 b 1 1.5 t\n1 Q0 c 2 1.0 t\n"), "r")
+    assert run.queries["1"].docids == ["a", "c"] and run.name == "r"
+
+
+def test_timing_lines_before_their_query_attach_to_it():
+    text = "# time: 2 bm25 3.0 5\n1 Q0 a 1 1.0 t\n2 Q0 b 1 1.0 t\n"
+    _, got = read(text)
+    assert got[0].timings == [] and got[1].timings == [Timing("bm25", 3.0, 5)]
+
+
+def test_stream_write_counts_queries():
+    buf = io.StringIO()
+    n = Stream(RunHeader(), [QueryRanking.from_scores(str(i), ["a"], [1.0]) for i in range(3)]).write(buf)
+    assert n == 3
