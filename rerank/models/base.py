@@ -18,7 +18,10 @@ from typing import Any, Callable
 from ..errors import UsageError
 
 # name -> "module:loader"; loader(checkpoint: str | None, **options) -> Reranker
-MODELS: dict[str, str] = {}
+MODELS: dict[str, str] = {
+    "bert": "rerank.models.bert:load_bert",
+    "minilm-bi": "rerank.models.bert:load_minilm_bi",
+}
 
 
 class Reranker(abc.ABC):

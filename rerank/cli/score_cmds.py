@@ -1,0 +1,104 @@
+"""`rerank score` (re-rank a run stream with a model) and `rerank train` (fit a model, keep the best)."""
+
+from __future__ import annotations
+
+import itertools
+
+import click
+
+from ..errors import UsageError
+from ..models.base import MODELS
+from ..runs import RunReader, Stream
+from . import cli
+from .io import open_run_input, write_stream
+
+
+@cli.command()
+@click.argument("run", required=False)
+@click.option("--model", "model_name", required=True, help=f"Re-ranker: {', '.join(sorted(MODELS))}.")
+@click.option("--checkpoint", type=click.Path(), default=None, help="Checkpoint folder (from rerank train).")
+@click.option("--depth", default=100, show_default=True, help="Candidates per query to re-score; the rest keep their order below.")
+@click.option("--no-cache", is_flag=True, help="Score every pair with the model (use this to measure latency).")
+@click.option("--skip-missing", is_flag=True, help="Leave candidates without text unscored (below the rest) instead of failing.")
+@click.option("--topics", type=click.Path(dir_okay=False), help="Query texts (default: the data set named in the run header).")
+@click.option("--corpus", type=click.Path(dir_okay=False), help="Document texts (default: the index / data set in the run header).")
+@click.option("--batch-size", default=32, show_default=True, help="Pairs per forward pass.")
+@click.option("--max-length", type=int, default=None, help="Truncate pairs to this many tokens (default: the checkpoint's).")
+@click.option("--threads", type=int, default=None, help="Torch threads (default: torch's choice, one per core).")
+@click.option("--quantize", is_flag=True, help="Dynamic int8 quantisation of the linear layers (bert only).")
+@click.option("--name", "stage_name", default=None, help="Stage name and run tag (default: the model name).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the run here instead of stdout.")
+@click.option("--trec", "trec_only", is_flag=True, help="Plain trec_eval-compatible lines (no # header or timings).")
+def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, corpus, batch_size, max_length,
+          threads, quantize, stage_name, output, trec_only) -> None:
+    """Re-score the top DEPTH candidates of each query in RUN (default stdin) with a model."""
+    from ..models.base import load_model
+    from ..score import ScoreStats, score_stream
+
+    if model_name not in MODELS:
+        raise UsageError(f"unknown model {model_name!r}; known: {', '.join(sorted(MODELS))}")
+    if depth <= 0:
+        raise UsageError(f"--depth must be a positive number of candidates, not {depth}")
+    with open_run_input(run) as (handle, source):
+        reader = RunReader(handle, source)
+        rankings = iter(reader)
+        first = next(rankings, None)
+        if first is None:
+            click.echo(f"rerank: note: {source} holds no queries; nothing to score", err=True)
+            return
+        options = {"batch_size": batch_size, "threads": threads}
+        if max_length is not None:
+            options["max_length"] = max_length
+        if quantize:
+            options["quantize"] = True
+        model = load_model(model_name, checkpoint, **options)
+        stats = ScoreStats()
+        stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), model, depth,
+                              cache=not no_cache, skip_missing=skip_missing, stage=stage_name, topics=topics,
+                              corpus=corpus, stats=stats)
+        write_stream(stream, output, trec_only)
+    click.echo(f"rerank: {stats.summary(stage_name or model_name)}", err=True)
+
+
+@cli.command()
+@click.argument("model_name", metavar="MODEL")
+@click.option("--train", "train_set", required=True, help="Data set whose judged candidates train the model.")
+@click.option("--dev", "dev_set", default=None, help="Data set for early stopping (its figures are then dev figures).")
+@click.option("--dev-fraction", type=float, default=0.0, show_default=True,
+              help="Hold out this share of the training queries for early stopping instead of --dev.")
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Checkpoint folder to write.")
+@click.option("--candidates", default=None, help="Candidate run of the data sets (default: the first, e.g. bm25).")
+@click.option("--steps", default=300, show_default=True, help="Optimiser steps at most.")
+@click.option("--batch-groups", default=4, show_default=True, help="Groups (one positive + negatives) per step.")
+@click.option("--negatives", default=7, show_default=True, help="Negatives per group.")
+@click.option("--loss", type=click.Choice(["listwise", "pairwise"]), default="listwise", show_default=True)
+@click.option("--lr", type=float, default=3e-5, show_default=True, help="Peak learning rate (linear warm-up and decay).")
+@click.option("--eval-every", default=50, show_default=True, help="Steps between dev evaluations.")
+@click.option("--patience", default=3, show_default=True, help="Dev evaluations without improvement before stopping.")
+@click.option("--dev-depth", default=100, show_default=True, help="Candidates per dev query to re-rank.")
+@click.option("--metric", default=None, help="Dev measure (default: the dev data set's first, e.g. nDCG@10).")
+@click.option("--seed", default=42, show_default=True)
+@click.option("--teacher", type=click.Path(dir_okay=False), default=None, help="Run of teacher scores for the training candidates (distillation).")
+@click.option("--distill", type=click.Choice(["margin-mse", "kl"]), default="margin-mse", show_default=True)
+@click.option("--distill-weight", type=float, default=1.0, show_default=True)
+@click.option("--max-minutes", type=float, default=None, help="Stop (after a last dev evaluation) when this much time has passed.")
+@click.option("--max-length", type=int, default=256, show_default=True, help="Tokens per (query, passage) pair.")
+@click.option("--threads", type=int, default=None, help="Torch threads.")
+def train(model_name, train_set, dev_set, dev_fraction, output, candidates, steps, batch_groups, negatives, loss, lr,
+          eval_every, patience, dev_depth, metric, seed, teacher, distill, distill_weight, max_minutes, max_length,
+          threads) -> None:
+    """Train MODEL on a data set's judged candidates and write the best checkpoint to OUTPUT."""
+    from ..train import TRAINABLE, TrainArgs
+    from ..train import train as run_training
+
+    if model_name not in TRAINABLE:
+        raise UsageError(f"cannot train model {model_name!r}; trainable: {', '.join(sorted(TRAINABLE))}")
+    args = TrainArgs(train=train_set, output=output, dev=dev_set, dev_fraction=dev_fraction, candidates=candidates,
+                     steps=steps, batch_groups=batch_groups, negatives=negatives, lr=lr, loss=loss,
+                     eval_every=eval_every, patience=patience, dev_depth=dev_depth, metric=metric, seed=seed,
+                     teacher=teacher, distill=distill, distill_weight=distill_weight, max_minutes=max_minutes,
+                     model_options={"max_length": max_length, "threads": threads})
+    result = run_training(model_name, args, log=lambda message: click.echo(f"rerank: {message}", err=True))
+    best = f"best dev value {result.best:.4f} at step {result.best_step}" if result.best is not None else "no dev set"
+    click.echo(f"rerank: trained {model_name} for {result.steps} steps in {result.seconds:.0f} s "
+               f"({result.stopped}); {best}; checkpoint in {output}", err=True)

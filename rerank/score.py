@@ -1,0 +1,171 @@
+"""The score stage: re-score the top of each query's ranking with a model and keep the rest below it.
+
+For each query the top `depth` candidates are scored by the model; the candidates below `depth` (and,
+with `skip_missing`, candidates whose text the store lacks) keep their original order underneath,
+with scores placed strictly below the lowest model score (one unit apart, by original rank), so the
+order survives any evaluator's re-sort.
+
+Scores are cached on disk (sqlite under `cache_dir()`), keyed on a hash of (model provenance, which
+includes the checkpoint hash and score-changing options, query text, document text); re-running a
+pipeline scores nothing twice. Each query gets a `Timing` for the work actually done for it: model
+scoring of the cache misses plus the cache look-ups. A fully cached query therefore costs ~0 ms; the
+`# stage:` line says `"cache": true` so nobody mistakes those times for model latency — measure
+latency budgets with `--no-cache` (cache disabled: every pair is scored by the model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from .docstore import DocStore, doc_store_for, queries_for
+from .errors import DataError, UsageError
+from .models.base import Reranker, load_model
+from .paths import cache_dir
+from .runs import QueryRanking, Stream, Timing
+
+CACHE_FILE = "scores.sqlite"
+
+
+class ScoreCache:
+    """(model, query, document) -> score in one sqlite table; keys are truncated sha256 digests."""
+
+    def __init__(self, namespace: str, path: Path | None = None):
+        self.path = path or cache_dir() / CACHE_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.namespace = namespace
+        self._db = sqlite3.connect(self.path, timeout=60)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS scores (key BLOB PRIMARY KEY, score REAL NOT NULL)")
+
+    def key(self, query: str, text: str) -> bytes:
+        blob = "\x00".join((self.namespace, query, text)).encode("utf-8")
+        return hashlib.sha256(blob).digest()[:16]
+
+    def get(self, keys: list[bytes]) -> dict[bytes, float]:
+        found: dict[bytes, float] = {}
+        for start in range(0, len(keys), 500):  # sqlite's limit on bound parameters
+            chunk = keys[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(self._db.execute(f"SELECT key, score FROM scores WHERE key IN ({marks})", chunk))
+        return found
+
+    def put(self, items: Iterable[tuple[bytes, float]]) -> None:
+        with self._db:
+            self._db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?)", items)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def cache_namespace(model: Reranker) -> str:
+    """Everything that changes a model's scores: its provenance (name, checkpoint hash, options).
+
+    The checkpoint's path is left out: a moved checkpoint with the same hash scores the same.
+    """
+    return json.dumps({k: v for k, v in model.provenance().items() if k != "checkpoint"}, sort_keys=True)
+
+
+@dataclass
+class ScoreStats:
+    """What a score run did, for a summary line on stderr once the stream is written."""
+
+    queries: int = 0
+    pairs: int = 0
+    cached: int = 0
+    missing: int = 0
+    missing_queries: list[str] = field(default_factory=list)
+
+    def summary(self, stage: str) -> str:
+        text = f"{stage}: scored {self.pairs} pairs over {self.queries} queries ({self.cached} from the cache)"
+        if self.missing:
+            text += f"; skipped {self.missing} candidates with no text in the store"
+        return text
+
+
+def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Reranker, depth: int,
+            stage: str, cache: ScoreCache | None, skip_missing: bool, stats: ScoreStats) -> QueryRanking:
+    """One query: model scores for the head, the rest below in original order, plus a Timing."""
+    began = time.perf_counter()
+    head = [d for d in ranking.docids[:depth] if d in texts]
+    missing = len(ranking.docids[:depth]) - len(head)
+    if missing and not skip_missing:
+        absent = next(d for d in ranking.docids[:depth] if d not in texts)
+        raise DataError(f"query {ranking.qid}: document {absent} is not in the document store "
+                        f"({missing} of its top {depth} are missing); pass --skip-missing to leave them unscored")
+    scores: dict[str, float] = {}
+    if head and cache is not None:
+        keys = {d: cache.key(query, texts[d]) for d in head}
+        found = cache.get(list(keys.values()))
+        scores = {d: found[k] for d, k in keys.items() if k in found}
+        stats.cached += len(scores)
+    todo = [d for d in head if d not in scores]
+    if todo:
+        fresh = model.score(query, todo, [texts[d] for d in todo])
+        scores.update(zip(todo, map(float, fresh)))
+        if cache is not None:
+            cache.put((keys[d], scores[d]) for d in todo)
+    head_set = set(head)
+    rest = [d for d in ranking.docids if d not in head_set]
+    floor = min(scores.values(), default=0.0)
+    docids = head + rest
+    values = [scores[d] for d in head] + [floor - i for i in range(1, len(rest) + 1)]
+    stats.queries += 1
+    stats.pairs += len(head)
+    stats.missing += missing
+    if missing:
+        stats.missing_queries.append(ranking.qid)
+    timing = Timing(stage, (time.perf_counter() - began) * 1000, len(head))
+    return QueryRanking.from_scores(ranking.qid, docids, values, tag=stage, timings=[*ranking.timings, timing])
+
+
+def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool = True,
+                 skip_missing: bool = False, stage: str | None = None, topics: str | None = None,
+                 corpus: str | None = None, store: DocStore | None = None,
+                 stats: ScoreStats | None = None) -> Stream:
+    """A new stream whose rankings are re-scored lazily, query by query, as it is written."""
+    if depth <= 0:
+        raise UsageError(f"--depth must be a positive number of candidates, not {depth}")
+    stage = stage or model.name
+    queries = queries_for(stream.header, topics)
+    store = store or doc_store_for(stream.header, corpus)
+    stats = stats if stats is not None else ScoreStats()
+    model.attach(stream.header)  # before provenance: a model may pick stored encodings for this collection
+    header = stream.header.with_stage({"name": stage, "stage": "score", "depth": depth, "cache": cache,
+                                       "skip_missing": skip_missing, **model.provenance()})
+
+    def rankings() -> Iterator[QueryRanking]:
+        score_cache = ScoreCache(cache_namespace(model)) if cache else None
+        try:
+            for ranking in stream.rankings:
+                if ranking.qid not in queries:
+                    raise DataError(f"query {ranking.qid} has no text in the topics ({len(queries)} known)")
+                texts = store.texts(ranking.docids[:depth])
+                yield rescore(ranking, queries[ranking.qid], texts, model, depth, stage, score_cache,
+                              skip_missing, stats)
+        finally:
+            if score_cache is not None:
+                score_cache.close()
+
+    return Stream(header, rankings())
+
+
+MODEL_OPTIONS = ("max_length", "batch_size", "threads", "quantize")
+
+
+def score_stage(dataset: str, params: dict, input: Stream | None) -> Stream:
+    """Pipeline stage `kind = "score"`: `model`, optional `checkpoint`, `depth`, `cache`, model options."""
+    if input is None:
+        raise UsageError(f"score stage {params.get('name')!r} needs an `input` stage to re-rank")
+    if "model" not in params:
+        raise UsageError(f"score stage {params.get('name')!r} needs `model`")
+    options = {k: params[k] for k in MODEL_OPTIONS if k in params}
+    model = load_model(params["model"], params.get("checkpoint"), **options)
+    return score_stream(input, model, int(params.get("depth", 100)), bool(params.get("cache", True)),
+                        bool(params.get("skip_missing", False)), stage=params.get("name"),
+                        topics=params.get("topics"), corpus=params.get("corpus"))

@@ -1,0 +1,375 @@
+"""A model-agnostic training loop for re-rankers, and the checkpoint folder format.
+
+A trainable model is a `torch.nn.Module` adapter (see `TrainableRanker`) that scores groups of
+candidates, `score_batch(queries, docs) -> Tensor[B, n]`, and can `save(folder)` itself; models
+register a factory in `TRAINABLE` (`"module:function"`, called with the model options).
+
+Training data come from a data set's judged candidates: for every training query, each candidate
+with grade >= the data set's `min_rel` is a positive; a group is one positive plus `negatives`
+candidates graded below `min_rel` (unjudged candidates count as non-relevant, as trec_eval does),
+re-sampled every epoch. Losses: listwise softmax cross-entropy over the group (the positive is the
+target) or pairwise logistic (RankNet) positive-vs-each-negative. Optional distillation mixes in a
+MarginMSE or listwise-KL loss against a teacher run's scores for the same candidates.
+
+Dev evaluation re-ranks the dev queries' candidates with the model under training and computes one
+measure with the shared evaluator; the best checkpoint is kept (written atomically) and training
+stops after `patience` evaluations without improvement, after `steps`, or when `max_minutes` pass.
+For an honest test figure, hold out part of the training queries (`dev_fraction`) instead of using
+the test set for early stopping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from .atomic import atomic_dir
+from .data import dataset_names, get_dataset
+from .data.formats import Qrels
+from .errors import DataError, UsageError
+from .runs import QueryRanking, Run, RunHeader, load_run
+
+CHECKPOINT_FILE = "checkpoint.json"
+
+# model name -> "module:function"; function(**options) -> TrainableRanker (fresh, untrained weights)
+TRAINABLE: dict[str, str] = {
+    "bert": "rerank.models.bert:new_trainable",
+    "tk": "rerank.models.tk:new_tk",
+    "tkl": "rerank.models.tk:new_tkl",
+}
+
+
+class TrainableRanker(Protocol):
+    """What the loop needs from a model (an nn.Module): group scoring and saving."""
+
+    model_name: str
+
+    def score_batch(self, queries: list[str], docs: list[list[str]]) -> Any:
+        """Scores as a Tensor[B, n]: row i scores docs[i] (all rows the same length) for queries[i]."""
+
+    def save(self, folder: Path) -> dict:
+        """Write weights (and tokenizer/vocabulary) into `folder`; return the config to record."""
+
+
+# ------------------------------------------------------------------------------------------- checkpoints
+
+def content_hash(folder: Path) -> str:
+    """sha256 over every file of a checkpoint except its manifest (names and bytes, sorted by name)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.name != CHECKPOINT_FILE):
+        digest.update(str(path.relative_to(folder)).encode() + b"\x00")
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def write_checkpoint(folder: Path, model: str, config: dict, training: dict) -> dict:
+    manifest = {"model": model, "config": config, "training": training, "hash": content_hash(folder)}
+    (Path(folder) / CHECKPOINT_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest
+
+
+def read_checkpoint(folder: str | Path, model: str) -> dict:
+    """The manifest of a checkpoint folder made for `model`; anything else is a clear error."""
+    path = Path(folder)
+    if not path.is_dir():
+        raise UsageError(f"checkpoint {path} is not a folder; train one with: rerank train {model} ... -o {path}")
+    manifest_path = path / CHECKPOINT_FILE
+    if not manifest_path.is_file():
+        raise UsageError(f"{path} is not a checkpoint (no {CHECKPOINT_FILE}); train one with: rerank train {model} ...")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError:
+        raise DataError(f"{manifest_path} is not valid JSON") from None
+    if manifest.get("model") != model:
+        raise UsageError(f"checkpoint {path} was trained for model {manifest.get('model')!r}, not {model!r}")
+    return manifest
+
+
+def new_trainable(name: str, **options: Any) -> TrainableRanker:
+    if name not in TRAINABLE:
+        raise UsageError(f"cannot train model {name!r}; trainable: {', '.join(sorted(TRAINABLE))}")
+    module, _, function = TRAINABLE[name].partition(":")
+    factory: Callable[..., TrainableRanker] = getattr(importlib.import_module(module), function)
+    return factory(**options)
+
+
+# ---------------------------------------------------------------------------------------------- the data
+
+@dataclass
+class TrainArgs:
+    """Everything that defines a training run (recorded in the checkpoint)."""
+
+    train: str
+    output: str
+    dev: str | None = None
+    dev_fraction: float = 0.0
+    candidates: str | None = None  # candidate run of the data set (default: its first)
+    steps: int = 300
+    batch_groups: int = 4
+    negatives: int = 7
+    lr: float = 3e-5
+    weight_decay: float = 0.01
+    warmup: float = 0.1
+    loss: str = "listwise"
+    eval_every: int = 50
+    patience: int = 3
+    dev_depth: int = 100
+    metric: str | None = None
+    seed: int = 42
+    teacher: str | None = None
+    distill: str = "margin-mse"
+    distill_weight: float = 1.0
+    max_minutes: float | None = None
+    model_options: dict = field(default_factory=dict)
+
+    def check(self) -> None:
+        if self.loss not in ("listwise", "pairwise"):
+            raise UsageError(f"--loss must be listwise or pairwise, not {self.loss!r}")
+        if self.distill not in ("margin-mse", "kl"):
+            raise UsageError(f"--distill must be margin-mse or kl, not {self.distill!r}")
+        if not 0 <= self.dev_fraction < 1:
+            raise UsageError(f"--dev-fraction must be in [0, 1), not {self.dev_fraction}")
+        if self.dev and self.dev_fraction:
+            raise UsageError("give either --dev DATASET or --dev-fraction, not both")
+        for label, value in (("--steps", self.steps), ("--batch-groups", self.batch_groups),
+                             ("--negatives", self.negatives), ("--eval-every", self.eval_every),
+                             ("--dev-depth", self.dev_depth)):
+            if value <= 0:
+                raise UsageError(f"{label} must be positive, not {value}")
+        for name in (self.train, self.dev):
+            if name is not None and name not in dataset_names():
+                raise UsageError(f"unknown data set {name!r}; known: {', '.join(dataset_names())}")
+
+
+@dataclass
+class JudgedQuery:
+    qid: str
+    text: str
+    ranking: QueryRanking
+    positives: list[str]
+    negatives: list[str]
+
+
+def judged_queries(dataset_name: str, run: str | None) -> tuple[list[JudgedQuery], dict[str, str], Qrels, int, tuple]:
+    """Queries of a data set with their candidates split by the data set's relevance threshold."""
+    dataset = get_dataset(dataset_name)
+    qrels, topics = dataset.qrels(), dataset.topics()
+    rankings = dataset.candidates(run)
+    texts = dataset.doc_texts()
+    out = []
+    for ranking in rankings:
+        grades = qrels.get(ranking.qid)
+        if not grades or ranking.qid not in topics:
+            continue
+        positives = [d for d in ranking.docids if grades.get(d, 0) >= dataset.min_rel and d in texts]
+        negatives = [d for d in ranking.docids if grades.get(d, 0) < dataset.min_rel and d in texts]
+        out.append(JudgedQuery(ranking.qid, topics[ranking.qid], ranking, positives, negatives))
+    if not out:
+        raise DataError(f"data set {dataset_name} has no judged queries with candidates to train or evaluate on")
+    return out, texts, qrels, dataset.min_rel, dataset.measures
+
+
+def sample_groups(queries: list[JudgedQuery], negatives: int, rng: random.Random) -> list[tuple[JudgedQuery, list[str]]]:
+    """One epoch: every (query, positive) with `negatives` sampled negatives, shuffled.
+
+    Queries with fewer negatives than asked (short QA candidate lists) sample with replacement.
+    """
+    groups = []
+    for query in queries:
+        if not query.negatives:
+            continue
+        for positive in query.positives:
+            if len(query.negatives) >= negatives:
+                chosen = rng.sample(query.negatives, negatives)
+            else:
+                chosen = [rng.choice(query.negatives) for _ in range(negatives)]
+            groups.append((query, [positive, *chosen]))
+    rng.shuffle(groups)
+    return groups
+
+
+def read_teacher(path: str) -> dict[str, dict[str, float]]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            run = load_run(handle, path)
+    except FileNotFoundError:
+        raise DataError(f"teacher run not found: {path}") from None
+    return {qid: dict(zip(r.docids, r.scores)) for qid, r in run.queries.items()}
+
+
+# --------------------------------------------------------------------------------------------- the loop
+
+@dataclass
+class DevSet:
+    queries: list[JudgedQuery]
+    texts: dict[str, str]
+    qrels: Qrels
+    measure: Any  # NamedMeasure
+    source: str
+
+    def evaluate(self, model: TrainableRanker, depth: int, chunk: int = 32) -> float:
+        """Re-rank the dev candidates with `model` and return the mean of the dev measure."""
+        import torch
+
+        from .evaluate.measures import evaluate
+
+        was_training = model.training
+        model.eval()
+        rankings = {}
+        with torch.inference_mode():
+            for query in self.queries:
+                docids = query.ranking.docids[:depth]
+                scores: list[float] = []
+                for start in range(0, len(docids), chunk):
+                    part = docids[start : start + chunk]
+                    scores += model.score_batch([query.text], [[self.texts[d] for d in part]])[0].tolist()
+                rankings[query.qid] = QueryRanking.from_scores(query.qid, docids, scores)
+        model.train(was_training)
+        return evaluate(Run(RunHeader(), rankings, "dev"), self.qrels, [self.measure]).mean(self.measure.label)
+
+
+def _split(queries: list[JudgedQuery], fraction: float, seed: int) -> tuple[list[JudgedQuery], list[JudgedQuery]]:
+    """Hold out a seeded random `fraction` of the queries that have positives, for early stopping."""
+    usable = sorted((q for q in queries if q.positives), key=lambda q: q.qid)
+    held = set(q.qid for q in random.Random(seed).sample(usable, max(1, round(len(usable) * fraction))))
+    return [q for q in queries if q.qid not in held], [q for q in queries if q.qid in held]
+
+
+def build_dev(args: TrainArgs, train_queries: list[JudgedQuery], texts: dict[str, str], qrels: Qrels,
+              min_rel: int, measures: tuple) -> tuple[list[JudgedQuery], DevSet | None]:
+    from .evaluate.measures import parse_measure
+
+    if args.dev_fraction:
+        train_queries, dev_queries = _split(train_queries, args.dev_fraction, args.seed)
+        source = f"{args.train} (held-out {len(dev_queries)} queries)"
+    elif args.dev:
+        dev_queries, texts, qrels, min_rel, measures = judged_queries(args.dev, args.candidates)
+        source = args.dev
+    else:
+        return train_queries, None
+    measure = parse_measure(args.metric or measures[0], min_rel)
+    return train_queries, DevSet(dev_queries, texts, qrels, measure, source)
+
+
+def group_loss(scores, loss: str):
+    """Label loss for groups whose first column is the positive."""
+    import torch
+    import torch.nn.functional as F
+
+    if loss == "listwise":
+        return F.cross_entropy(scores, torch.zeros(scores.shape[0], dtype=torch.long))
+    return F.softplus(scores[:, 1:] - scores[:, :1]).mean()  # pairwise logistic (RankNet)
+
+
+def distill_loss(scores, teacher, kind: str):
+    """Match the teacher's margins (MarginMSE) or its softmax over the group (KL)."""
+    import torch.nn.functional as F
+
+    if kind == "margin-mse":
+        return F.mse_loss(scores[:, :1] - scores[:, 1:], teacher[:, :1] - teacher[:, 1:])
+    return F.kl_div(F.log_softmax(scores, dim=1), F.log_softmax(teacher, dim=1), log_target=True,
+                    reduction="batchmean")
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    best: float | None
+    best_step: int | None
+    history: list[dict]
+    seconds: float
+    stopped: str
+
+
+def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda _m: None) -> TrainResult:
+    """Train `model_name` as `args` say and leave the best checkpoint in `args.output`."""
+    import torch
+    from tqdm import tqdm
+
+    args.check()
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    queries, texts, qrels, min_rel, measures = judged_queries(args.train, args.candidates)
+    queries, dev = build_dev(args, queries, texts, qrels, min_rel, measures)
+    if not any(q.positives and q.negatives for q in queries):
+        raise DataError(f"data set {args.train} has no query with both relevant and non-relevant candidates")
+    teacher = read_teacher(args.teacher) if args.teacher else None
+    model = new_trainable(model_name, **args.model_options)
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr,
+                                  weight_decay=args.weight_decay)
+    warmup = max(1, int(args.steps * args.warmup))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / max(1, args.steps - warmup))))
+    record = asdict(args)
+    began = time.perf_counter()
+    history: list[dict] = []
+    best, best_step, since_best, stopped = None, None, 0, "steps"
+
+    def save(step: int, metric: float | None) -> None:
+        with atomic_dir(args.output) as tmp:
+            config = model.save(tmp)
+            write_checkpoint(tmp, model_name, config, {
+                **record, "step": step, "dev_source": dev.source if dev else None,
+                "dev_measure": dev.measure.label if dev else None, "dev_value": metric,
+                "history": history, "train_queries": len(queries),
+                "seconds": round(time.perf_counter() - began, 1)})
+
+    groups: list = []
+    step = 0
+    losses: list[float] = []
+    with tqdm(total=args.steps, desc=f"training {model_name}", unit="step", disable=None) as bar:
+        while step < args.steps:
+            if len(groups) < args.batch_groups:
+                groups += sample_groups(queries, args.negatives, rng)
+            batch, groups = groups[: args.batch_groups], groups[args.batch_groups :]
+            scores = model.score_batch([q.text for q, _ in batch], [[texts[d] for d in ds] for _, ds in batch])
+            loss = group_loss(scores, args.loss)
+            if teacher is not None:
+                rows = [i for i, (q, ds) in enumerate(batch) if all(d in teacher.get(q.qid, {}) for d in ds)]
+                if rows:
+                    target = torch.tensor([[teacher[batch[i][0].qid][d] for d in batch[i][1]] for i in rows])
+                    loss = loss + args.distill_weight * distill_loss(scores[rows], target, args.distill)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            step += 1
+            losses.append(float(loss))
+            bar.update(1)
+            bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.4f}")
+            out_of_time = args.max_minutes is not None and time.perf_counter() - began > args.max_minutes * 60
+            if dev is not None and (step % args.eval_every == 0 or step == args.steps or out_of_time):
+                value = dev.evaluate(model, args.dev_depth)
+                history.append({"step": step, dev.measure.label: round(value, 4),
+                                "loss": round(sum(losses[-args.eval_every:]) / len(losses[-args.eval_every:]), 4),
+                                "seconds": round(time.perf_counter() - began, 1)})
+                log(f"step {step}: dev {dev.measure.label} = {value:.4f} on {dev.source}")
+                if best is None or value > best:
+                    best, best_step, since_best = value, step, 0
+                    save(step, value)
+                else:
+                    since_best += 1
+                    if since_best >= args.patience:
+                        stopped = "early stopping"
+                        break
+            if out_of_time:
+                stopped = "time budget"
+                break
+    if dev is None:
+        save(step, None)
+    seconds = time.perf_counter() - began
+    if not math.isfinite(losses[-1]):
+        raise DataError("training diverged (loss is not finite); lower --lr")
+    return TrainResult(step, best, best_step, history, seconds, stopped)
