@@ -62,6 +62,9 @@ def test_qrels_errors_name_the_line(tmp_path):
     with pytest.raises(FormatError) as info:
         formats.read_qrels(path)
     assert info.value.line_no == 2
+    path.write_text("1 0 d1 1\n1 0 d1 0\n")
+    with pytest.raises(FormatError, match="duplicate judgement of d1 for query 1 .first at line 1."):
+        formats.read_qrels(path)
 
 
 def test_jsonl_both_layouts(tmp_path):

@@ -98,3 +98,17 @@ def test_stream_write_counts_queries():
     buf = io.StringIO()
     n = Stream(RunHeader(), [QueryRanking.from_scores(str(i), ["a"], [1.0]) for i in range(3)]).write(buf)
     assert n == 3
+
+
+@pytest.mark.parametrize("text", [
+    "# rerank-run: 1\n# dataset: \"x\"\n# time: 1 s 2.0 3\n1 Q0 a 1 2.5 t\n1 Q0 b 2 2.5 t\n# time: 2 s 1.0 3\n2 Q0 c 1 1.0 u\n",
+    "1\tQ0\ta\t1\t2.5\tt\n2 Q0 b 1 1 t\n",
+    "1 Q0 a#1 1 2.5 t\n",  # '#' inside a docid: only the line-by-line reader handles it
+    "1  Q0 a 1 2.5 t\n\n1 Q0 b 2 3 t\n",
+])
+def test_whole_run_loader_agrees_with_streaming_reader(text):
+    fast = load_run(io.StringIO(text), "r")
+    header, streamed = read(text)
+    assert fast.header == header
+    assert {q.qid: (q.docids, q.scores, q.timings, q.tag) for q in streamed} == \
+        {q.qid: (q.docids, q.scores, q.timings, q.tag) for q in fast.queries.values()}

@@ -208,6 +208,7 @@ def _read_trec_topics(path: str | Path) -> dict[str, str]:
 def read_qrels(path: str | Path) -> Qrels:
     """TREC qrels `qid iter docid grade` (graded; negative grades kept as judged-nonrelevant)."""
     qrels: Qrels = {}
+    first_seen: dict[tuple[str, str], int] = {}
     with open_text(path) as handle:
         for line_no, line in enumerate(handle, 1):
             parts = line.split()
@@ -219,6 +220,11 @@ def read_qrels(path: str | Path) -> Qrels:
                 grade = int(parts[3])
             except ValueError:
                 raise FormatError(str(path), line_no, f"grade {parts[3]!r} is not an integer") from None
+            key = (parts[0], parts[2])
+            if key in first_seen:  # trec_eval refuses these too
+                raise FormatError(str(path), line_no, f"duplicate judgement of {key[1]} for query {key[0]} "
+                                  f"(first at line {first_seen[key]})")
+            first_seen[key] = line_no
             qrels.setdefault(parts[0], {})[parts[2]] = grade
     if not qrels:
         raise FormatError(str(path), None, "no judgements found")

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 PERMUTATIONS = 10_000
 SEED = 42
@@ -44,6 +43,8 @@ def compare(candidate: np.ndarray, baseline: np.ndarray) -> Comparison:
     if diff.size < 2 or not diff.any():
         t_p = 1.0
     else:
+        from scipy import stats  # imported here: it costs ~1 s, and a single-run eval never needs it
+
         t_p = float(stats.ttest_rel(candidate, baseline).pvalue)
         t_p = 1.0 if np.isnan(t_p) else t_p
     wins = int(np.count_nonzero(diff > 1e-12))
