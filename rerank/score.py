@@ -126,13 +126,17 @@ def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Rer
 
 def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool = True,
                  skip_missing: bool = False, stage: str | None = None, topics: str | None = None,
-                 corpus: str | None = None, store: DocStore | None = None,
+                 corpus: str | None = None, store: DocStore | None = None, queries: dict[str, str] | None = None,
                  stats: ScoreStats | None = None) -> Stream:
-    """A new stream whose rankings are re-scored lazily, query by query, as it is written."""
+    """A new stream whose rankings are re-scored lazily, query by query, as it is written.
+
+    Query and document texts come from `queries`/`store` when given, else from what the stream's
+    header (or the `topics`/`corpus` files) name.
+    """
     if depth <= 0:
         raise UsageError(f"--depth must be a positive number of candidates, not {depth}")
     stage = stage or model.name
-    queries = queries_for(stream.header, topics)
+    queries = queries if queries is not None else queries_for(stream.header, topics)
     store = store or doc_store_for(stream.header, corpus)
     stats = stats if stats is not None else ScoreStats()
     model.attach(stream.header)  # before provenance: a model may pick stored encodings for this collection

@@ -346,7 +346,7 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
             optimizer.step()
             schedule.step()
             step += 1
-            losses.append(float(loss))
+            losses.append(loss.item())
             bar.update(1)
             bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.4f}")
             out_of_time = args.max_minutes is not None and time.perf_counter() - began > args.max_minutes * 60

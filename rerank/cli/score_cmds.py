@@ -32,6 +32,7 @@ from .io import open_run_input, write_stream
 def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, corpus, batch_size, max_length,
           threads, quantize, stage_name, output, trec_only) -> None:
     """Re-score the top DEPTH candidates of each query in RUN (default stdin) with a model."""
+    from ..docstore import doc_store_for, queries_for
     from ..models.base import load_model
     from ..score import ScoreStats, score_stream
 
@@ -46,6 +47,8 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
         if first is None:
             click.echo(f"rerank: note: {source} holds no queries; nothing to score", err=True)
             return
+        queries = queries_for(reader.header, topics)  # fail on a header naming nothing before loading a model
+        store = doc_store_for(reader.header, corpus)
         options = {"batch_size": batch_size, "threads": threads}
         if max_length is not None:
             options["max_length"] = max_length
@@ -54,8 +57,8 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
         model = load_model(model_name, checkpoint, **options)
         stats = ScoreStats()
         stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), model, depth,
-                              cache=not no_cache, skip_missing=skip_missing, stage=stage_name, topics=topics,
-                              corpus=corpus, stats=stats)
+                              cache=not no_cache, skip_missing=skip_missing, stage=stage_name, store=store,
+                              queries=queries, stats=stats)
         write_stream(stream, output, trec_only)
     click.echo(f"rerank: {stats.summary(stage_name or model_name)}", err=True)
 

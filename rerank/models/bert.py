@@ -43,10 +43,12 @@ def minilm_path() -> Path:
 
 
 def _quiet_transformers() -> None:
-    """Hide the 'newly initialised weights' notice: a fresh ranking head is what we ask for."""
+    """Hide the 'newly initialised weights' notice (a fresh ranking head is what we ask for) and the
+    loading/saving progress bars, which would drown the training progress bar."""
     from transformers.utils import logging
 
     logging.set_verbosity_error()
+    logging.disable_progress_bar()
 
 
 def set_threads(threads: int | None) -> None:
@@ -177,6 +179,7 @@ class BiEncoderReranker(Reranker):
 
         if quantize:
             raise UsageError("--quantize is only offered for --model bert")
+        _quiet_transformers()
         set_threads(threads)
         path = minilm_path()
         self.checkpoint_hash = content_hash(path)

@@ -1,0 +1,122 @@
+"""The MiniLM cross-encoder and bi-encoder, the training loop and checkpoints, on a tiny random BERT."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from rerank.errors import UsageError  # noqa: E402
+from rerank.models.base import load_model  # noqa: E402
+from rerank.models.bert import CrossEncoderReranker, minilm_path, new_trainable  # noqa: E402
+from rerank.runs import QueryRanking, RunHeader, RunWriter  # noqa: E402
+from rerank.train import TrainArgs, content_hash, read_checkpoint, train  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory):
+    """A random 2-layer, 32-dim BERT with the MiniLM tokenizer: a base that trains in seconds."""
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=64, max_position_embeddings=512)
+    transformers.BertModel(config).save_pretrained(folder)
+    transformers.AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tiny_bert, tmp_path_factory, data_root):
+    """A checkpoint trained for a few steps on TrecQA dev with held-out queries for early stopping."""
+    import os
+
+    os.environ.setdefault("RERANK_DATA", str(data_root))
+    out = tmp_path_factory.mktemp("ck") / "bert"
+    args = TrainArgs(train="trecqa-dev", output=str(out), dev_fraction=0.25, steps=4, eval_every=2, dev_depth=10,
+                     batch_groups=2, negatives=3, model_options={"base": str(tiny_bert), "max_length": 64})
+    result = train("bert", args)
+    return out, result
+
+
+def test_score_batch_shape_and_gradients(tiny_bert):
+    model = new_trainable(base=str(tiny_bert), max_length=32)
+    scores = model.score_batch(["a query", "another"], [["doc one", "doc two", "doc three"], ["x", "y", "z"]])
+    assert scores.shape == (2, 3)
+    scores.sum().backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+def test_length_sorted_inference_equals_plain_forward(tiny_checkpoint):
+    folder, _ = tiny_checkpoint
+    model = load_model("bert", str(folder), batch_size=3)
+    texts = ["short", "a somewhat longer passage about ranking " * 3, "mid length text here", "x " * 40, "tiny"]
+    fast = model.score("what is ranking", ["a", "b", "c", "d", "e"], texts)
+    plain = model.model(**model.tokenizer(["what is ranking"] * 5, texts, padding=True, truncation=True,
+                                          max_length=model.max_length, return_tensors="pt")).logits[:, 0]
+    assert max(abs(a - b) for a, b in zip(fast, plain.tolist())) < 1e-5
+
+
+def test_training_writes_a_loadable_checkpoint(tiny_checkpoint):
+    folder, result = tiny_checkpoint
+    manifest = json.loads((folder / "checkpoint.json").read_text())
+    assert manifest["model"] == "bert" and manifest["hash"] == content_hash(folder)
+    assert manifest["training"]["train"] == "trecqa-dev" and manifest["training"]["dev_measure"] == "MAP"
+    assert manifest["config"]["max_length"] == 64 and (folder / "tokenizer.json").is_file()
+    assert result.steps == 4 and len(result.history) == 2 and result.best is not None
+    assert manifest["training"]["step"] == result.best_step
+    model = load_model("bert", str(folder))
+    assert isinstance(model, CrossEncoderReranker) and model.checkpoint_hash == manifest["hash"]
+    assert model.provenance()["checkpoint_hash"] == manifest["hash"]
+
+
+def test_training_is_seeded(tiny_bert, tiny_checkpoint, tmp_path):
+    folder, _ = tiny_checkpoint
+    args = TrainArgs(train="trecqa-dev", output=str(tmp_path / "again"), dev_fraction=0.25, steps=4, eval_every=2,
+                     dev_depth=10, batch_groups=2, negatives=3, model_options={"base": str(tiny_bert), "max_length": 64})
+    train("bert", args)
+    assert content_hash(tmp_path / "again") == content_hash(folder)
+
+
+def test_pairwise_loss_with_distillation(tiny_bert, tmp_path, data_root, monkeypatch):
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    from rerank.data import get_dataset
+
+    teacher = tmp_path / "teacher.run"
+    with open(teacher, "w") as handle:  # the shipped candidate scores stand in for a teacher's
+        writer = RunWriter(handle, RunHeader({"dataset": "trecqa-dev"}))
+        for ranking in get_dataset("trecqa-dev").candidates():
+            writer.write(QueryRanking.from_scores(ranking.qid, ranking.docids,
+                                                 [len(d) * 0.1 for d in ranking.docids]))
+    args = TrainArgs(train="trecqa-dev", output=str(tmp_path / "ck"), steps=3, batch_groups=2, negatives=2,
+                     loss="pairwise", teacher=str(teacher), distill="kl",
+                     model_options={"base": str(tiny_bert), "max_length": 48})
+    result = train("bert", args)
+    assert result.best is None and result.steps == 3  # no dev set: the last state is saved
+    assert read_checkpoint(tmp_path / "ck", "bert")["training"]["teacher"] == str(teacher)
+
+
+def test_bad_training_arguments(tmp_path):
+    with pytest.raises(UsageError, match="not both"):
+        train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), dev="trecqa-dev", dev_fraction=0.2))
+    with pytest.raises(UsageError, match="cannot train model"):
+        train("nope", TrainArgs(train="trecqa-dev", output=str(tmp_path)))
+    with pytest.raises(UsageError, match="unknown data set"):
+        train("bert", TrainArgs(train="nope", output=str(tmp_path)))
+
+
+def test_bi_encoder_matches_sentence_transformers():
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    model = load_model("minilm-bi")
+    texts = ["The kernel pooling layer counts soft matches.", "Bananas are yellow.", "Ranking with BERT " * 30]
+    ours = model.score("how does kernel pooling work", ["a", "b", "c"], texts)
+    reference = sentence_transformers.SentenceTransformer(str(minilm_path()), device="cpu")
+    reference.max_seq_length = model.max_length
+    vectors = reference.encode(["how does kernel pooling work", *texts], convert_to_tensor=True,
+                               normalize_embeddings=True)
+    expected = (vectors[1:] @ vectors[0]).tolist()
+    assert max(abs(a - b) for a, b in zip(ours, expected)) < 1e-4
+    with pytest.raises(UsageError, match="takes no --checkpoint"):
+        load_model("minilm-bi", "somewhere")

@@ -1,0 +1,170 @@
+"""The score stage: depth cut, the rest kept below in order, timings, provenance, cache; CLI error paths."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rerank.errors import DataError, UsageError
+from rerank.models.base import Reranker
+from rerank.runs import QueryRanking, RunHeader, Stream, Timing
+from rerank.score import ScoreStats, score_stream
+
+
+class OverlapReranker(Reranker):
+    """A real (if simple) scorer: query words found in the text; counts the pairs it scored."""
+
+    name = "overlap"
+    checkpoint_hash = "overlap-v1"
+
+    def __init__(self):
+        self.scored = 0
+
+    def score(self, query, docids, texts):
+        self.scored += len(texts)
+        words = set(query.split())
+        return [float(len(words & set(t.split()))) + 0.001 * len(t) for t in texts]
+
+
+QUERIES = {"q1": "neural ranking models", "q2": "kernel pooling"}
+TEXTS = {f"d{i}": text for i, text in enumerate([
+    "neural ranking models with transformers", "a cooking recipe", "ranking models", "neural nets",
+    "kernel pooling for ranking", "nothing relevant here at all", "pooling layers", "kernel methods",
+])}
+
+
+class DictStore:
+    def __init__(self, texts):
+        self.table = texts
+
+    def texts(self, docids):
+        return {d: self.table[d] for d in docids if d in self.table}
+
+
+def _stream(depth_docs=8):
+    header = RunHeader({"dataset": "toy"}).with_stage({"name": "bm25", "stage": "retrieve"})
+    docids = [f"d{i}" for i in range(depth_docs)]
+    rankings = [QueryRanking.from_scores(q, docids, [10.0 - i for i in range(depth_docs)], tag="bm25",
+                                         timings=[Timing("bm25", 1.5, depth_docs)]) for q in QUERIES]
+    return Stream(header, rankings)
+
+
+def _score(model, depth, cache=False, **kw):
+    stats = ScoreStats()
+    out = score_stream(_stream(), model, depth, cache=cache, store=DictStore(kw.pop("texts", TEXTS)),
+                       queries=QUERIES, stats=stats, **kw)
+    return out, list(out.rankings), stats
+
+
+def test_head_rescored_and_rest_kept_in_order_below():
+    model = OverlapReranker()
+    out, rankings, stats = _score(model, depth=4)
+    q1 = rankings[0]
+    assert set(q1.docids[:4]) == {"d0", "d1", "d2", "d3"}
+    assert q1.docids[0] == "d0" and q1.docids[1] == "d2"  # 3 and 2 overlapping words
+    assert q1.docids[4:] == ["d4", "d5", "d6", "d7"]  # original order kept
+    assert max(q1.scores[4:]) < min(q1.scores[:4])
+    assert q1.scores == sorted(q1.scores, reverse=True)  # survives any evaluator's re-sort
+    assert model.scored == 8 and stats.pairs == 8 and stats.queries == 2
+
+
+def test_timings_appended_and_provenance_recorded():
+    out, rankings, _ = _score(OverlapReranker(), depth=3)
+    assert [t.stage for t in rankings[0].timings] == ["bm25", "overlap"]
+    assert rankings[0].timings[-1].depth == 3 and rankings[0].timings[-1].ms >= 0
+    stage = out.header.stages[-1]
+    assert stage["stage"] == "score" and stage["depth"] == 3 and stage["cache"] is False
+    assert stage["model"] == "overlap" and stage["checkpoint_hash"] == "overlap-v1"
+    assert [s["name"] for s in out.header.stages] == ["bm25", "overlap"]
+
+
+def test_cache_hit_scores_nothing_twice(home):
+    first = OverlapReranker()
+    _, before, stats1 = _score(first, depth=5, cache=True)
+    second = OverlapReranker()
+    _, after, stats2 = _score(second, depth=5, cache=True)
+    assert first.scored == 10 and second.scored == 0
+    assert stats2.cached == 10 and stats1.cached == 0
+    assert [r.scores for r in before] == [r.scores for r in after]
+    assert (home / ".cache" / "scores.sqlite").is_file()
+    third = OverlapReranker()
+    _score(third, depth=5, cache=False)
+    assert third.scored == 10  # --no-cache scores again
+
+
+def test_cache_is_keyed_on_document_text(home):
+    _score(OverlapReranker(), depth=2, cache=True)
+    changed = {**TEXTS, "d0": "a different text now"}
+    model = OverlapReranker()
+    _, _, stats = _score(model, depth=2, cache=True, texts=changed)
+    assert model.scored == 2 and stats.cached == 2  # d0 for both queries re-scored, d1 cached
+
+
+def test_missing_documents_fail_or_are_skipped():
+    texts = {k: v for k, v in TEXTS.items() if k != "d1"}
+    with pytest.raises(DataError, match="d1 is not in the document store"):
+        _score(OverlapReranker(), depth=4, texts=texts)
+    _, rankings, stats = _score(OverlapReranker(), depth=4, texts=texts, skip_missing=True)
+    assert stats.missing == 2 and rankings[0].docids[3:] == ["d1", "d4", "d5", "d6", "d7"]
+
+
+def test_bad_depth_and_unknown_query():
+    with pytest.raises(UsageError, match="--depth"):
+        score_stream(_stream(), OverlapReranker(), 0, store=DictStore(TEXTS), queries=QUERIES)
+    out = score_stream(_stream(), OverlapReranker(), 3, cache=False, store=DictStore(TEXTS), queries={"q1": "x"})
+    with pytest.raises(DataError, match="q2 has no text"):
+        list(out.rankings)
+
+
+# ------------------------------------------------------------------------------------------ CLI errors
+
+RUN_NO_HEADER = "1 Q0 d1 1 2.0 x\n1 Q0 d2 2 1.0 x\n"
+
+
+def test_cli_unknown_model_lists_names(rerank):
+    done = rerank("score", "--model", "nope", input=RUN_NO_HEADER, check=False)
+    assert done.returncode != 0 and "unknown model 'nope'" in done.stderr and "minilm-bi" in done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr
+
+
+def test_cli_header_naming_nothing(rerank):
+    done = rerank("score", "--model", "minilm-bi", input=RUN_NO_HEADER, check=False)
+    assert done.returncode != 0 and "names no data set" in done.stderr and "--topics/--corpus" in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_cli_depth_must_be_positive(rerank):
+    done = rerank("score", "--model", "minilm-bi", "--depth", "0", input=RUN_NO_HEADER, check=False)
+    assert done.returncode != 0 and "--depth must be a positive" in done.stderr
+
+
+def test_cli_empty_stream_is_empty_output(rerank):
+    done = rerank("score", "--model", "minilm-bi", input="", check=False)
+    assert done.returncode == 0 and done.stdout == ""
+
+
+RUN_DL19 = '# rerank-run: 1\n# dataset: "trec-dl-2019"\n19335 Q0 1017759 1 3.0 x\n'
+
+
+def test_cli_checkpoint_errors(rerank, tmp_path):
+    done = rerank("score", "--model", "bert", input=RUN_DL19, check=False)
+    assert done.returncode != 0 and "needs --checkpoint" in done.stderr
+    done = rerank("score", "--model", "bert", "--checkpoint", str(tmp_path / "absent"), input=RUN_DL19,
+                  check=False)
+    assert done.returncode != 0 and "is not a folder" in done.stderr
+    done = rerank("score", "--model", "bert", "--checkpoint", str(tmp_path), input=RUN_DL19, check=False)
+    assert done.returncode != 0 and "is not a checkpoint" in done.stderr
+    (tmp_path / "checkpoint.json").write_text(json.dumps({"model": "tk", "hash": "x"}))
+    done = rerank("score", "--model", "bert", "--checkpoint", str(tmp_path), input=RUN_DL19, check=False)
+    assert done.returncode != 0 and "trained for model 'tk', not 'bert'" in done.stderr
+
+
+def test_cli_missing_docids(rerank, tmp_path):
+    run = '# rerank-run: 1\n# dataset: "trec-dl-2019"\n19335 Q0 no-such-passage 1 3.0 x\n'
+    out = tmp_path / "out.run"
+    done = rerank("score", "--model", "minilm-bi", "--no-cache", "-o", str(out), input=run, check=False)
+    assert done.returncode != 0 and "no-such-passage is not in the document store" in done.stderr
+    assert not out.exists()  # nothing half-written
+    done = rerank("score", "--model", "minilm-bi", "--no-cache", "--skip-missing", input=run)
+    assert "skipped 1 candidates" in done.stderr and "19335 Q0 no-such-passage 1" in done.stdout
