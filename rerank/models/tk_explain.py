@@ -1,0 +1,60 @@
+"""Text and heat-map views of `TKReranker.explain()`: which document terms matched which query terms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def render_text(explanation: dict[str, Any], top: int = 3) -> str:
+    q_terms, d_terms, cosine = explanation["query_terms"], explanation["doc_terms"], explanation["cosine"]
+    lines = [f"model {explanation['model']}  score {explanation['score']:.4f}  document encodings: "
+             f"{explanation['encodings']}", ""]
+    contributions = explanation.get("term_contributions")
+    lines.append("query term      " + ("contribution  " if contributions else "") + "best-matching document terms (cosine)")
+    for i, term in enumerate(q_terms):
+        row = cosine[i, : len(d_terms)]
+        best = np.argsort(-row)[:top]
+        matches = ", ".join(f"{d_terms[j]}@{j} ({row[j]:.2f})" for j in best)
+        share = f"{contributions[i]:+12.4f}  " if contributions else ""
+        lines.append(f"{term[:15]:<15} {share}{matches}")
+    for rank, region in enumerate(explanation.get("regions", []), 1):
+        if rank == 1:
+            lines += ["", "regions (TKL, best first): tokens, characters, score, text"]
+        a, b = region["tokens"]
+        c, d = region["chars"]
+        lines.append(f"{rank}. tokens {a}-{b}  chars {c}-{d}  score {region['score']:.4f}  {region['text'][:100]!r}")
+    return "\n".join(lines) + "\n"
+
+
+def plot(explanation: dict[str, Any], path: str, title: str) -> None:
+    """Cosine match matrix (query terms x document terms); TK adds each term's contribution, TKL shades
+    its chosen regions."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..atomic import atomic_output
+
+    q_terms, d_terms = explanation["query_terms"], explanation["doc_terms"]
+    cosine = explanation["cosine"][: len(q_terms), : len(d_terms)]
+    width = min(40, max(6, 0.22 * len(d_terms) + 2))
+    fig, ax = plt.subplots(figsize=(width, 1.2 + 0.35 * len(q_terms)))
+    image = ax.imshow(cosine, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
+    ax.set_yticks(range(len(q_terms)))
+    contributions = explanation.get("term_contributions")
+    ax.set_yticklabels([f"{t} ({c:+.3f})" for t, c in zip(q_terms, contributions)] if contributions else q_terms)
+    ax.set_xticks(range(len(d_terms)))
+    ax.set_xticklabels(d_terms, rotation=90, fontsize=7)
+    for rank, region in enumerate(explanation.get("regions", []), 1):
+        a, b = region["tokens"]
+        ax.axvspan(a - 0.5, b - 0.5, color="gold", alpha=0.18)
+        ax.text((a + b) / 2, -0.6, f"region {rank}", ha="center", va="bottom", fontsize=8)
+    fig.colorbar(image, ax=ax, label="cosine", fraction=0.03)
+    ax.set_title(f"{title}  (score {explanation['score']:.3f})", fontsize=9)
+    fig.tight_layout()
+    with atomic_output(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=110)
+    plt.close(fig)

@@ -1,0 +1,150 @@
+"""TK/TKL with tiny configs: shapes, padding invariance, regions, checkpoints, stored encodings, CLI paths."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from rerank.encodings import VECTORS, encode_collection, open_store, store_folder
+from rerank.errors import DataError, UsageError
+from rerank.models.tk import TKConfig, TKModule, load_tk, load_tkl
+from rerank.train import write_checkpoint
+
+TINY = {"layers": 1, "heads": 2, "feedforward": 16, "dropout": 0.0, "max_doc": 60, "window": 8, "stride": 2,
+        "chunk": 10, "overlap": 2, "regions": 2}
+DOCS = {
+    "d1": "the transformer kernel model ranks passages by soft term matches",
+    "d2": "kernel pooling counts cosine similarities between query and document terms",
+    "d3": "a recipe for bread with flour water salt and yeast " * 3,
+    "d4": "",
+    "d5": "ranking ranking ranking kernel",
+}
+QUERY = "how does kernel ranking work"
+
+
+def tiny(variant: str = "tk", **extra) -> TKModule:
+    torch.manual_seed(0)
+    module = TKModule(TKConfig.from_dict({**TINY, **extra, "variant": variant}))
+    return module.eval()
+
+
+def checkpoint(tmp_path, variant: str = "tk", name: str = "ck", **extra):
+    folder = tmp_path / name
+    folder.mkdir()
+    module = tiny(variant, **extra)
+    write_checkpoint(folder, variant, module.save(folder), {"note": "test"})
+    return folder
+
+
+@pytest.mark.parametrize("variant", ["tk", "tkl"])
+def test_scores_do_not_depend_on_batch_padding(variant):
+    module = tiny(variant)
+    texts = list(DOCS.values())
+    with torch.no_grad():
+        together = module.score_batch([QUERY], [texts])[0]
+        alone = torch.stack([module.score_batch([QUERY], [[t]])[0, 0] for t in texts])
+    assert together.shape == (len(texts),)
+    assert torch.allclose(together, alone, atol=1e-5)
+    assert torch.isfinite(together).all()
+
+
+@pytest.mark.parametrize("variant", ["tk", "tkl"])
+def test_training_gradients_reach_every_trained_part(variant):
+    module = tiny(variant).train()
+    module.score_batch([QUERY, "bread"], [[DOCS["d1"], DOCS["d3"]], [DOCS["d3"], DOCS["d2"]]]).sum().backward()
+    trained = dict(module.named_parameters())
+    for name in ("mix", "encoder.layers.0.linear1.weight",
+                 "region_kernels.weight" if variant == "tkl" else "log_weights.weight"):
+        assert trained[name].grad is not None and trained[name].grad.abs().sum() > 0, name
+    assert "table" not in module.state_dict()  # the frozen GloVe table is not saved with the weights
+
+
+def test_tkl_chunks_match_whole_passage_when_one_chunk_holds_it():
+    """With a chunk wider than the passage, chunked contextualisation is contextualising the one window
+    (the passage after `overlap` positions of left context)."""
+    wide = tiny("tkl", chunk=60, overlap=2)
+    ids, mask = torch.tensor([[5, 6, 7, 8]]), torch.ones(1, 4)
+    window = torch.tensor([[0, 0, 5, 6, 7, 8] + [0] * 58])
+    expected = wide.contextualise(window, (window != 0).float())[:, 2:6]
+    assert torch.allclose(wide.encode_docs(ids, mask), expected, atol=1e-6)
+    long_ids = torch.arange(2, 2 + 45)[None]  # three chunks, the last one part padding
+    assert wide.encode_docs(long_ids, torch.ones(1, 45)).shape == (1, 45, 50)
+
+
+def test_tkl_regions_do_not_overlap_and_lie_in_the_document(tmp_path):
+    reranker = load_tkl(str(checkpoint(tmp_path, "tkl")))
+    text = " ".join(["kernel ranking"] * 5 + ["bread flour"] * 10 + ["ranking kernel"] * 5)
+    regions = reranker.explain(QUERY, "x", text)["regions"]
+    assert 1 <= len(regions) <= 2
+    for a in regions:
+        assert text[a["chars"][0]:a["chars"][1]] == a["text"] and 0 <= a["tokens"][0] < a["tokens"][1] <= 40
+    if len(regions) == 2:
+        first, second = sorted(r["tokens"][0] for r in regions)
+        assert second - first >= 8
+    short = reranker.explain(QUERY, "y", "kernel ranking")["regions"]
+    assert len(short) == 1 and short[0]["chars"] == [0, 14]
+
+
+def test_checkpoint_round_trip_and_wrong_model(tmp_path):
+    folder = checkpoint(tmp_path)
+    module = tiny()
+    reranker = load_tk(str(folder))
+    with torch.no_grad():
+        expected = module.score_batch([QUERY], [list(DOCS.values())])[0].tolist()
+    assert np.allclose(reranker.score(QUERY, list(DOCS), list(DOCS.values())), expected, rtol=2e-3)  # docs rounded to float16
+    with pytest.raises(UsageError, match="trained for model 'tk', not 'tkl'"):
+        load_tkl(str(folder))
+
+
+def test_stored_encodings_give_the_same_scores_and_resume(tmp_path, monkeypatch):
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
+    reranker = load_tk(str(checkpoint(tmp_path)))
+    items = list(DOCS.items())
+
+    def interrupted():
+        for position, item in enumerate(items):
+            if position == 3:
+                raise KeyboardInterrupt
+            yield item
+
+    with pytest.raises(KeyboardInterrupt):
+        encode_collection("toy", interrupted, len(items), reranker, chunk=2, progress=False)
+    folder = store_folder("toy", "tk", reranker.checkpoint_hash)
+    partial = json.loads((folder / "manifest.json").read_text())
+    assert partial["documents"] == 2 and not partial["complete"]
+    with pytest.raises(DataError, match="incomplete .2 of 5 documents.; resume with: rerank encode"):
+        open_store(folder, reranker.checkpoint_hash, "tk")
+    manifest = encode_collection("toy", lambda: iter(items), len(items), reranker, chunk=2, progress=False)
+    assert manifest["complete"] and manifest["documents"] == 5
+    store = open_store(folder, reranker.checkpoint_hash, "tk")
+    fresh_folder = tmp_path / "fresh"
+    encode_collection("toy", lambda: iter(items), len(items), reranker, fresh_folder, progress=False)
+    assert (folder / VECTORS).read_bytes() == (fresh_folder / VECTORS).read_bytes()  # resumed == uninterrupted
+    on_the_fly = reranker.score(QUERY, list(DOCS), list(DOCS.values()))
+    reranker.use_store(store)
+    stored = reranker.score(QUERY, list(DOCS), ["(ignored: stored)"] * len(DOCS))
+    assert np.allclose(stored, on_the_fly, atol=1e-4)
+    assert reranker.provenance()["encodings"].startswith("stored (")
+
+
+def test_store_refuses_other_checkpoints_and_detects_damage(tmp_path, monkeypatch):
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
+    first = load_tk(str(checkpoint(tmp_path, name="a")))
+    other = load_tk(str(checkpoint(tmp_path, name="b", layers=2)))
+    folder = tmp_path / "store"
+    encode_collection("toy", lambda: iter(DOCS.items()), len(DOCS), first, folder, progress=False)
+    with pytest.raises(UsageError, match="refusing to mix"):
+        encode_collection("toy", lambda: iter(DOCS.items()), len(DOCS), other, folder, progress=False)
+    with pytest.raises(UsageError, match=f"built by tk checkpoint .*{first.checkpoint_hash}"):
+        open_store(folder, other.checkpoint_hash, "tk")
+    data = bytearray((folder / VECTORS).read_bytes())
+    data[10] ^= 0xFF
+    (folder / VECTORS).write_bytes(bytes(data))
+    with pytest.raises(DataError, match="does not match its checksum; rebuild it with: rerank encode"):
+        open_store(folder, first.checkpoint_hash, "tk")
+    (folder / VECTORS).write_bytes(bytes(data[:-6]))
+    with pytest.raises(DataError, match="truncated or corrupt: vectors.f16 is .* bytes"):
+        open_store(folder, first.checkpoint_hash, "tk")
