@@ -1,4 +1,5 @@
-"""TK/TKL with tiny configs: shapes, padding invariance, regions, checkpoints, stored encodings, CLI paths."""
+"""TK/TKL with tiny configs: shapes, padding invariance, regions, checkpoints, stored encodings; and through
+the real CLI on TrecQA dev: score on the fly, encode, score from the store, explain, budget, errors."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 from rerank.encodings import VECTORS, encode_collection, open_store, store_folder
 from rerank.errors import DataError, UsageError
 from rerank.models.tk import TKConfig, TKModule, load_tk, load_tkl
+from rerank.runs import load_run
 from rerank.train import write_checkpoint
 
 TINY = {"layers": 1, "heads": 2, "feedforward": 16, "dropout": 0.0, "max_doc": 60, "window": 8, "stride": 2,
@@ -148,3 +150,69 @@ def test_store_refuses_other_checkpoints_and_detects_damage(tmp_path, monkeypatc
     (folder / VECTORS).write_bytes(bytes(data[:-6]))
     with pytest.raises(DataError, match="truncated or corrupt: vectors.f16 is .* bytes"):
         open_store(folder, first.checkpoint_hash, "tk")
+
+
+# ----------------------------------------------------------------------------- the CLI on real data
+
+
+def _scores(text: str) -> dict[tuple[str, str], float]:
+    import io
+
+    run = load_run(io.StringIO(text), "run")
+    return {(q, d): s for q, r in run.queries.items() for d, s in zip(r.docids, r.scores)}
+
+
+def _stage(text: str) -> dict:
+    return [json.loads(line.split(":", 1)[1]) for line in text.splitlines() if line.startswith("# stage:")][-1]
+
+
+@pytest.mark.data
+def test_encode_score_explain_budget(tmp_path, rerank):
+    ck = str(checkpoint(tmp_path))
+    candidates = rerank("retrieve", "trecqa-dev", "--candidates").stdout
+    fly = rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", input=candidates).stdout
+    assert _stage(fly)["encodings"].startswith("on the fly")
+    encoded = rerank("encode", "trecqa-dev", "--model", "tk", "--checkpoint", ck)
+    assert "encoded 1148 documents" in encoded.stderr and "100 bytes per token" in encoded.stderr
+    stored = rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", input=candidates).stdout
+    assert _stage(stored)["encodings"].startswith("stored (")
+    a, b = _scores(fly), _scores(stored)
+    assert a.keys() == b.keys() and max(abs(a[k] - b[k]) for k in a) < 1e-4
+
+    plot = tmp_path / "explain.png"
+    qid, docid = next(iter(a))
+    shown = rerank("explain", "--model", "tk", "--checkpoint", ck, "--dataset", "trecqa-dev", "--qid", qid,
+                   "--docid", docid, "--plot", str(plot))
+    assert f"score {a[qid, docid]:.4f}" in shown.stdout and "best-matching document terms" in shown.stdout
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+    report = rerank("budget", "--model", "tk", "--checkpoint", ck, "--depths", "2,5", "--format", "json",
+                    input=candidates).stdout
+    points = json.loads(report)["points"]
+    assert [p["depth"] for p in points] == [2, 5] and all(p["median_ms"] > 0 for p in points)
+
+
+@pytest.mark.data
+def test_bad_encodings_and_inputs(tmp_path, rerank, session_home):
+    ck = str(checkpoint(tmp_path, name="ck-bad", layers=2))
+    other = str(checkpoint(tmp_path, name="ck-other", feedforward=8))
+    store = tmp_path / "store"
+    rerank("encode", "trecqa-dev", "--model", "tk", "--checkpoint", ck, "-o", str(store))
+    mixed = rerank("encode", "trecqa-dev", "--model", "tk", "--checkpoint", other, "-o", str(store), check=False)
+    assert mixed.returncode == 2 and "refusing to mix" in mixed.stderr and "Traceback" not in mixed.stderr
+
+    rerank("encode", "trecqa-dev", "--model", "tk", "--checkpoint", ck)
+    manifest = json.loads((store / "manifest.json").read_text())
+    folder = session_home / "indexes" / "trecqa-dev" / f"tk-{manifest['checkpoint_hash'][:12]}"
+    vectors = folder / "vectors.f16"
+    vectors.write_bytes(vectors.read_bytes()[:-100])
+    candidates = rerank("retrieve", "trecqa-dev", "--candidates").stdout
+    broken = rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", input=candidates, check=False)
+    assert broken.returncode == 1 and "truncated or corrupt" in broken.stderr and "rerank encode" in broken.stderr
+    assert "Traceback" not in broken.stderr
+
+    wrong = rerank("encode", "trecqa-dev", "--model", "bert", "--checkpoint", ck, check=False)
+    assert wrong.returncode == 2 and "no query-independent document encodings" in wrong.stderr
+    missing = rerank("explain", "--model", "tk", "--checkpoint", ck, "--dataset", "trecqa-dev", "--qid", "1.4",
+                     "--docid", "nope", check=False)
+    assert missing.returncode == 1 and "document nope is not in" in missing.stderr

@@ -1,0 +1,36 @@
+"""Measure one re-ranker at several depths over the same candidates, for the time-budget report.
+
+Each depth is a full pass of the score stage (cache off, so every pair is really scored), and the
+resulting runs carry the score stage's per-query timings on top of the first stage's, exactly as a
+`rerank score --depth D --no-cache` run file would.
+"""
+
+from __future__ import annotations
+
+from typing import IO
+
+from ..errors import DataError, UsageError
+from ..runs import QueryRanking, Run, RunReader, Stream
+
+
+def score_at_depths(handle: IO[str], source: str, model_name: str, checkpoint: str | None, depths: list[int],
+                    **model_options) -> list[Run]:
+    from ..models.base import load_model
+    from ..score import score_stream
+
+    reader = RunReader(handle, source)
+    candidates = list(reader)
+    if not candidates:
+        raise DataError(f"{source} holds no queries to re-rank")
+    deepest = max(len(r) for r in candidates)
+    if max(depths) > deepest:
+        raise UsageError(f"depth {max(depths)} exceeds the {deepest} candidates per query that {source} holds; "
+                         "ask for depths where candidates exist")
+    model = load_model(model_name, checkpoint, **model_options)
+    runs = []
+    for depth in depths:
+        copies = [QueryRanking(r.qid, list(r.docids), list(r.scores), r.tag, list(r.timings)) for r in candidates]
+        stream = score_stream(Stream(reader.header, copies), model, depth, cache=False, stage=model_name)
+        queries = {r.qid: r for r in stream.rankings}
+        runs.append(Run(stream.header, queries, f"{model_name}@{depth}", label=model_name))
+    return runs
