@@ -24,6 +24,7 @@ import hashlib
 import importlib
 import json
 import math
+import os
 import random
 import time
 from dataclasses import asdict, dataclass, field
@@ -37,6 +38,11 @@ from .errors import DataError, UsageError
 from .runs import QueryRanking, Run, RunHeader, load_run
 
 CHECKPOINT_FILE = "checkpoint.json"
+
+# OpenMP threads that sleep rather than spin while waiting. Must be set before torch is imported. On a
+# shared, oversubscribed 2-core machine spinning threads made a forward pass up to 10x slower; on an
+# idle one the difference is lost in the noise for BERT-sized matrix products.
+PASSIVE_THREADS = ("OMP_WAIT_POLICY", "PASSIVE")
 
 # model name -> "module:function"; function(**options) -> TrainableRanker (fresh, untrained weights)
 TRAINABLE: dict[str, str] = {
@@ -292,6 +298,7 @@ class TrainResult:
 
 def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda _m: None) -> TrainResult:
     """Train `model_name` as `args` say and leave the best checkpoint in `args.output`."""
+    os.environ.setdefault(*PASSIVE_THREADS)
     import torch
     from tqdm import tqdm
 
@@ -349,6 +356,9 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
             losses.append(loss.item())
             bar.update(1)
             bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.4f}")
+            if bar.disable and step % 10 == 0:  # no terminal: a line now and then instead of the bar
+                log(f"step {step}/{args.steps}: loss {sum(losses[-10:]) / 10:.4f}, "
+                    f"{time.perf_counter() - began:.0f} s")
             out_of_time = args.max_minutes is not None and time.perf_counter() - began > args.max_minutes * 60
             if dev is not None and (step % args.eval_every == 0 or step == args.steps or out_of_time):
                 value = dev.evaluate(model, args.dev_depth)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything loads from local folders; never reach the network
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch; see rerank.train.PASSIVE_THREADS
 
 import torch
 from torch import nn

@@ -1,0 +1,98 @@
+"""Re-ranking quality of the BERT cross-encoder against BM25 and the zero-shot MiniLM bi-encoder.
+
+Runs the real CLI chain for each collection and evaluates with `rerank eval`:
+
+    rerank retrieve trec-dl-2019 --candidates bm25 -o bm25.run
+    rerank score --model minilm-bi bm25.run -o minilm-bi.run
+    rerank score --model bert --checkpoint CK bm25.run -o bert.run
+    rerank eval bm25.run minilm-bi.run bert.run -m nDCG@10 -m MRR@10 ...
+
+The checkpoints come from `rerank train bert ...` (commands recorded in their checkpoint.json and
+repeated in the results). Usage:
+
+    python benchmarks/bert_quality.py --dl CK_DL20 [--trecqa CK_TRECQA] [--wikiqa CK_WIKIQA]
+
+(writes benchmarks/results/bert_quality.{json,md}).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_results  # noqa: E402
+
+SUITES = {  # option -> (test collection, candidate run, measures)
+    "dl": ("trec-dl-2019", "bm25", ["nDCG@10", "MRR@10", "MAP", "Recall@100"]),
+    "trecqa": ("trecqa-dev", "candidates", ["MAP", "MRR", "P@1"]),
+    "wikiqa": ("wikiqa-dev", "candidates", ["MAP", "MRR", "P@1"]),
+}
+
+
+def rerank(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "rerank", *args], capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    if done.returncode != 0:
+        raise SystemExit(f"rerank {' '.join(args)} failed:\n{done.stderr}")
+    return done.stdout
+
+
+def training_command(manifest: dict) -> str:
+    t = manifest["training"]
+    parts = [f"rerank train bert --train {t['train']}"]
+    parts += [f"--dev {t['dev']}"] if t.get("dev") else []
+    parts += [f"--dev-fraction {t['dev_fraction']}"] if t.get("dev_fraction") else []
+    for key in ("steps", "batch_groups", "negatives", "lr", "loss", "eval_every", "patience", "dev_depth", "seed"):
+        parts.append(f"--{key.replace('_', '-')} {t[key]}")
+    if t.get("max_minutes"):
+        parts.append(f"--max-minutes {t['max_minutes']}")
+    parts.append(f"--max-length {manifest['config']['max_length']} -o CHECKPOINT")
+    return " ".join(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    for option in SUITES:
+        parser.add_argument(f"--{option}", metavar="CHECKPOINT", help=f"checkpoint to evaluate on {SUITES[option][0]}")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="rerank-bert-quality-"))
+    results, lines = {}, ["# BERT cross-encoder re-ranking quality", ""]
+    for option, (dataset, candidates, measures) in SUITES.items():
+        checkpoint = getattr(args, option)
+        if not checkpoint:
+            continue
+        manifest = json.loads((Path(checkpoint) / "checkpoint.json").read_text())
+        runs = {"bm25": work / f"{dataset}.bm25.run", "minilm-bi": work / f"{dataset}.bi.run",
+                "bert": work / f"{dataset}.bert.run"}
+        rerank("retrieve", dataset, "--candidates", candidates, "-o", str(runs["bm25"]))
+        rerank("score", "--model", "minilm-bi", "--depth", "100", str(runs["bm25"]), "-o", str(runs["minilm-bi"]))
+        rerank("score", "--model", "bert", "--checkpoint", checkpoint, "--depth", "100", str(runs["bm25"]),
+               "-o", str(runs["bert"]))
+        table = json.loads(rerank("eval", *map(str, runs.values()), *sum((["-m", m] for m in measures), []),
+                                  "--format", "json"))
+        training = manifest["training"]
+        results[dataset] = {"runs": {row["run"]: {m: row[m] for m in measures} for row in table},
+                            "versus_bm25": {row["run"]: row["versus_baseline"] for row in table if not row["baseline"]},
+                            "checkpoint_hash": manifest["hash"], "training": training}
+        first_stage = "BM25 top-100" if option == "dl" else "all candidates"
+        lines += [f"## {dataset} (re-ranking {first_stage}; trained on {training['train']})", "",
+                  "| run | " + " | ".join(measures) + " |", "|---|" + "---|" * len(measures)]
+        for row in table:
+            lines.append(f"| {row['run']} | " + " | ".join(f"{row[m]:.4f}" for m in measures) + " |")
+        dev = (f"held-out {training['dev_fraction']:.0%} of the {training['train']} queries"
+               if training.get("dev_fraction") else (training.get("dev") or "none (last step kept)"))
+        lines += ["", f"Training: {training['seconds']:.0f} s wall on the shared 2-core CPU, best step "
+                  f"{training['step']} of at most {training['steps']}, early stopping on {dev} "
+                  f"({training.get('dev_measure')} = {training.get('dev_value') or 0:.4f}); checkpoint hash "
+                  f"{manifest['hash']}.", "", f"    {training_command(manifest)}", ""]
+    write_results("bert_quality", results, "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

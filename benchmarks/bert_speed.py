@@ -1,0 +1,133 @@
+"""BERT cross-encoder inference speed on CPU: `rerank score` against sentence-transformers, and latency by depth.
+
+1. Throughput: the same (query, passage) pairs of the TREC DL 2019 BM25 top-100, scored by the code
+   path of `rerank score --model bert --no-cache` (score_stream: per query, length-sorted batches,
+   inference_mode) and by sentence-transformers' `CrossEncoder.predict` loading the same checkpoint
+   (identity activation, same max_length, batch 32). Rounds alternate between the two so that load
+   from other processes hits both alike; the best round of each is reported, and the median.
+   Scores must agree to < 1e-4.
+2. Latency: per-query milliseconds (the Timing the score stage writes) at depth 10, 20, 50, 100.
+3. Optional int8 (dynamic quantisation): throughput and nDCG@10 against fp32.
+
+Usage: python benchmarks/bert_speed.py --checkpoint DIR [--queries 43] [--rounds 2] [--int8]
+(writes benchmarks/results/bert_speed.{json,md}). Process start-up and model loading are excluded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_results  # noqa: E402
+
+import torch  # noqa: E402
+
+from rerank.data import get_dataset  # noqa: E402
+from rerank.evaluate.measures import evaluate, parse_measure  # noqa: E402
+from rerank.models.base import load_model  # noqa: E402
+from rerank.retrieve.api import candidates  # noqa: E402
+from rerank.runs import Run, RunHeader, Stream  # noqa: E402
+from rerank.score import score_stream  # noqa: E402
+
+
+def rerank_run(model, rankings, depth: int) -> tuple[list, float]:
+    """Score through the score stage (no cache); returns rankings and wall seconds."""
+    stream = Stream(RunHeader({"dataset": "trec-dl-2019"}), [r.head(depth) for r in rankings])
+    began = time.perf_counter()
+    out = list(score_stream(stream, model, depth, cache=False).rankings)
+    return out, time.perf_counter() - began
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--queries", type=int, default=43, help="first N of the 43 judged DL 2019 queries")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--int8", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    from sentence_transformers import CrossEncoder
+
+    dataset = get_dataset("trec-dl-2019")
+    rankings = list(candidates("trec-dl-2019", "bm25").rankings)[: args.queries]
+    topics, texts = dataset.topics(), dataset.doc_texts()
+    ours = load_model("bert", args.checkpoint, batch_size=32)
+    torch.set_num_threads(args.threads)
+    reference = CrossEncoder(args.checkpoint, device="cpu", max_length=ours.max_length,
+                             activation_fn=torch.nn.Identity(), local_files_only=True)
+    pairs = [(topics[r.qid], texts[d]) for r in rankings for d in r.docids]
+    ours_s, ref_s = [], []
+    for _ in range(args.rounds):
+        scored, seconds = rerank_run(ours, rankings, 100)
+        ours_s.append(seconds)
+        began = time.perf_counter()
+        ref_scores = reference.predict(pairs, batch_size=32, show_progress_bar=False)
+        ref_s.append(time.perf_counter() - began)
+    by_pair = {(r.qid, d): s for r in scored for d, s in zip(r.docids, r.scores)}
+    ours_flat = [by_pair[(r.qid, d)] for r in rankings for d in r.docids]
+    max_diff = max(abs(a - float(b)) for a, b in zip(ours_flat, ref_scores))
+    n = len(pairs)
+    throughput = {"pairs": n, "queries": len(rankings), "rounds": args.rounds, "threads": args.threads,
+                  "rerank_pairs_per_s_best": n / min(ours_s), "crossencoder_pairs_per_s_best": n / min(ref_s),
+                  "rerank_pairs_per_s_median": n / statistics.median(ours_s),
+                  "crossencoder_pairs_per_s_median": n / statistics.median(ref_s),
+                  "ratio_best": min(ref_s) / min(ours_s), "ratio_median": statistics.median(ref_s) / statistics.median(ours_s),
+                  "max_abs_score_difference": max_diff, "load_average_1min": os.getloadavg()[0]}
+
+    latency = {}
+    for depth in (10, 20, 50, 100):
+        out, _ = rerank_run(ours, rankings, depth)
+        ms = [r.timings[-1].ms for r in out]
+        latency[depth] = {"median_ms": statistics.median(ms), "p95_ms": percentile(ms, 0.95), "queries": len(ms)}
+
+    results = {"checkpoint": str(Path(args.checkpoint).resolve()), "checkpoint_hash": ours.checkpoint_hash,
+               "max_length": ours.max_length, "throughput": throughput, "latency": latency}
+    if args.int8:
+        measure = parse_measure("nDCG@10", dataset.min_rel)
+        qrels = dataset.qrels()
+
+        def ndcg(rs):
+            return evaluate(Run(RunHeader(), {r.qid: r for r in rs}, "x"), qrels, [measure]).mean(measure.label)
+
+        quantised = load_model("bert", args.checkpoint, batch_size=32, quantize=True)
+        q_scored, q_seconds = rerank_run(quantised, rankings, 100)
+        qrels = {q: v for q, v in qrels.items() if q in {r.qid for r in rankings}}
+        results["int8"] = {"pairs_per_s": n / q_seconds, "fp32_pairs_per_s": n / min(ours_s),
+                           "ndcg10_fp32": ndcg(scored), "ndcg10_int8": ndcg(q_scored)}
+        results["int8"]["ndcg10_difference"] = results["int8"]["ndcg10_int8"] - results["int8"]["ndcg10_fp32"]
+
+    t = throughput
+    lines = ["# BERT (MiniLM-L6 cross-encoder) inference speed, CPU", "",
+             f"Checkpoint `{results['checkpoint']}` (hash {ours.checkpoint_hash}), max_length {ours.max_length}, "
+             f"{args.threads} torch threads, {t['pairs']} pairs = TREC DL 2019 BM25 top-100 of {t['queries']} queries, "
+             f"{args.rounds} alternating rounds. 1-min load average at the end: {t['load_average_1min']:.1f} "
+             "(the 2-core machine is shared; absolute figures move with the load, the ratio much less).", "",
+             "| scorer | pairs/s (best round) | pairs/s (median) |", "|---|---|---|",
+             f"| `rerank score --model bert` (score stage) | {t['rerank_pairs_per_s_best']:.1f} | {t['rerank_pairs_per_s_median']:.1f} |",
+             f"| sentence-transformers `CrossEncoder.predict` | {t['crossencoder_pairs_per_s_best']:.1f} | {t['crossencoder_pairs_per_s_median']:.1f} |",
+             "", f"Ratio (best rounds): **{t['ratio_best']:.2f}x**; (median rounds): {t['ratio_median']:.2f}x. "
+             f"Max abs score difference: {t['max_abs_score_difference']:.2e}.", "",
+             "## Per-query latency of the score stage (no cache)", "", "| depth | median ms | p95 ms |", "|---|---|---|"]
+    lines += [f"| {d} | {v['median_ms']:.0f} | {v['p95_ms']:.0f} |" for d, v in latency.items()]
+    if args.int8:
+        q = results["int8"]
+        lines += ["", "## Dynamic int8 quantisation", "",
+                  f"{q['pairs_per_s']:.1f} pairs/s (fp32 {q['fp32_pairs_per_s']:.1f}); nDCG@10 {q['ndcg10_int8']:.4f} "
+                  f"vs fp32 {q['ndcg10_fp32']:.4f} (difference {q['ndcg10_difference']:+.4f}; offered only if within 0.005)."]
+    write_results("bert_speed", results, "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
