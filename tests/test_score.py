@@ -168,3 +168,50 @@ def test_cli_missing_docids(rerank, tmp_path):
     assert not out.exists()  # nothing half-written
     done = rerank("score", "--model", "minilm-bi", "--no-cache", "--skip-missing", input=run)
     assert "skipped 1 candidates" in done.stderr and "19335 Q0 no-such-passage 1" in done.stdout
+
+
+# ------------------------------------------------------------------------------------------ integration
+
+def _first_queries(stream_text: str, count: int) -> str:
+    """Header lines plus the records (and timings) of the first `count` queries of a run stream."""
+    kept, qids = [], []
+    for line in stream_text.splitlines(keepends=True):
+        if line.startswith("# time:"):
+            qid = line.split()[2]
+        elif line.startswith("#"):
+            kept.append(line)
+            continue
+        else:
+            qid = line.split()[0]
+        if qid not in qids:
+            qids.append(qid)
+        if len(qids) <= count:
+            kept.append(line)
+    return "".join(kept)
+
+
+@pytest.mark.data
+def test_cli_chain_retrieve_score_eval_on_dl19(rerank, tmp_path):
+    """retrieve | score --model minilm-bi | eval on three TREC DL 2019 queries, then the cache answers."""
+    bm25 = _first_queries(rerank("retrieve", "trec-dl-2019", "--candidates", "bm25").stdout, 3)
+    scored = rerank("score", "--model", "minilm-bi", "--depth", "10", input=bm25)
+    lines = scored.stdout.splitlines()
+    stage = json.loads(next(line for line in lines if line.startswith("# stage:") and '"score"' in line)[9:])
+    assert stage["model"] == "minilm-bi" and stage["depth"] == 10 and stage["checkpoint_hash"]
+    timings = [line.split() for line in lines if line.startswith("# time:") and "minilm-bi" in line]
+    assert len(timings) == 3 and all(t[5] == "10" for t in timings)
+    records = [line.split() for line in lines if not line.startswith("#")]
+    first = [r for r in records if r[0] == records[0][0]]
+    assert len(first) == 100 and all(float(r[4]) <= 1.0 for r in first[:10]) and float(first[10][4]) < float(first[9][4])
+    assert "scored 30 pairs over 3 queries (0 from the cache)" in scored.stderr
+    (tmp_path / "bm25.run").write_text(bm25)
+    (tmp_path / "bi.run").write_text(scored.stdout)
+    table = rerank("eval", str(tmp_path / "bm25.run"), str(tmp_path / "bi.run"), "-m", "nDCG@10", "--per-query",
+                   "--format", "json")
+    qids = {t[2] for t in timings}
+    rows = {(row["run"], row["qid"]): float(row["nDCG@10"]) for row in json.loads(table.stdout) if row["qid"] in qids}
+    assert len(rows) == 6 and all(0 <= v <= 1 for v in rows.values())
+    assert any(rows[("minilm-bi", q)] != rows[("bm25", q)] for q in qids)  # re-ranking changed the top 10
+    again = rerank("score", "--model", "minilm-bi", "--depth", "10", input=bm25)
+    assert "(30 from the cache)" in again.stderr
+    assert [r for r in again.stdout.splitlines() if not r.startswith("#")] == [r for r in lines if not r.startswith("#")]
