@@ -85,8 +85,9 @@ def load_pipeline(path: str | Path) -> dict:
             raise DataError(f"{p}: stage {i} needs 'name' and 'kind'")
         if stage["kind"] not in STAGE_KINDS:
             raise DataError(f"{p}: stage {stage['name']!r} has unknown kind {stage['kind']!r}; known: {', '.join(STAGE_KINDS)}")
-        if stage.get("input") is not None and stage["input"] not in names:
-            raise DataError(f"{p}: stage {stage['name']!r} reads {stage['input']!r}, which no earlier stage makes")
+        for upstream in [stage["input"]] if stage.get("input") is not None else stage.get("inputs", []):
+            if upstream not in names:
+                raise DataError(f"{p}: stage {stage['name']!r} reads {upstream!r}, which no earlier stage makes")
         if stage["name"] in names:
             raise DataError(f"{p}: two stages are named {stage['name']!r}")
         names.add(stage["name"])
@@ -105,8 +106,12 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False) -> s
     for stage in spec["stage"]:
         params = {k: v for k, v in stage.items() if k not in ("kind", "input", "evaluate")}
         name, upstream = stage["name"], stage.get("input")
-        fingerprint = _fingerprint(dataset, {**params, "kind": stage["kind"]}, fingerprints.get(upstream, ""))
+        upstreams = [upstream] if upstream is not None else stage.get("inputs", [])  # `inputs`: several (fuse)
+        fingerprint = _fingerprint(dataset, {**params, "kind": stage["kind"]},
+                                   "+".join(fingerprints.get(u, "") for u in upstreams))
         fingerprints[name] = fingerprint
+        if "inputs" in params:
+            params["inputs"] = [str(folder / f"{u}.run") for u in params["inputs"]]
         target = folder / f"{name}.run"
         if not force and _existing_fingerprint(target) == fingerprint:
             click.echo(f"rerank: {name}: up to date ({target})", err=True)

@@ -10,15 +10,40 @@ from . import cli
 from .io import open_run_input, write_stream
 
 
+def backend_options(command):
+    """Options of the Elasticsearch and dense back ends, shared by `index` and `retrieve`.
+
+    Credentials never appear here: they come from RERANK_ES_API_KEY or RERANK_ES_USER/RERANK_ES_PASSWORD.
+    """
+    for option in reversed([
+        click.option("--es-url", default=None, help="Elasticsearch URL (default: $RERANK_ES_URL or http://127.0.0.1:9200)."),
+        click.option("--index-name", default=None, help="Elasticsearch index name (default: rerank-NAME)."),
+        click.option("--es-ca-certs", type=click.Path(dir_okay=False), default=None, help="Elasticsearch: CA bundle for TLS."),
+        click.option("--es-insecure", "es_verify_certs", flag_value=False, default=None,
+                     help="Elasticsearch: do not verify the server's TLS certificate."),
+        click.option("--encoder", type=click.Path(file_okay=False), default=None,
+                     help="Dense: sentence-transformers-style model folder (default: the packaged all-MiniLM-L6-v2)."),
+    ]):
+        command = option(command)
+    return command
+
+
 @cli.command()
 @click.argument("name")
 @click.option("--backend", "backend_name", default="lucene", show_default=True, help="Index back end.")
 @click.option("--corpus", type=click.Path(dir_okay=False), help="Documents file (JSONL, TREC SGML or SMART); default: the data set NAME's corpus.")
 @click.option("--threads", default=2, show_default=True, help="Indexing threads.")
 @click.option("--overwrite", is_flag=True, help="Rebuild an index that already exists.")
-def index(name: str, backend_name: str, corpus: str | None, threads: int, overwrite: bool) -> None:
+@backend_options
+@click.option("--shards", type=int, default=None, help="Elasticsearch: primary shards of the new index (default 1).")
+@click.option("--k1", type=float, default=None, help="Elasticsearch: BM25 k1 of the index's similarity (default 0.9).")
+@click.option("--b", type=float, default=None, help="Elasticsearch: BM25 b of the index's similarity (default 0.4).")
+@click.option("--hnsw", type=int, default=None, metavar="M",
+              help="Dense: approximate HNSW graph with M links per node instead of exact inner product.")
+def index(name: str, backend_name: str, corpus: str | None, threads: int, overwrite: bool, **backend_args) -> None:
     """Build the index NAME under indexes/NAME/ from a data set or a corpus file."""
-    info = api.build_index(name, backend_name, corpus=corpus, threads=threads, overwrite=overwrite)
+    options = {key: value for key, value in backend_args.items() if value is not None}
+    info = api.build_index(name, backend_name, corpus=corpus, threads=threads, overwrite=overwrite, **options)
     click.echo(f"indexed {info.documents} documents into index {name!r} ({backend_name})", err=True)
 
 
@@ -29,18 +54,21 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
 @click.option("--k1", type=float, default=None, help="BM25 k1 (Anserini default 0.9).")
 @click.option("--b", type=float, default=None, help="BM25 b (Anserini default 0.4).")
 @click.option("--topics", type=click.Path(dir_okay=False), help="Topics file (TSV, TREC <top> or SGML); default: the data set NAME's topics.")
-@click.option("--candidates", "candidate_run", default=None, metavar="RUN",
-              help="Replay the candidate run shipped with the data set (e.g. bm25, bm25-rm3) instead of searching.")
+@click.option("--candidates", "candidate_run", is_flag=False, flag_value="", default=None, metavar="[RUN]",
+              help="Replay a candidate run shipped with the data set (bm25, bm25-rm3; default its first) instead of searching.")
 @click.option("--threads", default=2, show_default=True, help="Search threads.")
 @click.option("--name", "stage_name", default=None, help="Run tag for this stage (default bm25 / the candidate run).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the run here instead of stdout.")
 @click.option("--trec", "trec_only", is_flag=True, help="Plain trec_eval-compatible lines (no # header or timings).")
-def retrieve(name, backend_name, k, k1, b, topics, candidate_run, threads, stage_name, output, trec_only) -> None:
+@backend_options
+@click.option("--ef-search", type=int, default=None, help="Dense HNSW: candidates explored per query (faiss efSearch).")
+def retrieve(name, backend_name, k, k1, b, topics, candidate_run, threads, stage_name, output, trec_only,
+             **backend_args) -> None:
     """Retrieve candidates for every topic of NAME and write a run stream."""
     if candidate_run is not None:
-        stream = api.candidates(name, candidate_run, k)
+        stream = api.candidates(name, candidate_run or None, k if k != 1000 else None)
     else:
-        options = {key: value for key, value in (("k1", k1), ("b", b)) if value is not None}
+        options = {key: value for key, value in (("k1", k1), ("b", b), *backend_args.items()) if value is not None}
         stream = api.retrieve(name, backend_name, k=k, topics=topics, stage_name=stage_name, threads=threads, **options)
     write_stream(stream, output, trec_only)
 

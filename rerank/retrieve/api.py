@@ -15,7 +15,8 @@ from ..errors import DataError, UsageError
 from ..runs import RunHeader, Stream
 from .store import IndexInfo
 
-BACKENDS = {"lucene": "rerank.retrieve.lucene"}
+BACKENDS = {"lucene": "rerank.retrieve.lucene", "elasticsearch": "rerank.retrieve.elastic",
+            "dense": "rerank.retrieve.dense"}
 
 
 def backend(name: str):
@@ -49,13 +50,14 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
     if collection is None:
         raise DataError(f"no topics for {name!r}: it is not a known data set; pass --topics FILE")
     queries = collection.topics()
-    index = backend(backend_name).open_index(name, **options)
-    stage = stage_name or "bm25"
+    module = backend(backend_name)
+    index = module.open_index(name, **options)
+    stage = stage_name or getattr(module, "STAGE_NAME", "bm25")
     params = {k_: v for k_, v in options.items() if v is not None and not k_.startswith("_")}
     header = RunHeader({"dataset": name} if topics is None else {"topics": str(Path(topics).resolve())})
     fields = {"index": name, **({"corpus": index.info.source["corpus"]} if "corpus" in index.info.source else {})}
     header = header.with_stage({"name": stage, "stage": "retrieve", "backend": backend_name, "k": k,
-                                "timing": "amortised", **params}, **fields)
+                                "timing": "amortised", **params, **getattr(index, "provenance", {})}, **fields)
     return Stream(header, index.search(queries, k=k, stage=stage, **options))
 
 

@@ -1,0 +1,40 @@
+"""`rerank fuse`: combine first-stage runs (e.g. BM25 and dense) into one run stream."""
+
+from __future__ import annotations
+
+import contextlib
+
+import click
+
+from ..errors import UsageError
+from ..evaluate.session import load_runs
+from ..retrieve import fusion
+from . import cli
+from .io import open_run_input, write_stream
+
+
+@cli.command()
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--method", type=click.Choice(fusion.METHODS), default="rrf", show_default=True,
+              help="Reciprocal rank fusion, or CombSUM of normalised scores.")
+@click.option("--k", "rrf_k", default=60, show_default=True, help="RRF: the constant k in 1 / (k + rank).")
+@click.option("--norm", type=click.Choice(fusion.NORMS), default="minmax", show_default=True,
+              help="CombSUM: per-query score normalisation.")
+@click.option("--depth", default=1000, show_default=True, help="Documents kept per query after fusion.")
+@click.option("--name", "stage_name", default="fused", show_default=True, help="Run tag for the fused run.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the run here instead of stdout.")
+@click.option("--trec", "trec_only", is_flag=True, help="Plain trec_eval-compatible lines (no # header or timings).")
+def fuse(runs, method, rrf_k, norm, depth, stage_name, output, trec_only) -> None:
+    """Fuse two or more RUNS of the same topics ('-' reads one of them from stdin).
+
+    \b
+    rerank retrieve vaswani -o bm25.run
+    rerank retrieve vaswani --backend dense | rerank fuse bm25.run - | rerank eval
+    """
+    if len(runs) < 2:
+        raise UsageError("rerank fuse needs at least two runs")
+    if list(runs).count("-") > 1:
+        raise UsageError("only one of the runs can come from stdin ('-')")
+    with contextlib.ExitStack() as stack:
+        loaded = load_runs([stack.enter_context(open_run_input(path)) for path in runs], strict=False)
+    write_stream(fusion.fuse(loaded, method, rrf_k, norm, depth, stage_name), output, trec_only)

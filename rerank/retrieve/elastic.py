@@ -1,0 +1,282 @@
+"""BM25 over an Elasticsearch 8 index: for collections that outgrow one machine.
+
+Building creates the index with an explicit mapping (one `contents` text field, English analyzer:
+standard tokenizer, possessive and Porter stemming, Lucene's English stop words — the same chain as
+Anserini's default) and a BM25 similarity with the given k1/b, bulk-loads with the client's
+`streaming_bulk`, refreshes and checks the count. Whether the build finished is recorded in the
+index's own mapping `_meta` (so any machine that searches it can tell), and a copy of the manifest is
+kept under indexes/NAME/elasticsearch/ for the record.
+
+Searching sends queries in `msearch` batches; per-query times are the batch's wall time shared out
+evenly, as for Lucene. Credentials come from RERANK_ES_API_KEY, or RERANK_ES_USER and
+RERANK_ES_PASSWORD, and never reach the run's provenance.
+
+What differs between servers lives in `server_profile` only. CI tests against noida-db, an
+Elasticsearch-REST-compatible server; point `--es-url` at a real cluster for production.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Iterable, Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+from tqdm import tqdm
+
+from ..atomic import atomic_dir
+from ..data import Document
+from ..errors import BackendError, MissingIndexError, UsageError
+from ..runs import QueryRanking, Timing
+from .store import IndexInfo, index_folder
+
+BACKEND = "elasticsearch"
+DEFAULT_URL = "http://127.0.0.1:9200"
+URL_ENV, API_KEY_ENV, USER_ENV, PASSWORD_ENV = "RERANK_ES_URL", "RERANK_ES_API_KEY", "RERANK_ES_USER", "RERANK_ES_PASSWORD"
+DEFAULT_K1, DEFAULT_B = 0.9, 0.4  # Anserini's, so the two BM25 back ends agree by default
+FIELD = "contents"
+BULK_CHUNK = 500  # documents per bulk request
+BATCH = 16  # queries per msearch request: a few seconds' work on a busy test server, well inside the timeout
+ANALYSIS = {
+    "filter": {
+        "rerank_possessive": {"type": "stemmer", "language": "possessive_english"},
+        "rerank_stop": {"type": "stop", "stopwords": "_english_"},
+        "rerank_porter": {"type": "stemmer", "language": "porter"},
+    },
+    "analyzer": {"rerank_english": {"type": "custom", "tokenizer": "standard",
+                                    "filter": ["rerank_possessive", "lowercase", "rerank_stop", "rerank_porter"]}},
+}
+
+
+def public_url(url: str) -> str:
+    """The URL without any user:password@ part, for messages and provenance."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def server_profile(info: dict) -> dict:
+    """What this server is and which of its behaviours differ from Elasticsearch 8 (the one place for that).
+
+    noida-db 0.2.3 accepts a BM25 similarity with k1/b in the index settings but always scores with
+    Elasticsearch's defaults k1=1.2, b=0.75 (and reports Lucene's score times k1+1).
+    """
+    version = info.get("version", {})
+    if version.get("build_hash") == "noida" or info.get("name") == "noida-db":
+        return {"server": f"noida-db (Elasticsearch {version.get('number')} API)", "fixed_bm25": (1.2, 0.75)}
+    number = str(version.get("number", "?"))
+    if not number.startswith("8."):
+        raise BackendError(f"this client speaks Elasticsearch 8; the server says it is version {number}")
+    return {"server": f"Elasticsearch {number}", "fixed_bm25": None}
+
+
+class Connection:
+    """A checked client: reachable, credentials accepted, an Elasticsearch 8 API."""
+
+    def __init__(self, es_url: str | None = None, es_ca_certs: str | None = None, es_verify_certs: bool | None = None):
+        from elasticsearch import Elasticsearch
+
+        self.url = es_url or os.environ.get(URL_ENV) or DEFAULT_URL
+        self.shown = public_url(self.url)
+        # No retry on timeout: a slow server would get the same work twice.
+        kwargs: dict = {"request_timeout": 600, "max_retries": 1, "retry_on_timeout": False}
+        if os.environ.get(API_KEY_ENV):
+            kwargs["api_key"] = os.environ[API_KEY_ENV]
+        elif os.environ.get(USER_ENV):
+            kwargs["basic_auth"] = (os.environ[USER_ENV], os.environ.get(PASSWORD_ENV, ""))
+        if es_ca_certs:
+            kwargs["ca_certs"] = es_ca_certs
+        if es_verify_certs is False:
+            kwargs.update(verify_certs=False, ssl_show_warn=False)
+        try:
+            self.client = Elasticsearch(self.url, **kwargs)
+        except ValueError as exc:
+            raise UsageError(f"--es-url {self.shown!r} is not a usable URL ({exc})") from None
+        self.profile = server_profile(self.call("connect to", self.client.info).body)
+
+    def call(self, doing: str, function, *args, **kwargs):
+        """Run one client call; turn transport and HTTP failures into one-line BackendErrors."""
+        import elastic_transport
+        import elasticsearch
+
+        try:
+            return function(*args, **kwargs)
+        except (elastic_transport.ConnectionError, elastic_transport.ConnectionTimeout) as exc:
+            raise BackendError(f"cannot reach Elasticsearch at {self.shown}: {_reason(exc)}") from None
+        except elasticsearch.AuthenticationException:
+            raise BackendError(f"Elasticsearch at {self.shown} rejected the credentials (HTTP 401); set "
+                               f"{API_KEY_ENV}, or {USER_ENV} and {PASSWORD_ENV}") from None
+        except elasticsearch.AuthorizationException as exc:
+            raise BackendError(f"Elasticsearch at {self.shown} refused to {doing} with these credentials "
+                               f"(HTTP 403: {exc.message})") from None
+        except elasticsearch.UnsupportedProductError:
+            raise BackendError(f"{self.shown} does not answer as Elasticsearch") from None
+        except elasticsearch.ApiError as exc:
+            raise BackendError(f"Elasticsearch at {self.shown} failed to {doing}: {exc.message} "
+                               f"(HTTP {exc.meta.status})") from None
+
+    def exists(self, index_name: str) -> bool:
+        return bool(self.call(f"look up index {index_name}", self.client.indices.exists, index=index_name))
+
+
+def _reason(exc: Exception) -> str:
+    text = str(getattr(exc, "message", "") or exc)
+    for marker in ("Connection refused", "Name or service not known", "timed out", "certificate verify failed"):
+        if marker in text:
+            return marker
+    return text.splitlines()[0][:200]
+
+
+def default_index_name(name: str) -> str:
+    return f"rerank-{name}".lower()
+
+
+def _build_command(name: str, connection: Connection, index_name: str) -> str:
+    extra = "" if index_name == default_index_name(name) else f" --index-name {index_name}"
+    return f"rerank index {name} --backend elasticsearch --es-url {connection.shown}{extra}"
+
+
+def build(name: str, documents: Iterable[Document], total: int | None, source: dict, overwrite: bool = False,
+          es_url: str | None = None, index_name: str | None = None, shards: int | None = None,
+          k1: float | None = None, b: float | None = None, es_ca_certs: str | None = None,
+          es_verify_certs: bool | None = None, **_options) -> IndexInfo:
+    """Create the index with an explicit mapping, bulk-load `documents`, refresh, check the count."""
+    from elasticsearch import helpers
+
+    connection = Connection(es_url, es_ca_certs, es_verify_certs)
+    index_name = index_name or default_index_name(name)
+    shards = 1 if shards is None else shards
+    if shards < 1:
+        raise UsageError(f"--shards must be at least 1, not {shards}")
+    k1 = DEFAULT_K1 if k1 is None else k1
+    b = DEFAULT_B if b is None else b
+    where = f"Elasticsearch index {index_name!r} at {connection.shown}"
+    if connection.exists(index_name):
+        if not overwrite:
+            raise BackendError(f"{where} exists; pass --overwrite to rebuild it")
+        connection.call(f"delete index {index_name}", connection.client.indices.delete, index=index_name)
+    similarity = {"k1": k1, "b": b}
+    if connection.profile["fixed_bm25"]:
+        fixed_k1, fixed_b = connection.profile["fixed_bm25"]
+        similarity["applied"] = {"k1": fixed_k1, "b": fixed_b}
+        import click
+
+        click.echo(f"rerank: note: {connection.profile['server']} ignores BM25 parameters and scores with "
+                   f"k1={fixed_k1} b={fixed_b}", err=True)
+    meta = {"rerank": {"name": name, "complete": False, "source": source, "similarity": similarity}}
+    connection.call(f"create index {index_name}", connection.client.indices.create, index=index_name,
+                    settings={"number_of_shards": shards, "number_of_replicas": 0, "refresh_interval": "-1",
+                              "analysis": ANALYSIS,
+                              "similarity": {"rerank_bm25": {"type": "BM25", "k1": k1, "b": b}}},
+                    mappings={"_meta": meta, "dynamic": "strict",
+                              "properties": {FIELD: {"type": "text", "analyzer": "rerank_english",
+                                                     "similarity": "rerank_bm25"}}})
+    actions = ({"_index": index_name, "_id": doc.docid, "_source": {FIELD: doc.contents}} for doc in documents)
+    loaded, failed, reasons = 0, 0, []
+    with tqdm(total=total, unit="doc", desc=f"loading {index_name}", disable=None) as bar:
+        results = helpers.streaming_bulk(connection.client, actions, chunk_size=BULK_CHUNK, raise_on_error=False,
+                                         raise_on_exception=False, max_retries=2)
+        for ok, item in results:  # transport failures come back as failed items too
+            if ok:
+                loaded += 1
+            else:
+                failed += 1
+                if len(reasons) < 3:
+                    reasons.append(_bulk_reason(item))
+            bar.update(1)
+    connection.call(f"refresh {index_name}", connection.client.indices.refresh, index=index_name)
+    if failed:
+        raise BackendError(f"{failed} of {loaded + failed} documents failed to load into {where}, e.g. "
+                           f"{'; '.join(reasons)}; the index is incomplete — fix the documents and rebuild with --overwrite")
+    counted = connection.call(f"count {index_name}", connection.client.count, index=index_name)["count"]
+    if counted != loaded:
+        raise BackendError(f"{where} holds {counted} documents after loading {loaded}; the index is incomplete — "
+                           "rebuild with --overwrite (repeated docids collapse into one)")
+    meta["rerank"].update(complete=True, documents=loaded)
+    connection.call(f"finish {index_name}", connection.client.indices.put_mapping, index=index_name, meta=meta)
+    connection.call(f"finish {index_name}", connection.client.indices.put_settings, index=index_name,
+                    settings={"index": {"refresh_interval": None}})
+    info = IndexInfo(name, BACKEND, loaded, {**source, "es_url": connection.shown, "index_name": index_name,
+                                             "shards": shards, "similarity": similarity,
+                                             "server": connection.profile["server"]})
+    with atomic_dir(index_folder(name) / BACKEND) as tmp:
+        info.write(tmp)
+    return info
+
+
+def _bulk_reason(item: dict) -> str:
+    detail = next(iter(item.values()), {}) if isinstance(item, dict) else {}
+    error = detail.get("error", item)
+    reason = error.get("reason", error) if isinstance(error, dict) else error
+    return f"document {str(detail.get('_id', '?'))[:60]}: {str(reason)[:160]}"
+
+
+class ElasticIndex:
+    """An open, complete Elasticsearch index: msearch BM25 and text lookup by docid."""
+
+    def __init__(self, name: str, connection: Connection, index_name: str):
+        self.connection, self.index_name = connection, index_name
+        where = f"Elasticsearch index {index_name!r} at {connection.shown}"
+        if not connection.exists(index_name):
+            raise MissingIndexError(f"no {where}; build it with: {_build_command(name, connection, index_name)}")
+        mapping = connection.call(f"read the mapping of {index_name}", connection.client.indices.get_mapping,
+                                  index=index_name)
+        meta = next(iter(mapping.body.values()), {}).get("mappings", {}).get("_meta", {}).get("rerank", {})
+        if meta and not meta.get("complete"):
+            raise MissingIndexError(f"{where} is incomplete (its build failed part-way); rebuild it with: "
+                                    f"{_build_command(name, connection, index_name)} --overwrite")
+        settings = connection.call(f"read the settings of {index_name}", connection.client.indices.get_settings,
+                                   index=index_name)
+        self.shards = int(next(iter(settings.body.values()))["settings"]["index"].get("number_of_shards", 1))
+        self.info = IndexInfo(name, BACKEND, int(meta.get("documents", 0)), meta.get("source", {}))
+        similarity = meta.get("similarity", {})
+        self.provenance = {"es_url": connection.shown, "index_name": index_name, "server": connection.profile["server"],
+                           **({"similarity": similarity} if similarity else {})}
+
+    def search(self, topics: dict[str, str], k: int = 1000, stage: str = "bm25", **_options) -> Iterator[QueryRanking]:
+        # Several shards each keep their own term statistics; dfs_ makes BM25 use the global ones.
+        head = {"index": self.index_name, **({"search_type": "dfs_query_then_fetch"} if self.shards > 1 else {})}
+        items = list(topics.items())
+        for start in range(0, len(items), BATCH):
+            chunk = items[start : start + BATCH]
+            began = time.perf_counter()
+            searches = []
+            for _, text in chunk:
+                searches += [head, {"query": {"match": {FIELD: text}}, "size": int(k), "_source": False,
+                                    "track_total_hits": False}]
+            found = self.connection.call(f"search {self.index_name}", self.connection.client.msearch,
+                                         searches=searches)["responses"]
+            rankings = []
+            for (qid, _), answer in zip(chunk, found):
+                if "error" in answer:
+                    error = answer["error"]
+                    reason = error.get("reason", error) if isinstance(error, dict) else error
+                    raise BackendError(f"Elasticsearch at {self.connection.shown} failed on query {qid}: {str(reason)[:200]}")
+                hits = answer["hits"]["hits"]
+                rankings.append(QueryRanking.from_scores(qid, [h["_id"] for h in hits], [h["_score"] for h in hits],
+                                                         tag=stage))
+            share = (time.perf_counter() - began) * 1000 / len(chunk)
+            for ranking in rankings:
+                ranking.timings.append(Timing(stage, share, k))
+                yield ranking
+
+    def texts(self, docids: Iterable[str]) -> dict[str, str]:
+        """docid -> stored contents (documents not in the index are left out)."""
+        wanted, out = list(docids), {}
+        for start in range(0, len(wanted), 1000):
+            answer = self.connection.call(f"fetch documents from {self.index_name}", self.connection.client.mget,
+                                          index=self.index_name, ids=wanted[start : start + 1000])
+            out.update({d["_id"]: d["_source"].get(FIELD, "") for d in answer["docs"] if d.get("found")})
+        return out
+
+
+def open_index(name: str, es_url: str | None = None, index_name: str | None = None, es_ca_certs: str | None = None,
+               es_verify_certs: bool | None = None, k1: float | None = None, b: float | None = None,
+               **_options) -> ElasticIndex:
+    if k1 is not None or b is not None:
+        raise UsageError("Elasticsearch fixes BM25 k1/b when the index is built: pass --k1/--b to rerank index")
+    connection = Connection(es_url, es_ca_certs, es_verify_certs)
+    return ElasticIndex(name, connection, index_name or default_index_name(name))

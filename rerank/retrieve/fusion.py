@@ -1,0 +1,110 @@
+"""Run fusion: combine several first-stage runs of the same topics into one ranking.
+
+- `rrf`: reciprocal rank fusion, score(d) = sum over runs of 1 / (k + rank(d)) (Cormack et al., 2009).
+- `combsum`: the sum of each run's per-query normalised scores (`minmax` to [0, 1], `zscore`, or `none`);
+  a document missing from a run adds nothing from that run.
+
+The output header keeps the data set (all inputs must share it) and the header fields the inputs agree
+on, and its stage lists every input with its own stage chain. Per-query timings: the inputs' timings
+are carried over unchanged (they ran one after the other, so a query's cost is their sum, which is how
+`rerank budget` adds them up) and the fusion's own time is appended under the fuse stage's name.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Iterator
+
+from ..errors import UsageError
+from ..runs import QueryRanking, Run, RunHeader, Stream, Timing
+
+METHODS = ("rrf", "combsum")
+NORMS = ("minmax", "zscore", "none")
+IDENTITY_FIELDS = ("dataset", "topics")  # fields that must agree: the runs answer the same queries
+
+
+def _normalise(scores: list[float], norm: str) -> list[float]:
+    if norm == "none" or not scores:
+        return scores
+    if norm == "minmax":
+        low, high = min(scores), max(scores)
+        return [1.0 if high == low else (s - low) / (high - low) for s in scores]
+    mean = statistics.fmean(scores)
+    spread = statistics.pstdev(scores)
+    return [0.0 if spread == 0 else (s - mean) / spread for s in scores]
+
+
+def fuse_query(rankings: list[QueryRanking], method: str, k: int, norm: str) -> dict[str, float]:
+    """docid -> fused score for one query, from that query's rankings in each run (best first)."""
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        if method == "rrf":
+            contributions = [1.0 / (k + rank) for rank in range(1, len(ranking) + 1)]
+        else:
+            contributions = _normalise(list(ranking.scores), norm)
+        for docid, value in zip(ranking.docids, contributions):
+            fused[docid] = fused.get(docid, 0.0) + value
+    return fused
+
+
+def _header(runs: list[Run], stage: dict) -> RunHeader:
+    for key in IDENTITY_FIELDS:
+        values = {r.source: r.header.get(key) for r in runs if r.header.get(key) is not None}
+        if len(set(map(str, values.values()))) > 1:
+            listed = ", ".join(f"{source}: {value}" for source, value in values.items())
+            raise UsageError(f"cannot fuse runs of different {key}s ({listed})")
+    first = runs[0].header.fields
+    agreed = {key: value for key, value in first.items()
+              if key != "fingerprint" and all(r.header.get(key, value) == value for r in runs[1:])}
+    for key in IDENTITY_FIELDS:  # a run without the field (plain TREC) defers to one that has it
+        agreed.setdefault(key, next((r.header.get(key) for r in runs if r.header.get(key) is not None), None))
+    return RunHeader({k: v for k, v in agreed.items() if v is not None}, [stage])
+
+
+def fuse(runs: list[Run], method: str = "rrf", k: int = 60, norm: str = "minmax", depth: int = 1000,
+         name: str = "fused") -> Stream:
+    """Fuse whole runs query by query; queries keep the first run's order, then any others'."""
+    if len(runs) < 2:
+        raise UsageError(f"fusion needs at least two runs, got {len(runs)}")
+    if method not in METHODS:
+        raise UsageError(f"unknown fusion method {method!r}; known: {', '.join(METHODS)}")
+    if norm not in NORMS:
+        raise UsageError(f"unknown score normalisation {norm!r}; known: {', '.join(NORMS)}")
+    if k < 0 or depth <= 0:
+        raise UsageError(f"--k must be >= 0 and --depth > 0 (got k={k}, depth={depth})")
+    params = {"method": method, "depth": depth, **({"k": k} if method == "rrf" else {"norm": norm})}
+    inputs = [{"run": r.source, "name": r.name, "stages": r.header.stages} for r in runs]
+    header = _header(runs, {"name": name, "stage": "fuse", **params, "inputs": inputs})
+    qids = list(dict.fromkeys(qid for run in runs for qid in run.queries))
+
+    def rankings() -> Iterator[QueryRanking]:
+        for qid in qids:
+            began = time.perf_counter()
+            present = [run.queries[qid] for run in runs if qid in run.queries]
+            fused = fuse_query(present, method, k, norm)
+            ranking = QueryRanking.from_scores(qid, fused.keys(), fused.values(), tag=name).head(depth)
+            spent = (time.perf_counter() - began) * 1000
+            ranking.timings = [t for r in present for t in r.timings] + [Timing(name, spent, len(ranking))]
+            yield ranking
+
+    return Stream(header, rankings())
+
+
+def fuse_stage(dataset: str, params: dict, _input: Stream | None) -> Stream:
+    """Pipeline stage `kind = "fuse"`: `inputs = ["bm25", "dense"]` names earlier stages to fuse.
+
+    The pipeline runner hands this stage the paths of those stages' run files in `inputs`.
+    """
+    from ..runs import load_run
+
+    paths = params.get("inputs") or []
+    runs = []
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            runs.append(load_run(handle, str(path)))
+    stream = fuse(runs, params.get("method", "rrf"), int(params.get("k", 60)), params.get("norm", "minmax"),
+                  int(params.get("depth", 1000)), params["name"])
+    if stream.header.dataset not in (None, dataset):
+        raise UsageError(f"fuse stage {params['name']!r}: its inputs are runs of {stream.header.dataset}, not {dataset}")
+    return stream
