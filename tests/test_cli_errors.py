@@ -5,8 +5,8 @@ import pytest
 pytestmark = pytest.mark.data
 
 
-def fails(rerank, *args, input=None, words: str) -> str:
-    done = rerank(*args, input=input, check=False)
+def fails(rerank, *args, input=None, env=None, words: str) -> str:
+    done = rerank(*args, input=input, env=env, check=False)
     assert done.returncode != 0, done.stdout
     assert "Traceback" not in done.stderr
     assert words in done.stderr, done.stderr
@@ -65,3 +65,10 @@ def test_bad_pipeline(rerank, tmp_path):
     fails(rerank, "run", str(spec), words="unknown kind 'teleport'")
     spec.write_text('dataset = "vaswani"\n[[stage]\n')
     fails(rerank, "run", str(spec), words="not valid TOML")
+
+
+def test_java_settings_that_cannot_work(rerank, vaswani_index):
+    fails(rerank, "retrieve", "vaswani", env={"RERANK_JVM_HEAP": "lots"}, words="is not a heap size like 4g")
+    done = rerank("retrieve", "vaswani", env={"RERANK_JVM_HEAP": "900000g"}, check=False)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "Could not reserve enough space" in done.stderr  # the JVM's own reason, then it exits

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -47,16 +49,27 @@ def start():
     import jnius_config
 
     if not jnius_config.vm_running:
+        heap = os.environ.get(HEAP_ENV, "4g")
+        if not re.fullmatch(r"[1-9][0-9]*[kKmMgG]?", heap):
+            raise BackendError(f"{HEAP_ENV}={heap!r} is not a heap size like 4g or 512m")
         jnius_config.add_classpath(str(fatjar()))
         jnius_config.add_options(
-            f"-Xmx{os.environ.get(HEAP_ENV, '4g')}",
+            f"-Xmx{heap}",
             f"-Dlog4j2.configurationFile={_HERE / 'log4j2.xml'}",
             f"-Djava.util.logging.config.file={_HERE / 'logging.properties'}",
         )
+    # The JVM reports start-up failures on file descriptor 1 and may exit right there: point it at
+    # stderr while the JVM starts, so stdout only ever carries the run stream.
+    sys.stdout.flush()
+    saved_stdout = os.dup(1)
+    os.dup2(2, 1)
     try:
         import jnius
     except Exception as exc:  # jnius raises plain exceptions/SystemError when the JVM cannot start
         raise BackendError(f"Java cannot start ({exc}); JAVA_HOME={home}, try a smaller {HEAP_ENV}") from None
+    finally:
+        os.dup2(saved_stdout, 1)
+        os.close(saved_stdout)
     return jnius
 
 

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The main job, set-up included: BM25 on Vaswani and CACM through the embedded Lucene index, evaluated by
+# the shared evaluator, then the TREC DL 2019 candidate runs as a leaderboard with significance tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+. .venv/bin/activate
+export HF_HUB_OFFLINE=1
+rerank data list
+for collection in vaswani cacm; do
+    [ -f "indexes/$collection/lucene/rerank-index.json" ] || rerank index "$collection"
+    echo "== BM25 on $collection"
+    rerank retrieve "$collection" | rerank eval -m MAP -m MRR -m P@1 -m nDCG@10
+done
+echo "== TREC DL 2019: shipped BM25 and BM25+RM3 candidates"
+rerank run pipelines/trec-dl-2019-candidates.toml
