@@ -1,8 +1,8 @@
 """Query and document text for re-rankers, found through what a run stream's header names.
 
 Order of lookup for documents: a corpus file given explicitly, the Lucene index the header names
-(`index`, raw documents stored at indexing time), the data set's own documents (`dataset`), then a
-`corpus` file the header names. Queries: explicit topics file, the data set's topics, the header's
+(`index`, raw documents stored at indexing time) when it exists here, the data set's own documents
+(`dataset`), then a `corpus` file the header names. Queries: explicit topics file, the data set's topics, the header's
 `topics` file. Nothing named at all is a user error, not an empty result.
 """
 
@@ -15,6 +15,7 @@ from typing import Callable, Iterable, Protocol
 from .data import dataset_names, files_dataset, get_dataset
 from .data.formats import read_topics
 from .errors import DataError, UsageError
+from .retrieve.store import index_folder
 from .runs import RunHeader
 
 NOTHING_NAMED = "the run's header names no data set, index or corpus; pass --topics/--corpus"
@@ -73,13 +74,16 @@ def doc_store_for(header: RunHeader, corpus: str | None = None) -> DocStore:
     """The document store a stream's header points at (an explicit corpus file wins)."""
     if corpus:
         return _corpus_store(corpus)
-    if header.get("index"):
-        return IndexStore(str(header.get("index")))
+    index = header.get("index")
+    if index and (index_folder(str(index)) / "lucene").is_dir():
+        return IndexStore(str(index))
     dataset = _known_dataset(header)
     if dataset is not None:
         return MappingStore(lambda: get_dataset(dataset).doc_texts(), f"data set {dataset}")
     if header.get("corpus"):
         return _corpus_store(str(header.get("corpus")))
+    if index:
+        return IndexStore(str(index))  # not built here: opening it gives the "build it with" error
     if header.dataset:
         raise UsageError(f"the run's header names data set {header.dataset!r}, which is not known here; "
                          "pass --topics/--corpus")

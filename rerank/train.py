@@ -63,6 +63,9 @@ class TrainableRanker(Protocol):
     def save(self, folder: Path) -> dict:
         """Write weights (and tokenizer/vocabulary) into `folder`; return the config to record."""
 
+    # Optional: `head_parameters() -> list[Parameter]`, freshly initialised parameters (a new scoring
+    # head on pretrained weights) that train at `head_lr_scale` times the learning rate.
+
 
 # ------------------------------------------------------------------------------------------- checkpoints
 
@@ -123,6 +126,7 @@ class TrainArgs:
     batch_groups: int = 4
     negatives: int = 7
     lr: float = 3e-5
+    head_lr_scale: float = 1.0
     weight_decay: float = 0.01
     warmup: float = 0.1
     loss: str = "listwise"
@@ -313,8 +317,13 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
     teacher = read_teacher(args.teacher) if args.teacher else None
     model = new_trainable(model_name, **args.model_options)
     model.train()
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr,
-                                  weight_decay=args.weight_decay)
+    head = list(model.head_parameters()) if hasattr(model, "head_parameters") else []
+    head_ids = {id(p) for p in head}
+    body = [p for p in model.parameters() if p.requires_grad and id(p) not in head_ids]
+    parameter_groups = [{"params": body, "lr": args.lr}]
+    if head:
+        parameter_groups.append({"params": head, "lr": args.lr * args.head_lr_scale})
+    optimizer = torch.optim.AdamW(parameter_groups, weight_decay=args.weight_decay)
     warmup = max(1, int(args.steps * args.warmup))
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / max(1, args.steps - warmup))))

@@ -76,6 +76,8 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
 @click.option("--negatives", default=7, show_default=True, help="Negatives per group.")
 @click.option("--loss", type=click.Choice(["listwise", "pairwise"]), default="listwise", show_default=True)
 @click.option("--lr", type=float, default=3e-5, show_default=True, help="Peak learning rate (linear warm-up and decay).")
+@click.option("--head-lr-scale", type=float, default=1.0, show_default=True,
+              help="Learning-rate factor for a model's freshly initialised head (bert: classifier + pooler).")
 @click.option("--eval-every", default=50, show_default=True, help="Steps between dev evaluations.")
 @click.option("--patience", default=3, show_default=True, help="Dev evaluations without improvement before stopping.")
 @click.option("--dev-depth", default=100, show_default=True, help="Candidates per dev query to re-rank.")
@@ -88,8 +90,8 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
 @click.option("--max-length", type=int, default=256, show_default=True, help="Tokens per (query, passage) pair.")
 @click.option("--threads", type=int, default=None, help="Torch threads.")
 def train(model_name, train_set, dev_set, dev_fraction, output, candidates, steps, batch_groups, negatives, loss, lr,
-          eval_every, patience, dev_depth, metric, seed, teacher, distill, distill_weight, max_minutes, max_length,
-          threads) -> None:
+          head_lr_scale, eval_every, patience, dev_depth, metric, seed, teacher, distill, distill_weight, max_minutes,
+          max_length, threads) -> None:
     """Train MODEL on a data set's judged candidates and write the best checkpoint to OUTPUT."""
     from ..train import TRAINABLE, TrainArgs
     from ..train import train as run_training
@@ -97,7 +99,7 @@ def train(model_name, train_set, dev_set, dev_fraction, output, candidates, step
     if model_name not in TRAINABLE:
         raise UsageError(f"cannot train model {model_name!r}; trainable: {', '.join(sorted(TRAINABLE))}")
     args = TrainArgs(train=train_set, output=output, dev=dev_set, dev_fraction=dev_fraction, candidates=candidates,
-                     steps=steps, batch_groups=batch_groups, negatives=negatives, lr=lr, loss=loss,
+                     steps=steps, batch_groups=batch_groups, negatives=negatives, lr=lr, head_lr_scale=head_lr_scale, loss=loss,
                      eval_every=eval_every, patience=patience, dev_depth=dev_depth, metric=metric, seed=seed,
                      teacher=teacher, distill=distill, distill_weight=distill_weight, max_minutes=max_minutes,
                      model_options={"max_length": max_length, "threads": threads})

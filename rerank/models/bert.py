@@ -100,6 +100,10 @@ class CrossEncoder(nn.Module):
                                 return_tensors="pt")
         return self.encoder(**inputs).logits[:, 0].view(len(queries), width)
 
+    def head_parameters(self) -> list[nn.Parameter]:
+        """The new classifier and the pooler (not trained by the sentence-embedding objective)."""
+        return [*self.encoder.classifier.parameters(), *self.encoder.bert.pooler.parameters()]
+
     def save(self, folder: Path) -> dict:
         self.encoder.save_pretrained(folder, safe_serialization=True)
         self.tokenizer.save_pretrained(folder)
