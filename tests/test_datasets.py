@@ -48,3 +48,16 @@ def test_qa_sets_become_rankings(data_root):
     assert ds.topics()["1.4"].startswith("What ethnic group")
     assert "1.4" not in ds.qrels()  # no right answer among its candidates: not judged
     assert all(0 < sum(v.values()) < len(v) for v in ds.qrels().values())
+
+
+def test_data_commands(rerank, data_root):
+    listing = rerank("data", "list").stdout
+    assert "vaswani        present" in listing and "trec-dl-2021   not present" in listing
+    import json
+
+    shown = json.loads(rerank("data", "show", "cacm").stdout)
+    assert shown["counts"] == {"documents": 3204, "topics": 64, "judged_queries": 52, "judgements": 796}
+    absent = json.loads(rerank("data", "show", "wikiqa-test").stdout)
+    assert absent["present"] is False and absent["missing"][0].endswith("WikiQASent-test.txt")
+    via_option = rerank("--data-root", str(data_root), "data", "list", env={"RERANK_DATA": ""}).stdout
+    assert via_option == listing
