@@ -48,7 +48,6 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     results_file = RESULTS / "tk_train.json"
-    results = json.loads(results_file.read_text()) if results_file.exists() else {}
     for spec in args.specs:
         name, variant, embeddings, *rest = spec.split(":")
         options = {"embeddings": embeddings, "projection": int(rest[0]) if rest else 0, "threads": 1}
@@ -62,8 +61,9 @@ def main() -> None:
                  "best_dev_nDCG@10_heldout_dl20": result.best, "best_step": result.best_step,
                  "train_seconds": round(time.perf_counter() - began), "dl19": evaluate_dl19(output, variant),
                  "checkpoint": str(output.relative_to(HERE.parent))}
-        results[name] = entry
         print(name, json.dumps(entry), flush=True)
+        results = json.loads(results_file.read_text()) if results_file.exists() else {}  # others may have added
+        results[name] = entry
         results_file.write_text(json.dumps(results, indent=2) + "\n")
     lines = ["| name | variant | embeddings | projection | teacher | steps | train s | DL19 nDCG@10 | DL19 MRR@10 |",
              "|---|---|---|---|---|---|---|---|---|"]

@@ -200,9 +200,11 @@ class TKModule(nn.Module):
             self.length_weights.weight.copy_(start[None] * 0.5)
         if config.variant == "tkl":
             self.region_kernels = nn.Linear(kernels, 1, bias=False)
-            with torch.no_grad():
-                self.region_kernels.weight.copy_(start[None])
-            self.region_weights = nn.Parameter(torch.full((config.regions,), 1.0 / config.regions))
+            with torch.no_grad():  # windows sum many soft matches: start from the (near-)exact kernels only
+                self.region_kernels.weight.copy_(torch.where(torch.tensor(KERNEL_MUS) >= 0.85, 0.1, 0.0)[None])
+            # the best region counts fully at first, the others are learned in (starting equal would
+            # mostly reward long documents, which simply have more regions)
+            self.region_weights = nn.Parameter(torch.tensor([1.0] + [0.0] * (config.regions - 1)))
 
     # -- text to ids
     def query_ids(self, texts: list[str]) -> list[Tokens]:

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Time-budget report for BM25 / BERT / TK / TKL on TREC DL 2019 top-100 (the documented command chain).
+#
+#   benchmarks/tk_budget.sh BERT_CK TK_CK TKL_CK [DEPTHS]
+#
+# Every re-ranker re-scores the BM25 candidates at each depth with the cache off (real per-query times);
+# TK/TKL read stored encodings (built here with `rerank encode` if missing). The replayed BM25
+# candidates carry no timings, so the first stage counts as 0 ms for every model (--zero-untimed).
+# Writes benchmarks/results/tk_budget.{md,json,png}; run files stay in benchmarks/work/budget/.
+set -euo pipefail
+BERT_CK=$1; TK_CK=$2; TKL_CK=$3; DEPTHS=${4:-"5 10 20 50 100"}
+HERE=$(cd "$(dirname "$0")" && pwd)
+W="$HERE/work/budget"; R="$HERE/results"; mkdir -p "$W" "$R"
+export HF_HUB_OFFLINE=1
+rerank retrieve trec-dl-2019 --candidates bm25 -o "$W/bm25.run"
+rerank encode trec-dl-2019 --model tk --checkpoint "$TK_CK"
+rerank encode trec-dl-2019 --model tkl --checkpoint "$TKL_CK"
+for d in $DEPTHS; do
+  rerank score --model tk --checkpoint "$TK_CK" --depth "$d" --no-cache -o "$W/tk-$d.run" < "$W/bm25.run"
+  rerank score --model tkl --checkpoint "$TKL_CK" --depth "$d" --no-cache -o "$W/tkl-$d.run" < "$W/bm25.run"
+  rerank score --model bert --checkpoint "$BERT_CK" --depth "$d" --no-cache -o "$W/bert-$d.run" < "$W/bm25.run"
+done
+runs=("bm25=$W/bm25.run")
+for m in bert tk tkl; do for d in $DEPTHS; do runs+=("$W/$m-$d.run"); done; done
+rerank budget --zero-untimed "${runs[@]}" --format markdown -o "$R/tk_budget.md" --plot "$R/tk_budget.png" \
+  --title "TREC DL 2019 top-100: nDCG@10 within a per-query time budget"
+rerank budget --zero-untimed "${runs[@]}" --format json -o "$R/tk_budget.json"
+rerank budget --zero-untimed "${runs[@]}" --statistic p95 --format markdown -o "$R/tk_budget_p95.md"
+cat "$R/tk_budget.md"
