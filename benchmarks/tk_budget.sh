@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Time-budget report for BM25 / BERT / TK / TKL on TREC DL 2019 top-100 (the documented command chain).
 #
-#   benchmarks/tk_budget.sh BERT_CK TK_CK TKL_CK [DEPTHS]
+#   benchmarks/tk_budget.sh BERT_CK TK_CK TKL_CK [DEPTHS]     (BERT_CK "-": no BERT curve)
 #
 # Every re-ranker re-scores the BM25 candidates at each depth with the cache off (real per-query times);
 # TK/TKL read stored encodings (built here with `rerank encode` if missing). The replayed BM25
@@ -18,10 +18,13 @@ rerank encode trec-dl-2019 --model tkl --checkpoint "$TKL_CK"
 for d in $DEPTHS; do
   rerank score --model tk --checkpoint "$TK_CK" --depth "$d" --no-cache -o "$W/tk-$d.run" < "$W/bm25.run"
   rerank score --model tkl --checkpoint "$TKL_CK" --depth "$d" --no-cache -o "$W/tkl-$d.run" < "$W/bm25.run"
-  rerank score --model bert --checkpoint "$BERT_CK" --depth "$d" --no-cache -o "$W/bert-$d.run" < "$W/bm25.run"
+  if [ "$BERT_CK" != "-" ]; then
+    rerank score --model bert --checkpoint "$BERT_CK" --depth "$d" --no-cache -o "$W/bert-$d.run" < "$W/bm25.run"
+  fi
 done
 runs=("bm25=$W/bm25.run")
-for m in bert tk tkl; do for d in $DEPTHS; do runs+=("$W/$m-$d.run"); done; done
+models="tk tkl"; [ "$BERT_CK" != "-" ] && models="bert tk tkl"
+for m in $models; do for d in $DEPTHS; do runs+=("$W/$m-$d.run"); done; done
 rerank budget --zero-untimed "${runs[@]}" --format markdown -o "$R/tk_budget.md" --plot "$R/tk_budget.png" \
   --title "TREC DL 2019 top-100: nDCG@10 within a per-query time budget"
 rerank budget --zero-untimed "${runs[@]}" --format json -o "$R/tk_budget.json"

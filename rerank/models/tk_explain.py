@@ -35,6 +35,7 @@ def plot(explanation: dict[str, Any], path: str, title: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
 
     from ..atomic import atomic_output
 
@@ -50,8 +51,9 @@ def plot(explanation: dict[str, Any], path: str, title: str) -> None:
     ax.set_xticklabels(d_terms, rotation=90, fontsize=7)
     for rank, region in enumerate(explanation.get("regions", []), 1):
         a, b = region["tokens"]
-        ax.axvspan(a - 0.5, b - 0.5, color="gold", alpha=0.18)
-        ax.text((a + b) / 2, -0.6, f"region {rank}", ha="center", va="bottom", fontsize=8)
+        ax.add_patch(Rectangle((a - 0.5, -0.5), b - a, len(q_terms), fill=False, edgecolor="black", lw=2))
+        ax.text(a - 0.3, -0.3, f"region {rank}", ha="left", va="top", fontsize=8,
+                bbox={"facecolor": "white", "alpha": 0.8, "pad": 1})
     fig.colorbar(image, ax=ax, label="cosine", fraction=0.03)
     ax.set_title(f"{title}  (score {explanation['score']:.3f})", fontsize=9)
     fig.tight_layout()
