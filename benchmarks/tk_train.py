@@ -1,6 +1,8 @@
 """Train TK/TKL variants on TREC DL 2020 through the shared loop and compare embeddings on DL 2019.
 
-    python benchmarks/tk_train.py [--teacher RUN] NAME:VARIANT:EMBEDDINGS[:PROJECTION] ...
+    python benchmarks/tk_train.py [--teacher RUN] NAME:VARIANT:EMBEDDINGS[:PROJECTION[:OPTION=JSON ...]] ...
+
+e.g. `tk-glove:tk:glove`, `tk-minilm:tk:minilm:64`, `tk-nostop:tk:glove:0:query_stopwords=false`.
 
 Each checkpoint goes to benchmarks/work/tk/NAME; early stopping uses 20% of the DL 2020 queries held
 out (DL 2019 stays unseen until the final evaluation). Results: benchmarks/results/tk_train.json
@@ -50,7 +52,8 @@ def main() -> None:
     results_file = RESULTS / "tk_train.json"
     for spec in args.specs:
         name, variant, embeddings, *rest = spec.split(":")
-        options = {"embeddings": embeddings, "projection": int(rest[0]) if rest else 0, "threads": 1}
+        options = {"embeddings": embeddings, "projection": int(rest[0]) if rest else 0, "threads": 1,
+                   **{k: json.loads(v) for k, v in (item.split("=", 1) for item in rest[1:])}}
         output = WORK / name
         began = time.perf_counter()
         result = train(variant, TrainArgs(train="trec-dl-2020", output=str(output), dev_fraction=0.2, steps=args.steps,
@@ -65,10 +68,11 @@ def main() -> None:
         results = json.loads(results_file.read_text()) if results_file.exists() else {}  # others may have added
         results[name] = entry
         results_file.write_text(json.dumps(results, indent=2) + "\n")
-    lines = ["| name | variant | embeddings | projection | teacher | steps | train s | DL19 nDCG@10 | DL19 MRR@10 |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| name | variant | embeddings | projection | query stopwords | teacher | steps | train s | DL19 nDCG@10 | DL19 MRR@10 |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, e in results.items():
         lines.append(f"| {name} | {e['variant']} | {e['embeddings']} | {e['projection']} | "
+                     f"{'dropped' if e.get('query_stopwords') is False else 'kept'} | "
                      f"{'yes' if e['teacher'] else 'no'} | {e['steps']} | {e['train_seconds']} | "
                      f"{e['dl19']['nDCG@10']:.4f} | {e['dl19']['MRR@10']:.4f} |")
     (RESULTS / "tk_train.md").write_text(

@@ -216,3 +216,11 @@ def test_bad_encodings_and_inputs(tmp_path, rerank, session_home):
     missing = rerank("explain", "--model", "tk", "--checkpoint", ck, "--dataset", "trecqa-dev", "--qid", "1.4",
                      "--docid", "nope", check=False)
     assert missing.returncode == 1 and "document nope is not in" in missing.stderr
+
+
+def test_query_stopwords_can_be_dropped():
+    module = tiny(query_stopwords=False)
+    kept = module.query_ids(["what is the daily life of thai people", "the of"])
+    query = "what is the daily life of thai people"
+    assert [query[a:b] for a, b in kept[0].spans] == ["what", "daily", "life", "thai", "people"]
+    assert len(kept[1].ids) == 2  # a query of stopwords only keeps them

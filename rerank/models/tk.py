@@ -44,6 +44,9 @@ KERNEL_SIGMA = 0.1
 WEIGHTS_FILE = "weights.pt"
 PAD, UNK = 0, 1
 WORD = re.compile(r"\w+")
+# Lucene's English stop set (what the BM25 runs here use)
+STOPWORDS = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their then "
+                      "there these they this to was will with".split())
 
 
 @dataclass
@@ -64,6 +67,7 @@ class TKConfig:
     window: int = 30  # TKL: region width and stride, and how many regions count
     stride: int = 2
     regions: int = 3
+    query_stopwords: bool = True  # keep stopwords in queries (False drops Lucene's English stop set)
 
     def check(self) -> "TKConfig":
         if self.variant not in ("tk", "tkl"):
@@ -144,6 +148,14 @@ class WordPieceVocabulary:
         return Tokens(list(encoded["input_ids"]), [tuple(s) for s in encoded["offset_mapping"]])
 
 
+def _without_stopwords(tokens: Tokens, text: str) -> Tokens:
+    """The tokens that are not stopwords (all of them for a query made only of stopwords)."""
+    kept = [k for k, (a, b) in enumerate(tokens.spans) if text[a:b].lower() not in STOPWORDS]
+    if not kept:
+        return tokens
+    return Tokens([tokens.ids[k] for k in kept], [tokens.spans[k] for k in kept])
+
+
 @functools.lru_cache(maxsize=2)
 def vocabulary(kind: str) -> GloveVocabulary | WordPieceVocabulary:
     return GloveVocabulary() if kind == "glove" else WordPieceVocabulary()
@@ -208,7 +220,10 @@ class TKModule(nn.Module):
 
     # -- text to ids
     def query_ids(self, texts: list[str]) -> list[Tokens]:
-        return [self.vocabulary.tokenize(t, self.config.max_query) for t in texts]
+        tokens = [self.vocabulary.tokenize(t, self.config.max_query) for t in texts]
+        if self.config.query_stopwords:
+            return tokens
+        return [_without_stopwords(t, text) for t, text in zip(tokens, texts)]
 
     def doc_ids(self, texts: list[str]) -> list[Tokens]:
         return [self.vocabulary.tokenize(t, self.config.max_doc) for t in texts]
