@@ -67,11 +67,15 @@ class Encoder:
 
     def __init__(self, path: str, threads: int = 2):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: spinning threads starve a busy CPU
         import torch
         from transformers import AutoModel, AutoTokenizer
 
         torch.set_num_threads(threads)
         self.torch = torch
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # stderr is for our own progress and errors
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModel.from_pretrained(path).eval()
 

@@ -210,8 +210,20 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
 def _bulk_reason(item: dict) -> str:
     detail = next(iter(item.values()), {}) if isinstance(item, dict) else {}
     error = detail.get("error", item)
-    reason = error.get("reason", error) if isinstance(error, dict) else error
-    return f"document {str(detail.get('_id', '?'))[:60]}: {str(reason)[:160]}"
+    reason = str(error.get("reason", error) if isinstance(error, dict) else error)
+    docid = str(detail.get("_id", "?"))
+    if len(docid) > 40:  # ids are quoted back in reasons: keep the line readable
+        short = f"{docid[:20]}...({len(docid)} characters)"
+        reason, docid = reason.replace(docid, short), short
+    return f"document {docid}: {reason[:200]}"
+
+
+def _error_reason(error) -> str:
+    """The most specific reason in an Elasticsearch error object ('all shards failed' says little)."""
+    if not isinstance(error, dict):
+        return str(error)
+    root = (error.get("root_cause") or [{}])[0]
+    return str(root.get("reason") or error.get("caused_by", {}).get("reason") or error.get("reason") or error)
 
 
 class ElasticIndex:
@@ -252,9 +264,8 @@ class ElasticIndex:
             rankings = []
             for (qid, _), answer in zip(chunk, found):
                 if "error" in answer:
-                    error = answer["error"]
-                    reason = error.get("reason", error) if isinstance(error, dict) else error
-                    raise BackendError(f"Elasticsearch at {self.connection.shown} failed on query {qid}: {str(reason)[:200]}")
+                    raise BackendError(f"Elasticsearch at {self.connection.shown} failed on query {qid}: "
+                                       f"{_error_reason(answer['error'])[:200]}")
                 hits = answer["hits"]["hits"]
                 rankings.append(QueryRanking.from_scores(qid, [h["_id"] for h in hits], [h["_score"] for h in hits],
                                                          tag=stage))

@@ -1,0 +1,67 @@
+"""A pytest fixture that runs the Elasticsearch-compatible test server (noida-db) on a free local port.
+
+CI tests the Elasticsearch back end against noida-db 0.2.3 (PyPI), which speaks the Elasticsearch 8
+REST API; a missing binary fails the tests loudly, it does not skip them. Import `es_server` into a
+test module to use it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+
+
+def noida_binary() -> Path:
+    try:
+        binary = Path(str(files("noida_db").joinpath("noida-db")))
+    except ModuleNotFoundError:
+        pytest.fail("the Elasticsearch tests need noida-db==0.2.3: pip install 'rerank[test]'", pytrace=False)
+    if not binary.is_file():
+        pytest.fail(f"noida-db is installed but its server binary is missing at {binary}", pytrace=False)
+    binary.chmod(0o755)
+    return binary
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def es_server(tmp_path_factory) -> str:
+    """Start noida-db (Elasticsearch API only) on 127.0.0.1; yield its URL; stop it by its PID."""
+    port = free_port()
+    data = tmp_path_factory.mktemp("noida")
+    log = open(data.parent / f"noida-{port}.log", "w")
+    process = subprocess.Popen([str(noida_binary()), "start", "--only", "elasticsearch", "--host", "127.0.0.1",
+                                "--elasticsearch-port", str(port), "--data-dir", str(data)],
+                               stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=1).read()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    log.flush()
+                    pytest.fail(f"noida-db did not start on {url}: {Path(log.name).read_text()[-500:]}", pytrace=False)
+                time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.kill(process.pid, 9)
+            process.wait()
+        log.close()

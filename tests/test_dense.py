@@ -1,0 +1,135 @@
+"""The dense back end: MiniLM vectors that match sentence-transformers, resumable builds, encoder checks."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: spinning threads starve a busy CPU
+
+import numpy as np
+import pytest
+
+from retrieval_fixtures import cacm_slice, rerank_module  # noqa: F401  (fixtures)
+from rerank.runs import load_run
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tmp_path_factory):
+    """A randomly initialised one-layer BERT with MiniLM's tokenizer: a real, different, fast encoder."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from rerank.retrieve.dense import default_encoder_path
+
+    folder = tmp_path_factory.mktemp("tiny-encoder")
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=512)
+    BertModel(config).save_pretrained(folder)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(f"{default_encoder_path()}/{name}", folder / name)
+    return str(folder)
+
+
+def _documents(slice_folder, limit=None):
+    from rerank.data.formats import read_jsonl_docs
+
+    docs = list(read_jsonl_docs(slice_folder / "corpus.jsonl"))
+    return docs[:limit] if limit else docs
+
+
+@pytest.mark.data
+def test_vectors_match_sentence_transformers(cacm_slice):  # noqa: F811
+    from sentence_transformers import SentenceTransformer
+
+    from rerank.retrieve.dense import Encoder, default_encoder_path
+
+    texts = [d.contents for d in _documents(cacm_slice, 6)]
+    ours = Encoder(default_encoder_path()).encode(texts)
+    reference = SentenceTransformer(default_encoder_path(), device="cpu").encode(texts, convert_to_numpy=True)
+    assert ours.shape == (6, 384)
+    assert np.allclose(ours, reference, atol=1e-4)
+
+
+@pytest.mark.data
+def test_minilm_retrieval_through_the_cli(rerank, cacm_slice, tmp_path):  # noqa: F811
+    """A document's own text finds it first with cosine ~1; real topics get k ranked documents."""
+    docs = _documents(cacm_slice, 60)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(line + "\n" for line in (cacm_slice / "corpus.jsonl").read_text().splitlines()[:60]))
+    chosen = [docs[5], docs[30], docs[59]]
+    real = (cacm_slice / "topics.tsv").read_text()
+    topics = tmp_path / "topics.tsv"
+    topics.write_text(real + "".join(f"self-{d.docid}\t{' '.join(d.contents.split())}\n" for d in chosen))
+    rerank("index", "minislice", "--backend", "dense", "--corpus", str(corpus), "--overwrite")
+    run = load_run(io.StringIO(rerank("retrieve", "minislice", "--backend", "dense", "--topics", str(topics),
+                                      "--k", "10").stdout), "dense")
+    assert len(run.queries) == 8 + 3
+    for doc in chosen:
+        ranking = run.queries[f"self-{doc.docid}"]
+        assert ranking.docids[0] == doc.docid and ranking.scores[0] == pytest.approx(1.0, abs=1e-4)
+    for ranking in run.queries.values():
+        assert len(ranking) == 10 and max(ranking.scores) <= 1 + 1e-5
+        assert [t.stage for t in ranking.timings] == ["dense"]
+    stage = run.header.stages[-1]
+    assert stage["backend"] == "dense" and stage["faiss"] == "FlatIP" and len(stage["encoder"]) == 16
+
+
+def test_interrupted_build_resumes_from_saved_shards(home, cacm_slice, tiny_encoder, monkeypatch):  # noqa: F811
+    from rerank.retrieve import dense
+
+    monkeypatch.setattr(dense, "SHARD", 20)
+    docs = _documents(cacm_slice, 70)
+
+    def interrupted():
+        for i, doc in enumerate(docs):
+            if i == 45:
+                raise KeyboardInterrupt
+            yield doc
+
+    with pytest.raises(KeyboardInterrupt):
+        dense.build("resumed", interrupted(), None, {"corpus": "slice"}, encoder=tiny_encoder)
+    assert not (home / "indexes" / "resumed" / "dense").exists()
+    info = dense.build("resumed", iter(docs), None, {"corpus": "slice"}, encoder=tiny_encoder)
+    assert info.documents == 70 and info.source["resumed_documents"] == 40  # two whole shards of 20
+    fresh = dense.build("fresh", iter(docs), None, {"corpus": "slice"}, encoder=tiny_encoder)
+    assert fresh.source["resumed_documents"] == 0
+    resumed_vectors = np.load(home / "indexes" / "resumed" / "dense" / dense.VECTORS)
+    assert np.allclose(resumed_vectors, np.load(home / "indexes" / "fresh" / "dense" / dense.VECTORS), atol=1e-6)
+    assert not list((home / "indexes" / "resumed").glob(".dense.partial"))
+
+
+def test_hnsw_finds_what_exact_search_finds(home, cacm_slice, tiny_encoder):  # noqa: F811
+    from rerank.retrieve import dense
+
+    docs = _documents(cacm_slice, 100)
+    topics = {d.docid: d.contents for d in docs[:5]}
+    dense.build("exact", iter(docs), None, {}, encoder=tiny_encoder)
+    dense.build("graph", iter(docs), None, {}, encoder=tiny_encoder, hnsw=16)
+    exact = list(dense.open_index("exact", encoder=tiny_encoder).search(topics, k=10))
+    graph = list(dense.open_index("graph", encoder=tiny_encoder).search(topics, k=10, ef_search=64))
+    for a, b in zip(exact, graph):
+        assert a.docids[:5] == b.docids[:5]
+        assert a.docids[0] == a.qid  # each document finds itself first
+
+
+@pytest.mark.data
+def test_an_index_built_with_another_encoder_is_refused(rerank, home, cacm_slice, tiny_encoder):  # noqa: F811
+    from rerank.retrieve import dense
+
+    dense.build("tinyslice", iter(_documents(cacm_slice, 50)), None, {}, encoder=tiny_encoder, overwrite=True)
+    done = rerank("retrieve", "tinyslice", "--backend", "dense", "--topics", str(cacm_slice / "topics.tsv"),
+                  check=False)
+    assert done.returncode == 1 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
+    assert "was built with encoder" in done.stderr and "not comparable" in done.stderr
+    same = list(dense.open_index("tinyslice", encoder=tiny_encoder).search({"q": "time sharing"}, k=3))
+    assert len(same) == 1 and len(same[0]) == 3
+
+
+@pytest.mark.data
+def test_missing_dense_index_says_how_to_build_it(rerank):
+    done = rerank("retrieve", "cacm", "--backend", "dense", "--name", "x", check=False,
+                  env={"RERANK_HOME": "/nonexistent-rerank-home"})
+    assert done.returncode != 0 and "build it with: rerank index cacm --backend dense" in done.stderr

@@ -1,0 +1,153 @@
+"""The Elasticsearch back end against a real ES-API server (noida-db, started by the es_server fixture).
+
+Small real data (the first 300 CACM abstracts, 8 topics) keeps these tests to seconds; the full
+Vaswani/CACM parity figures are in benchmarks/results/retrieval_parity.md.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+
+import pytest
+
+from es_server import es_server  # noqa: F401  (fixture)
+from retrieval_fixtures import cacm_slice, rerank_module  # noqa: F401  (fixtures)
+from rerank.retrieve.elastic import public_url
+from rerank.runs import load_run
+
+pytestmark = [pytest.mark.data, pytest.mark.elasticsearch]
+
+
+@pytest.fixture(scope="module")
+def es_slice(rerank_module, cacm_slice, es_server):  # noqa: F811
+    rerank_module("index", "slice", "--backend", "elasticsearch", "--es-url", es_server,
+                  "--corpus", str(cacm_slice / "corpus.jsonl"), "--overwrite")
+    return "slice"
+
+
+def _run(text, source="run"):
+    import io
+
+    return load_run(io.StringIO(text), source)
+
+
+def test_ranks_like_lucene_with_the_same_bm25(rerank, es_slice, es_server, cacm_slice):  # noqa: F811
+    """Same analyzer chain, same BM25: the rankings agree (noida scores = Lucene's x (k1 + 1))."""
+    topics = str(cacm_slice / "topics.tsv")
+    es = _run(rerank("retrieve", es_slice, "--backend", "elasticsearch", "--es-url", es_server,
+                     "--topics", topics, "--k", "100").stdout)
+    rerank("index", "slice", "--corpus", str(cacm_slice / "corpus.jsonl"), "--overwrite")
+    lucene = _run(rerank("retrieve", "slice", "--topics", topics, "--k", "100", "--k1", "1.2", "--b", "0.75").stdout)
+    assert set(es.queries) == set(lucene.queries) and len(es.queries) == 8
+    overlaps = []
+    for qid, theirs in lucene.queries.items():
+        ours = es.queries[qid]
+        assert set(ours.docids) == set(theirs.docids), qid  # the same matching documents
+        overlaps.append(len(set(ours.docids[:10]) & set(theirs.docids[:10])) / 10)
+        ratio = ours.scores[0] / theirs.scores[0]
+        assert ratio == pytest.approx(2.2, rel=0.05), qid  # (k1 + 1), up to Lucene's 1-byte length norms
+    assert sum(overlaps) / len(overlaps) >= 0.9
+
+
+def test_provenance_names_the_index_never_credentials(rerank, es_slice, es_server, cacm_slice):  # noqa: F811
+    done = rerank("retrieve", es_slice, "--backend", "elasticsearch", "--es-url", es_server, "--k", "5",
+                  "--topics", str(cacm_slice / "topics.tsv"),
+                  env={"RERANK_ES_USER": "alice", "RERANK_ES_PASSWORD": "s3cret-pw"})
+    run = _run(done.stdout)
+    stage = run.header.stages[-1]
+    assert stage["backend"] == "elasticsearch" and stage["es_url"] == es_server
+    assert stage["index_name"] == "rerank-slice" and "noida-db" in stage["server"]
+    assert "s3cret-pw" not in done.stdout and "alice" not in done.stdout
+    assert all(len(r) == 5 and [t.stage for t in r.timings] == ["bm25"] for r in run.queries.values())
+
+
+def test_public_url_drops_user_and_password():
+    assert public_url("https://bob:pw@es.example.org:9243/x") == "https://es.example.org:9243/x"
+    assert public_url("http://127.0.0.1:9200") == "http://127.0.0.1:9200"
+
+
+def test_existing_index_needs_overwrite(rerank, es_slice, es_server, cacm_slice):  # noqa: F811
+    done = rerank("index", es_slice, "--backend", "elasticsearch", "--es-url", es_server,
+                  "--corpus", str(cacm_slice / "corpus.jsonl"), check=False)
+    assert done.returncode != 0 and "exists; pass --overwrite" in done.stderr
+
+
+def test_unreachable_server_is_one_line_naming_the_url(rerank, cacm_slice):
+    from es_server import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    done = rerank("retrieve", "slice", "--backend", "elasticsearch", "--es-url", url,
+                  "--topics", str(cacm_slice / "topics.tsv"), check=False)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [f"rerank: error: cannot reach Elasticsearch at {url}: Connection refused"]
+
+
+def test_missing_index_says_how_to_build_it(rerank, es_server, cacm_slice):  # noqa: F811
+    done = rerank("retrieve", "slice", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", "nothing-here",
+                  "--topics", str(cacm_slice / "topics.tsv"), check=False)
+    assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1
+    assert (f"build it with: rerank index slice --backend elasticsearch --es-url {es_server} --index-name nothing-here"
+            in done.stderr)
+
+
+def test_partial_bulk_failure_is_reported_and_the_index_refused(rerank, es_server, cacm_slice, tmp_path):  # noqa: F811
+    lines = (cacm_slice / "corpus.jsonl").read_text().splitlines()[:50]
+    lines.insert(20, json.dumps({"id": "x" * 600, "contents": "an id longer than Elasticsearch allows"}))
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
+    done = rerank("index", "broken", "--backend", "elasticsearch", "--es-url", es_server,
+                  "--corpus", str(tmp_path / "bad.jsonl"), "--overwrite", check=False)
+    assert done.returncode != 0
+    assert "1 of 51 documents failed to load" in done.stderr and "too long" in done.stderr
+    assert "indexed" not in done.stderr
+    again = rerank("retrieve", "broken", "--backend", "elasticsearch", "--es-url", es_server,
+                   "--topics", str(cacm_slice / "topics.tsv"), check=False)
+    assert again.returncode != 0 and "is incomplete" in again.stderr and "--overwrite" in again.stderr
+
+
+def test_a_failing_query_is_named_and_nothing_is_written(rerank, es_slice, es_server, cacm_slice, tmp_path):  # noqa: F811
+    out = tmp_path / "out.run"
+    done = rerank("retrieve", es_slice, "--backend", "elasticsearch", "--es-url", es_server, "--k", "20000",
+                  "--topics", str(cacm_slice / "topics.tsv"), "-o", str(out), check=False)
+    first = (cacm_slice / "topics.tsv").read_text().split("\t")[0]
+    assert done.returncode != 0 and f"failed on query {first}:" in done.stderr and "Result window" in done.stderr
+    assert not out.exists()
+
+
+def test_bm25_parameters_belong_to_the_index(rerank, es_slice, es_server, cacm_slice):  # noqa: F811
+    done = rerank("retrieve", es_slice, "--backend", "elasticsearch", "--es-url", es_server, "--k1", "2",
+                  "--topics", str(cacm_slice / "topics.tsv"), check=False)
+    assert done.returncode == 2 and "pass --k1/--b to rerank index" in done.stderr
+
+
+class _Secured(http.server.BaseHTTPRequestHandler):
+    """What a secured Elasticsearch 8 cluster answers to bad credentials (noida-db has no security)."""
+
+    def do_GET(self):
+        body = json.dumps({"error": {"type": "security_exception", "reason": "unable to authenticate user [alice]"},
+                           "status": 401}).encode()
+        self.send_response(401)
+        self.send_header("content-type", "application/json")
+        self.send_header("WWW-Authenticate", 'Basic realm="security"')
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_wrong_credentials_are_one_line(rerank, cacm_slice):
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Secured)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    try:
+        done = rerank("retrieve", "slice", "--backend", "elasticsearch", "--es-url", url,
+                      "--topics", str(cacm_slice / "topics.tsv"), check=False,
+                      env={"RERANK_ES_USER": "alice", "RERANK_ES_PASSWORD": "wrong"})
+    finally:
+        server.shutdown()
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    assert f"Elasticsearch at {url} rejected the credentials (HTTP 401)" in done.stderr
+    assert "wrong" not in done.stderr

@@ -1,0 +1,140 @@
+"""Run fusion: RRF and CombSUM values by hand, headers and timings, the CLI and the pipeline stage."""
+
+from __future__ import annotations
+
+import io
+import textwrap
+
+import pytest
+
+from rerank.errors import UsageError
+from rerank.retrieve.fusion import fuse
+from rerank.runs import load_run
+
+BM25 = textwrap.dedent("""\
+    # rerank-run: 1
+    # dataset: "vaswani"
+    # index: "vaswani"
+    # stage: {"name": "bm25", "stage": "retrieve", "backend": "lucene"}
+    # time: 1 bm25 10.000 3
+    1 Q0 a 1 9.0 bm25
+    1 Q0 b 2 7.0 bm25
+    1 Q0 c 3 5.0 bm25
+    # time: 2 bm25 20.000 3
+    2 Q0 x 1 3.0 bm25
+    2 Q0 y 2 1.0 bm25
+    """)
+DENSE = textwrap.dedent("""\
+    # rerank-run: 1
+    # dataset: "vaswani"
+    # index: "vaswani"
+    # stage: {"name": "dense", "stage": "retrieve", "backend": "dense"}
+    # time: 1 dense 4.000 3
+    1 Q0 c 1 0.9 dense
+    1 Q0 d 2 0.5 dense
+    1 Q0 a 3 0.1 dense
+    # time: 3 dense 5.000 1
+    3 Q0 z 1 0.7 dense
+    """)
+
+
+def run(text, source):
+    return load_run(io.StringIO(text), source)
+
+
+def fused(method="rrf", **kw):
+    stream = fuse([run(BM25, "bm25.run"), run(DENSE, "dense.run")], method, **kw)
+    return stream.header, {r.qid: r for r in stream.rankings}
+
+
+def test_rrf_by_hand():
+    _, out = fused("rrf", k=60)
+    q1 = dict(zip(out["1"].docids, out["1"].scores))
+    assert q1["a"] == pytest.approx(1 / 61 + 1 / 63)
+    assert q1["c"] == pytest.approx(1 / 63 + 1 / 61)
+    assert q1["b"] == pytest.approx(1 / 62) and q1["d"] == pytest.approx(1 / 62)
+    assert out["1"].docids == ["c", "a", "d", "b"]  # ties broken by docid descending, as trec_eval does
+    assert out["2"].docids == ["x", "y"] and out["3"].docids == ["z"]  # a query in one run only
+
+
+def test_combsum_minmax_and_zscore_by_hand():
+    _, out = fused("combsum", norm="minmax")
+    q1 = dict(zip(out["1"].docids, out["1"].scores))
+    assert q1 == pytest.approx({"a": 1.0 + 0.0, "b": 0.5, "c": 0.0 + 1.0, "d": 0.5})
+    assert out["3"].scores == [1.0]  # a single score normalises to 1
+    _, out = fused("combsum", norm="zscore")
+    q2 = dict(zip(out["2"].docids, out["2"].scores))
+    assert q2 == pytest.approx({"x": 1.0, "y": -1.0})
+
+
+def test_header_lists_inputs_and_timings_add_up():
+    header, out = fused("rrf", k=10, depth=2, name="hybrid")
+    assert header.dataset == "vaswani" and header.get("index") == "vaswani"
+    stage = header.stages[-1]
+    assert stage["name"] == "hybrid" and stage["method"] == "rrf" and stage["k"] == 10 and stage["depth"] == 2
+    assert [i["run"] for i in stage["inputs"]] == ["bm25.run", "dense.run"]
+    assert stage["inputs"][1]["stages"][0]["backend"] == "dense"
+    assert len(out["1"]) == 2
+    stages = [(t.stage, t.ms) for t in out["1"].timings]
+    assert stages[:2] == [("bm25", 10.0), ("dense", 4.0)] and stages[2][0] == "hybrid"
+    assert [t.stage for t in out["3"].timings] == ["dense", "hybrid"]
+
+
+def test_runs_of_different_data_sets_are_refused():
+    other = DENSE.replace('"vaswani"', '"cacm"')
+    with pytest.raises(UsageError, match="different datasets"):
+        fuse([run(BM25, "a"), run(other, "b")])
+    with pytest.raises(UsageError, match="at least two"):
+        fuse([run(BM25, "a")])
+
+
+@pytest.mark.data
+def test_fuse_cli_reads_stdin_and_files(rerank, tmp_path):
+    (tmp_path / "bm25.run").write_text(BM25)
+    done = rerank("fuse", str(tmp_path / "bm25.run"), "-", "--method", "combsum", "--norm", "minmax", input=DENSE)
+    out = run(done.stdout, "fused")
+    assert out.header.stages[-1]["inputs"][1]["run"] == "<stdin>"
+    assert out.queries["1"].docids[:2] == ["c", "a"]
+    evaluated = rerank("eval", input=done.stdout).stdout
+    assert "fused" in evaluated
+    one = rerank("fuse", str(tmp_path / "bm25.run"), check=False)
+    assert one.returncode == 2 and "at least two runs" in one.stderr
+    bad = rerank("fuse", str(tmp_path / "bm25.run"), str(tmp_path / "nope.run"), check=False)
+    assert bad.returncode != 0 and "run file not found" in bad.stderr
+
+
+@pytest.mark.data
+@pytest.mark.java
+def test_pipeline_fuse_stage(rerank, vaswani_index, session_home, tmp_path):
+    pipeline = tmp_path / "hybrid.toml"
+    pipeline.write_text(textwrap.dedent("""\
+        dataset = "vaswani"
+        measures = ["MAP", "nDCG@10"]
+        [[stage]]
+        name = "bm25"
+        kind = "retrieve"
+        k = 100
+        [[stage]]
+        name = "bm25-long"
+        kind = "retrieve"
+        k = 100
+        k1 = 1.2
+        b = 0.75
+        [[stage]]
+        name = "fused"
+        kind = "fuse"
+        inputs = ["bm25", "bm25-long"]
+        method = "rrf"
+        """))
+    done = rerank("run", str(pipeline))
+    assert "fused" in done.stdout and "bm25-long" in done.stdout
+    with open(session_home / "runs" / "hybrid" / "fused.run") as handle:
+        fused_run = load_run(handle, "fused")
+    stage = fused_run.header.stages[-1]
+    assert [i["name"] for i in stage["inputs"]] == ["bm25", "bm25-long"]
+    assert len(fused_run.queries) == 93
+    again = rerank("run", str(pipeline))
+    assert "fused: up to date" in again.stderr
+    pipeline.write_text(pipeline.read_text().replace('inputs = ["bm25", "bm25-long"]', 'inputs = ["bm25", "nope"]'))
+    bad = rerank("run", str(pipeline), check=False)
+    assert bad.returncode != 0 and "reads 'nope', which no earlier stage makes" in bad.stderr
