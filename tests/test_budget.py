@@ -65,6 +65,16 @@ def test_costs_sum_every_stage_and_cheap_model_wins_small_budgets(tmp_path):
     assert "fast is better than slow below 100 ms per query" in budget.render(report, "table")
 
 
+def test_deepest_fitting_depth_versus_the_oracle(tmp_path):
+    """Deeper is worse here: a budget buys the deepest depth that fits, unless pick="best" (an oracle)."""
+    paths = [_write_run(tmp_path, "m", 5, 2.0, 2), _write_run(tmp_path, "m", 20, 20.0, 1)]
+    points, label = budget.measure_points([_load(p) for p in paths], "nDCG@10")
+    deepest = budget.build_report(points, label, "median", [50]).budget_rows()[0]["m"]
+    oracle = budget.build_report(points, label, "median", [50], pick="best").budget_rows()[0]["m"]
+    assert deepest["depth"] == 20 and oracle["depth"] == 5
+    assert oracle["effectiveness"] > deepest["effectiveness"]
+
+
 def test_p95_statistic_uses_the_tail(tmp_path):
     points, _ = budget.measure_points([_load(_write_run(tmp_path, "m", 20, 10.0, 2))], "nDCG@10")
     assert points[0].p95_ms > points[0].median_ms

@@ -30,14 +30,16 @@ def _split_label(argument: str) -> tuple[str | None, str]:
 @click.option("--budgets", "budget_text", default=None, help="Budgets in ms per query, e.g. 5,10,50 (default: a 1-2-5 series).")
 @click.option("--statistic", type=click.Choice(budgets_lib.STATISTICS), default="median", show_default=True,
               help="Per-query time that must fit the budget.")
+@click.option("--pick", type=click.Choice(budgets_lib.PICKS), default="deepest", show_default=True,
+              help="Per budget: the deepest depth that fits, or the most effective one (an oracle over the judgements).")
 @click.option("--zero-untimed", is_flag=True, help="Count a run without '# time:' lines (e.g. replayed candidates) as 0 ms.")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "markdown", "json"]), default="table", show_default=True)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a PNG plot here.")
 @click.option("--title", default=None, help="Plot title.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report here instead of stdout.")
-def budget_command(runs, model_name, checkpoint, depths, measure, qrels, budget_text, statistic, zero_untimed, fmt,
+def budget_command(runs, model_name, checkpoint, depths, measure, qrels, budget_text, statistic, pick, zero_untimed, fmt,
                    plot_path, title, output) -> None:
-    """Best effectiveness reachable within per-query time budgets, one curve per model.
+    """Effectiveness reachable within per-query time budgets, one curve per model.
 
     \b
     RUNS are run files, each one model at one depth (LABEL=FILE names the curve; default: the
@@ -70,7 +72,7 @@ def budget_command(runs, model_name, checkpoint, depths, measure, qrels, budget_
         for run, (label, _) in zip(loaded, labelled):
             run.label = label or (run.header.stages[-1].get("name") if run.header.stages else None) or run.source
     points, label = budgets_lib.measure_points(loaded, measure, qrels, zero_untimed)
-    report = budgets_lib.build_report(points, label, statistic, chosen)
+    report = budgets_lib.build_report(points, label, statistic, chosen, pick)
     with atomic_output(output) as handle:
         handle.write(budgets_lib.render(report, fmt))
     if plot_path:

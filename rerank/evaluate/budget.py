@@ -4,8 +4,9 @@ Input is a set of runs, each one model's output at one depth (e.g. TK re-ranking
 50, 100 of the same first stage). A run's cost for a query is the sum of every stage's `# time:`
 line for that query (first stage + re-ranker + ...), so the report works for any stage that records
 its timings. Runs are grouped into one curve per model (the last stage's name, or a label the user
-gives); the best effectiveness within a budget is the best point of that curve whose median (or
-p95) per-query time fits the budget.
+gives). What a budget buys is the deepest point of that curve whose median (or p95) per-query time
+fits it — what one would deploy — or, with pick="best", the most effective fitting point (an oracle
+that has seen the judgements; an upper bound).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..runs import Run
 from .session import evaluate_runs, judgements_for
 
 STATISTICS = ("median", "p95")
+PICKS = ("deepest", "best")  # within a budget: the deepest depth that fits, or the most effective (an oracle)
 
 
 @dataclass(frozen=True)
@@ -43,14 +45,18 @@ class BudgetPoint:
 
 @dataclass(frozen=True)
 class Crossing:
-    """Budgets below `below_ms` favour `better`; from `below_ms` on, `other` is at least as good."""
+    """Budgets in [from_ms, below_ms) favour `better` (from the smallest budget when from_ms is None);
+    at `below_ms`, `other` takes over."""
 
     better: str
     other: str
     below_ms: float
+    from_ms: float | None = None
 
     def sentence(self) -> str:
-        return f"{self.better} is better than {self.other} below {self.below_ms:.3g} ms per query"
+        where = (f"below {self.below_ms:.3g}" if self.from_ms is None
+                 else f"from {self.from_ms:.3g} to {self.below_ms:.3g}")
+        return f"{self.better} is better than {self.other} {where} ms per query"
 
 
 def positive_numbers(text: str, what: str, kind: type = float) -> list:
@@ -142,10 +148,15 @@ def default_budgets(points: list[BudgetPoint], statistic: str) -> list[float]:
     return budgets
 
 
-def best_within(points: list[BudgetPoint], budget: float, statistic: str) -> BudgetPoint | None:
-    """The most effective point whose cost fits the budget (ties: the cheaper one)."""
+def best_within(points: list[BudgetPoint], budget: float, statistic: str, pick: str = "deepest") -> BudgetPoint | None:
+    """The point a budget buys: the deepest depth whose cost fits (what one would deploy), or with
+    pick="best" the most effective fitting point (an oracle that has seen the judgements)."""
     fitting = [p for p in points if p.cost(statistic) <= budget]
-    return max(fitting, key=lambda p: (p.effectiveness, -p.cost(statistic))) if fitting else None
+    if not fitting:
+        return None
+    if pick == "best":
+        return max(fitting, key=lambda p: (p.effectiveness, -p.cost(statistic)))
+    return max(fitting, key=lambda p: (p.depth, -p.cost(statistic)))
 
 
 def by_model(points: list[BudgetPoint]) -> dict[str, list[BudgetPoint]]:
@@ -155,7 +166,7 @@ def by_model(points: list[BudgetPoint]) -> dict[str, list[BudgetPoint]]:
     return models
 
 
-def crossings(points: list[BudgetPoint], statistic: str) -> list[Crossing]:
+def crossings(points: list[BudgetPoint], statistic: str, pick: str = "deepest") -> list[Crossing]:
     """For each pair of models, every budget at which the better one changes.
 
     The curves are step functions that change only at points' costs, so comparing them on each
@@ -168,15 +179,16 @@ def crossings(points: list[BudgetPoint], statistic: str) -> list[Crossing]:
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             times = sorted({p.cost(statistic) for p in models[a] + models[b]})
-            previous = None
+            segments: list[tuple[str, float]] = []  # (the better model, from this budget on)
             for t in times:
-                best_a, best_b = best_within(models[a], t, statistic), best_within(models[b], t, statistic)
+                best_a, best_b = best_within(models[a], t, statistic, pick), best_within(models[b], t, statistic, pick)
                 ea = best_a.effectiveness if best_a else -math.inf
                 eb = best_b.effectiveness if best_b else -math.inf
                 winner = a if ea > eb else b if eb > ea else None
-                if winner is not None and previous is not None and winner != previous:
-                    found.append(Crossing(previous, winner, t))
-                previous = winner or previous
+                if winner is not None and (not segments or segments[-1][0] != winner):
+                    segments.append((winner, t))
+            for i, ((better, start), (other, end)) in enumerate(zip(segments, segments[1:])):
+                found.append(Crossing(better, other, end, start if i else None))
     return found
 
 
@@ -187,30 +199,33 @@ class BudgetReport:
     points: list[BudgetPoint]
     budgets: list[float]
     crossings: list[Crossing]
+    pick: str = "deepest"
 
     def budget_rows(self) -> list[dict]:
         rows = []
         for budget in self.budgets:
             row: dict = {"budget_ms": budget}
             for model, pts in by_model(self.points).items():
-                best = best_within(pts, budget, self.statistic)
+                best = best_within(pts, budget, self.statistic, self.pick)
                 row[model] = None if best is None else {"effectiveness": best.effectiveness, "depth": best.depth}
             rows.append(row)
         return rows
 
 
 def build_report(points: list[BudgetPoint], measure: str, statistic: str = "median",
-                 budgets: list[float] | None = None) -> BudgetReport:
+                 budgets: list[float] | None = None, pick: str = "deepest") -> BudgetReport:
     if statistic not in STATISTICS:
         raise UsageError(f"statistic must be one of {', '.join(STATISTICS)}, not {statistic!r}")
+    if pick not in PICKS:
+        raise UsageError(f"pick must be one of {', '.join(PICKS)}, not {pick!r}")
     return BudgetReport(measure, statistic, points, budgets or default_budgets(points, statistic),
-                        crossings(points, statistic))
+                        crossings(points, statistic, pick), pick)
 
 
 def render(report: BudgetReport, fmt: str) -> str:
-    """Two tables (the measured points, then best effectiveness per budget) and the crossing points."""
+    """Two tables (the measured points, then what each budget buys) and the crossing points."""
     if fmt == "json":
-        return json.dumps({"measure": report.measure, "statistic": report.statistic,
+        return json.dumps({"measure": report.measure, "statistic": report.statistic, "pick": report.pick,
                            "points": [asdict(p) for p in report.points], "budgets": report.budget_rows(),
                            "crossings": [{**asdict(c), "sentence": c.sentence()} for c in report.crossings]},
                           indent=2) + "\n"
@@ -219,7 +234,7 @@ def render(report: BudgetReport, fmt: str) -> str:
     point_rows = [[p.model, p.depth, p.queries, f"{p.effectiveness:.4f}", f"{p.median_ms:.2f}", f"{p.p95_ms:.2f}",
                    p.source] for p in report.points]
     models = list(by_model(report.points))
-    budget_header = [f"budget_ms ({report.statistic})", *models]
+    budget_header = [f"budget_ms ({report.statistic}; {report.pick} depth that fits)", *models]
     budget_rows = []
     for row in report.budget_rows():
         cells = [f"{row['budget_ms']:g}"]
@@ -230,15 +245,21 @@ def render(report: BudgetReport, fmt: str) -> str:
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(["budget_ms", "statistic", "model", "depth", m])
+        writer.writerow(["budget_ms", "statistic", "pick", "model", "depth", m])
         for row in report.budget_rows():
             for model in models:
                 best = row[model]
-                writer.writerow([row["budget_ms"], report.statistic, model, best["depth"] if best else "",
+                writer.writerow([row["budget_ms"], report.statistic, report.pick, model, best["depth"] if best else "",
                                  f"{best['effectiveness']:.4f}" if best else ""])
         return buf.getvalue()
     table = _markdown if fmt == "markdown" else _text
-    notes = [c.sentence() for c in report.crossings] or ["no crossing: one model is at least as good at every budget"]
+    notes = []
+    for i, c in enumerate(report.crossings):
+        notes.append(c.sentence())
+        following = report.crossings[i + 1] if i + 1 < len(report.crossings) else None
+        if following is None or {following.better, following.other} != {c.better, c.other}:
+            notes.append(f"{c.other} is better than {c.better} from {c.below_ms:.3g} ms per query on")
+    notes = notes or ["no crossing: one model is at least as good at every budget"]
     bullet = "- " if fmt == "markdown" else ""
     return (table(point_header, point_rows) + "\n" + table(budget_header, budget_rows) + "\n"
             + "\n".join(bullet + n for n in notes) + "\n")
@@ -277,7 +298,7 @@ def plot(report: BudgetReport, path: str, title: str | None = None) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for model, pts in models.items():
         steps = sorted({x(p) for p in pts}) + [right]
-        values = [best_within(pts, t, report.statistic).effectiveness for t in steps]
+        values = [best_within(pts, t, report.statistic, report.pick).effectiveness for t in steps]
         line, = ax.step(steps, values, where="post", label=model)
         for p in pts:
             ax.plot(x(p), p.effectiveness, "o", color=line.get_color(), ms=4)
@@ -288,7 +309,7 @@ def plot(report: BudgetReport, path: str, title: str | None = None) -> None:
     ax.set_xscale("log")
     ax.set_xlim(floor / 1.2, right)
     ax.set_xlabel(f"time budget per query, ms ({report.statistic}; all stages)")
-    ax.set_ylabel(f"best {report.measure} within budget")
+    ax.set_ylabel(f"{report.measure} within budget ({report.pick} depth that fits)")
     ax.set_title(title or f"{report.measure} reachable within a per-query time budget")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
