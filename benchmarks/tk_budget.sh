@@ -4,7 +4,9 @@
 #   benchmarks/tk_budget.sh BERT_CK TK_CK TKL_CK [DEPTHS]     (BERT_CK "-": no BERT curve)
 #
 # Every re-ranker re-scores the BM25 candidates at each depth with the cache off (real per-query times);
-# TK/TKL read stored encodings (built here with `rerank encode` if missing). The replayed BM25
+# TK/TKL read stored encodings (built here with `rerank encode` if missing) on 1 thread (their default);
+# BERT runs on BERT_THREADS (default 1: faster than 2 on this shared, overloaded 2-core machine, see
+# tk_speed.md). The replayed BM25
 # candidates carry no timings, so the first stage counts as 0 ms for every model (--zero-untimed).
 # Writes benchmarks/results/tk_budget.{md,json,png}; run files stay in benchmarks/work/budget/.
 set -euo pipefail
@@ -19,7 +21,8 @@ for d in $DEPTHS; do
   rerank score --model tk --checkpoint "$TK_CK" --depth "$d" --no-cache -o "$W/tk-$d.run" < "$W/bm25.run"
   rerank score --model tkl --checkpoint "$TKL_CK" --depth "$d" --no-cache -o "$W/tkl-$d.run" < "$W/bm25.run"
   if [ "$BERT_CK" != "-" ]; then
-    rerank score --model bert --checkpoint "$BERT_CK" --depth "$d" --no-cache -o "$W/bert-$d.run" < "$W/bm25.run"
+    rerank score --model bert --checkpoint "$BERT_CK" --threads "${BERT_THREADS:-1}" --depth "$d" --no-cache \
+      -o "$W/bert-$d.run" < "$W/bm25.run"
   fi
 done
 runs=("bm25=$W/bm25.run")
