@@ -267,7 +267,8 @@ def build_dev(args: TrainArgs, train_queries: list[JudgedQuery], texts: dict[str
     else:
         return train_queries, None
     measure = parse_measure(args.metric or measures[0], min_rel)
-    return train_queries, DevSet(dev_queries, texts, qrels, measure, source)
+    dev_qrels = {q.qid: qrels[q.qid] for q in dev_queries}  # the mean runs over the dev queries only
+    return train_queries, DevSet(dev_queries, texts, dev_qrels, measure, source)
 
 
 def group_loss(scores, loss: str):

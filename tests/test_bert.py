@@ -120,3 +120,16 @@ def test_bi_encoder_matches_sentence_transformers():
     assert max(abs(a - b) for a, b in zip(ours, expected)) < 1e-4
     with pytest.raises(UsageError, match="takes no --checkpoint"):
         load_model("minilm-bi", "somewhere")
+
+
+def test_held_out_dev_set_is_disjoint_and_judged_alone(data_root, monkeypatch):
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    from rerank.train import build_dev, judged_queries
+
+    args = TrainArgs(train="trecqa-dev", output="unused", dev_fraction=0.25)
+    queries, texts, qrels, min_rel, measures = judged_queries("trecqa-dev", None)
+    train_part, dev = build_dev(args, queries, texts, qrels, min_rel, measures)
+    dev_ids = {q.qid for q in dev.queries}
+    assert dev_ids and not dev_ids & {q.qid for q in train_part}
+    assert set(dev.qrels) == dev_ids  # the dev mean runs over the held-out queries only
+    assert len(train_part) + len(dev_ids) == len(queries)
