@@ -136,6 +136,8 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     if depth <= 0:
         raise UsageError(f"--depth must be a positive number of candidates, not {depth}")
     stage = stage or model.name
+    if not stage or any(c.isspace() for c in stage):
+        raise UsageError(f"stage name {stage!r} must be one word (it becomes the run tag and timing label)")
     queries = queries if queries is not None else queries_for(stream.header, topics)
     store = store or doc_store_for(stream.header, corpus)
     stats = stats if stats is not None else ScoreStats()

@@ -215,3 +215,8 @@ def test_cli_chain_retrieve_score_eval_on_dl19(rerank, tmp_path):
     again = rerank("score", "--model", "minilm-bi", "--depth", "10", input=bm25)
     assert "(30 from the cache)" in again.stderr
     assert [r for r in again.stdout.splitlines() if not r.startswith("#")] == [r for r in lines if not r.startswith("#")]
+
+
+def test_stage_name_must_be_one_word():
+    with pytest.raises(UsageError, match="one word"):
+        score_stream(_stream(), OverlapReranker(), 3, stage="my model", store=DictStore(TEXTS), queries=QUERIES)
