@@ -138,6 +138,7 @@ class TrainArgs:
     teacher: str | None = None
     distill: str = "margin-mse"
     distill_weight: float = 1.0
+    teacher_scale: float = 1.0  # multiplies teacher scores (e.g. 20 for cosines, the bi-encoder's own scale)
     max_minutes: float | None = None
     model_options: dict = field(default_factory=dict)
 
@@ -355,7 +356,8 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
             if teacher is not None:
                 rows = [i for i, (q, ds) in enumerate(batch) if all(d in teacher.get(q.qid, {}) for d in ds)]
                 if rows:
-                    target = torch.tensor([[teacher[batch[i][0].qid][d] for d in batch[i][1]] for i in rows])
+                    target = args.teacher_scale * torch.tensor(
+                        [[teacher[batch[i][0].qid][d] for d in batch[i][1]] for i in rows])
                     loss = loss + args.distill_weight * distill_loss(scores[rows], target, args.distill)
             optimizer.zero_grad()
             loss.backward()

@@ -86,12 +86,14 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
 @click.option("--teacher", type=click.Path(dir_okay=False), default=None, help="Run of teacher scores for the training candidates (distillation).")
 @click.option("--distill", type=click.Choice(["margin-mse", "kl"]), default="margin-mse", show_default=True)
 @click.option("--distill-weight", type=float, default=1.0, show_default=True)
+@click.option("--teacher-scale", type=float, default=1.0, show_default=True,
+              help="Multiply teacher scores (e.g. 20 for a bi-encoder's cosines).")
 @click.option("--max-minutes", type=float, default=None, help="Stop (after a last dev evaluation) when this much time has passed.")
 @click.option("--max-length", type=int, default=256, show_default=True, help="Tokens per (query, passage) pair.")
 @click.option("--threads", type=int, default=None, help="Torch threads.")
 def train(model_name, train_set, dev_set, dev_fraction, output, candidates, steps, batch_groups, negatives, loss, lr,
-          head_lr_scale, eval_every, patience, dev_depth, metric, seed, teacher, distill, distill_weight, max_minutes,
-          max_length, threads) -> None:
+          head_lr_scale, eval_every, patience, dev_depth, metric, seed, teacher, distill, distill_weight, teacher_scale,
+          max_minutes, max_length, threads) -> None:
     """Train MODEL on a data set's judged candidates and write the best checkpoint to OUTPUT."""
     from ..train import TRAINABLE, TrainArgs
     from ..train import train as run_training
@@ -101,7 +103,8 @@ def train(model_name, train_set, dev_set, dev_fraction, output, candidates, step
     args = TrainArgs(train=train_set, output=output, dev=dev_set, dev_fraction=dev_fraction, candidates=candidates,
                      steps=steps, batch_groups=batch_groups, negatives=negatives, lr=lr, head_lr_scale=head_lr_scale, loss=loss,
                      eval_every=eval_every, patience=patience, dev_depth=dev_depth, metric=metric, seed=seed,
-                     teacher=teacher, distill=distill, distill_weight=distill_weight, max_minutes=max_minutes,
+                     teacher=teacher, distill=distill, distill_weight=distill_weight, teacher_scale=teacher_scale,
+                     max_minutes=max_minutes,
                      model_options={"max_length": max_length, "threads": threads})
     result = run_training(model_name, args, log=lambda message: click.echo(f"rerank: {message}", err=True))
     best = f"best dev value {result.best:.4f} at step {result.best_step}" if result.best is not None else "no dev set"
