@@ -16,7 +16,6 @@ faiss-cpu) exact indexes are searched on every visible GPU; nothing else changes
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -46,19 +45,15 @@ def default_encoder_path() -> str:
 
 
 def encoder_identity(path: str) -> dict:
-    """What makes vectors comparable: the weights' content hash and the pooling recipe."""
+    """What makes vectors comparable: the model folder's content hash (as `rerank score` records it) and the
+    pooling recipe."""
+    from ..train import content_hash
+
     folder = Path(path)
-    weights = folder / "model.safetensors"
-    if not weights.is_file():
-        weights = folder / "pytorch_model.bin"
-    if not weights.is_file():
-        raise UsageError(f"--encoder {path}: no model.safetensors or pytorch_model.bin there")
-    digest = hashlib.sha256()
-    with open(weights, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    config = json.loads((folder / "config.json").read_text()) if (folder / "config.json").is_file() else {}
-    return {"path": str(folder), "hash": digest.hexdigest()[:16], "architecture": config.get("model_type"),
+    if not (folder / "config.json").is_file():
+        raise UsageError(f"--encoder {path}: not a model folder (no config.json)")
+    config = json.loads((folder / "config.json").read_text())
+    return {"path": str(folder), "hash": content_hash(folder), "architecture": config.get("model_type"),
             "pooling": "mean", "normalised": True, "max_length": MAX_LENGTH}
 
 
