@@ -63,6 +63,9 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
     click.echo(f"rerank: {stats.summary(stage_name or model_name)}", err=True)
 
 
+SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need a far larger step
+
+
 @cli.command()
 @click.argument("model_name", metavar="MODEL")
 @click.option("--train", "train_set", required=True, help="Data set whose judged candidates train the model.")
@@ -75,7 +78,8 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
 @click.option("--batch-groups", default=4, show_default=True, help="Groups (one positive + negatives) per step.")
 @click.option("--negatives", default=7, show_default=True, help="Negatives per group.")
 @click.option("--loss", type=click.Choice(["listwise", "pairwise"]), default="listwise", show_default=True)
-@click.option("--lr", type=float, default=3e-5, show_default=True, help="Peak learning rate (linear warm-up and decay).")
+@click.option("--lr", type=float, default=None,
+              help="Peak learning rate (linear warm-up and decay); default 3e-5, 2e-3 for tk/tkl (trained from scratch).")
 @click.option("--head-lr-scale", type=float, default=1.0, show_default=True,
               help="Learning-rate factor for a model's freshly initialised head (bert: classifier + pooler).")
 @click.option("--eval-every", default=50, show_default=True, help="Steps between dev evaluations.")
@@ -101,7 +105,8 @@ def train(model_name, train_set, dev_set, dev_fraction, output, candidates, step
     if model_name not in TRAINABLE:
         raise UsageError(f"cannot train model {model_name!r}; trainable: {', '.join(sorted(TRAINABLE))}")
     args = TrainArgs(train=train_set, output=output, dev=dev_set, dev_fraction=dev_fraction, candidates=candidates,
-                     steps=steps, batch_groups=batch_groups, negatives=negatives, lr=lr, head_lr_scale=head_lr_scale, loss=loss,
+                     steps=steps, batch_groups=batch_groups, negatives=negatives,
+                     lr=lr if lr is not None else SCRATCH_LR.get(model_name, 3e-5), head_lr_scale=head_lr_scale, loss=loss,
                      eval_every=eval_every, patience=patience, dev_depth=dev_depth, metric=metric, seed=seed,
                      teacher=teacher, distill=distill, distill_weight=distill_weight, teacher_scale=teacher_scale,
                      max_minutes=max_minutes,

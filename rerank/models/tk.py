@@ -485,7 +485,7 @@ def load(variant: str, checkpoint: str | None, **options: Any) -> TKReranker:
 
     if not checkpoint:
         raise UsageError(f"--model {variant} needs --checkpoint DIR (train one with: "
-                         f"rerank train {variant} --train trec-dl-2020 --dev-fraction 0.2 --lr 2e-3 -o DIR)")
+                         f"rerank train {variant} --train trec-dl-2020 --dev-fraction 0.2 -o DIR)")
     folder = Path(checkpoint).resolve()
     return TKReranker(folder, read_checkpoint(folder, variant), **options)
 
