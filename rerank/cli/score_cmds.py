@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import click
 
@@ -95,22 +96,27 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--max-minutes", type=float, default=None, help="Stop (after a last dev evaluation) when this much time has passed.")
 @click.option("--max-length", type=int, default=256, show_default=True, help="Tokens per (query, passage) pair.")
 @click.option("--threads", type=int, default=None, help="Torch threads.")
+@click.option("--init", "init_from", type=click.Path(file_okay=False), default=None,
+              help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")
 def train(model_name, train_set, dev_set, dev_fraction, output, candidates, steps, batch_groups, negatives, loss, lr,
           head_lr_scale, eval_every, patience, dev_depth, metric, seed, teacher, distill, distill_weight, teacher_scale,
-          max_minutes, max_length, threads) -> None:
+          max_minutes, max_length, threads, init_from) -> None:
     """Train MODEL on a data set's judged candidates and write the best checkpoint to OUTPUT."""
-    from ..train import TRAINABLE, TrainArgs
+    from ..train import TRAINABLE, TrainArgs, read_checkpoint
     from ..train import train as run_training
 
     if model_name not in TRAINABLE:
         raise UsageError(f"cannot train model {model_name!r}; trainable: {', '.join(sorted(TRAINABLE))}")
+    if init_from:
+        read_checkpoint(init_from, model_name)
     args = TrainArgs(train=train_set, output=output, dev=dev_set, dev_fraction=dev_fraction, candidates=candidates,
                      steps=steps, batch_groups=batch_groups, negatives=negatives,
                      lr=lr if lr is not None else SCRATCH_LR.get(model_name, 3e-5), head_lr_scale=head_lr_scale, loss=loss,
                      eval_every=eval_every, patience=patience, dev_depth=dev_depth, metric=metric, seed=seed,
                      teacher=teacher, distill=distill, distill_weight=distill_weight, teacher_scale=teacher_scale,
                      max_minutes=max_minutes,
-                     model_options={"max_length": max_length, "threads": threads})
+                     model_options={"max_length": max_length, "threads": threads,
+                                    **({"base": str(Path(init_from).resolve())} if init_from else {})})
     result = run_training(model_name, args, log=lambda message: click.echo(f"rerank: {message}", err=True))
     best = f"best dev value {result.best:.4f} at step {result.best_step}" if result.best is not None else "no dev set"
     click.echo(f"rerank: trained {model_name} for {result.steps} steps in {result.seconds:.0f} s "
