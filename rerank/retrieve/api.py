@@ -35,7 +35,7 @@ def _collection(name: str, corpus: str | None, topics: str | None) -> Dataset | 
 def build_index(name: str, backend_name: str = "lucene", corpus: str | None = None, **options) -> IndexInfo:
     collection = _collection(name, corpus, None)
     if collection is None:
-        raise DataError(f"{name!r} is not a known data set ({', '.join(dataset_names())}); "
+        raise DataError(f"{name!r} is not a known data set (known: {', '.join(dataset_names())}); "
                         "give the documents with --corpus FILE")
     source = {"dataset": name} if corpus is None else {"corpus": str(Path(corpus).resolve())}
     documents = collection.documents()
@@ -48,7 +48,8 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
         raise UsageError(f"--k must be a positive number of documents, not {k}")
     collection = _collection(name, None, topics)
     if collection is None:
-        raise DataError(f"no topics for {name!r}: it is not a known data set; pass --topics FILE")
+        raise DataError(f"{name!r} is not a known data set (known: {', '.join(dataset_names())}); "
+                        "for an index of your own, pass --topics FILE")
     queries = collection.topics()
     module = backend(backend_name)
     index = module.open_index(name, **options)
