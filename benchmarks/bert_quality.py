@@ -50,6 +50,13 @@ def training_command(manifest: dict) -> str:
     parts += [f"--dev-fraction {t['dev_fraction']}"] if t.get("dev_fraction") else []
     for key in ("steps", "batch_groups", "negatives", "lr", "loss", "eval_every", "patience", "dev_depth", "seed"):
         parts.append(f"--{key.replace('_', '-')} {t[key]}")
+    if t.get("head_lr_scale", 1) != 1:
+        parts.append(f"--head-lr-scale {t['head_lr_scale']}")
+    if t.get("teacher"):
+        parts.append(f"--teacher {t['teacher']} --distill {t['distill']} --teacher-scale {t.get('teacher_scale', 1)} "
+                     f"--distill-weight {t['distill_weight']}")
+    if t.get("model_options", {}).get("base"):
+        parts.append(f"--init {t['model_options']['base']}")
     if t.get("max_minutes"):
         parts.append(f"--max-minutes {t['max_minutes']}")
     parts.append(f"--max-length {manifest['config']['max_length']} -o CHECKPOINT")
@@ -59,27 +66,34 @@ def training_command(manifest: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     for option in SUITES:
-        parser.add_argument(f"--{option}", metavar="CHECKPOINT", help=f"checkpoint to evaluate on {SUITES[option][0]}")
+        parser.add_argument(f"--{option}", metavar="CHECKPOINT", action="append",
+                            help=f"checkpoint to evaluate on {SUITES[option][0]} (repeatable; the first is the "
+                                 "one chosen on the dev set, the others are shown for comparison)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="rerank-bert-quality-"))
     results, lines = {}, ["# BERT cross-encoder re-ranking quality", ""]
     for option, (dataset, candidates, measures) in SUITES.items():
-        checkpoint = getattr(args, option)
-        if not checkpoint:
+        checkpoints = getattr(args, option)
+        if not checkpoints:
             continue
-        manifest = json.loads((Path(checkpoint) / "checkpoint.json").read_text())
-        runs = {"bm25": work / f"{dataset}.bm25.run", "minilm-bi": work / f"{dataset}.bi.run",
-                "bert": work / f"{dataset}.bert.run"}
+        manifests = [json.loads((Path(c) / "checkpoint.json").read_text()) for c in checkpoints]
+        labels = ["bert"] + [f"bert-{Path(c).name}" for c in checkpoints[1:]]
+        runs = {"bm25": work / f"{dataset}.bm25.run", "minilm-bi": work / f"{dataset}.bi.run"}
         rerank("retrieve", dataset, "--candidates", candidates, "-o", str(runs["bm25"]))
         rerank("score", "--model", "minilm-bi", "--depth", "100", str(runs["bm25"]), "-o", str(runs["minilm-bi"]))
-        rerank("score", "--model", "bert", "--checkpoint", checkpoint, "--depth", "100", str(runs["bm25"]),
-               "-o", str(runs["bert"]))
+        for label, checkpoint in zip(labels, checkpoints):
+            runs[label] = work / f"{dataset}.{label}.run"
+            rerank("score", "--model", "bert", "--checkpoint", checkpoint, "--depth", "100", "--name", label,
+                   str(runs["bm25"]), "-o", str(runs[label]))
         table = json.loads(rerank("eval", *map(str, runs.values()), *sum((["-m", m] for m in measures), []),
                                   "--format", "json"))
+        manifest = manifests[0]
         training = manifest["training"]
         results[dataset] = {"runs": {row["run"]: {m: row[m] for m in measures} for row in table},
                             "versus_bm25": {row["run"]: row["versus_baseline"] for row in table if not row["baseline"]},
-                            "checkpoint_hash": manifest["hash"], "training": training}
+                            "checkpoint_hash": manifest["hash"], "training": training,
+                            "others": {label: {"hash": m["hash"], "training": m["training"]}
+                                       for label, m in zip(labels[1:], manifests[1:])}}
         first_stage = "BM25 top-100" if option == "dl" else "all candidates"
         lines += [f"## {dataset} (re-ranking {first_stage}; trained on {training['train']})", "",
                   "| run | " + " | ".join(measures) + " |", "|---|" + "---|" * len(measures)]
@@ -94,6 +108,10 @@ def main() -> None:
                   f"{training['step']} of at most {training['steps']}, early stopping on {dev} "
                   f"({training.get('dev_measure')} = {training.get('dev_value') or 0:.4f}); checkpoint hash "
                   f"{manifest['hash']}.", "", f"    {training_command(manifest)}", ""]
+        for label, other in zip(labels[1:], manifests[1:]):
+            t = other["training"]
+            lines += [f"`{label}` (for comparison, not chosen): {t['seconds']:.0f} s, step {t['step']}, dev "
+                      f"{t.get('dev_measure')} = {t.get('dev_value') or 0:.4f}:", "", f"    {training_command(other)}", ""]
     write_results("bert_quality", results, "\n".join(lines) + "\n")
 
 
