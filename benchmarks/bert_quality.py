@@ -99,9 +99,9 @@ def main() -> None:
                   "| run | " + " | ".join(measures) + " |", "|---|" + "---|" * len(measures)]
         for row in table:
             lines.append(f"| {row['run']} | " + " | ".join(f"{row[m]:.4f}" for m in measures) + " |")
-        if option != "dl":
+        if option == "trecqa":
             lines += ["", "The `candidates` row is the publisher's order, which lists the correct answers first in "
-                      "these files: it is an upper bound that leaks the labels, not a baseline."]
+                      "the jacana files: it leaks the labels and is not a baseline."]
         dev = (f"held-out {training['dev_fraction']:.0%} of the {training['train']} queries"
                if training.get("dev_fraction") else (training.get("dev") or "none (last step kept)"))
         lines += ["", f"Training: {training['seconds']:.0f} s wall on the shared 2-core CPU, best step "
