@@ -43,6 +43,15 @@ def test_candidates_carry_text_and_order(data_root):
     assert all(d in texts for d in first.docids)
 
 
+def test_qa_candidate_runs_do_not_leak_labels(rerank):
+    import json
+
+    trecqa = json.loads(rerank("eval", "--format", "json", input=rerank("retrieve", "trecqa-dev", "--candidates").stdout).stdout)[0]
+    assert trecqa["MAP"] < 0.8  # the file order (right answers first) would give 1.0
+    wikiqa = json.loads(rerank("eval", "--format", "json", input=rerank("retrieve", "wikiqa-dev", "--candidates").stdout).stdout)[0]
+    assert round(wikiqa["MAP"], 4) == 0.6621  # sentence order in the article: the usual position baseline
+
+
 def test_qa_sets_become_rankings(data_root):
     ds = get_dataset("trecqa-dev", data_root)
     assert ds.topics()["1.4"].startswith("What ethnic group")

@@ -10,6 +10,7 @@ pseudo-XML and WikiQA TSVs, turned into queries, candidate "documents" and qrels
 from __future__ import annotations
 
 import gzip
+import hashlib
 import itertools
 import json
 import re
@@ -273,13 +274,18 @@ class AnswerSelection:
     ranking: dict[str, list[tuple[str, float]]]
 
 
-def _qa_add(out: AnswerSelection, qid: str, question: str, sentences: list[tuple[str, int]], docids=None) -> None:
+def _qa_add(out: AnswerSelection, qid: str, question: str, sentences: list[tuple[str, int]], docids=None,
+            keep_order: bool = True) -> None:
+    """Add one question. The candidate "run" gives a re-ranker something to re-rank: the publisher's
+    order when it means something (WikiQA: sentence order in the article), else (`keep_order=False`) a
+    reproducible order that knows nothing of the labels (a hash of qid and docid)."""
     out.topics[qid] = question
     docids = docids or [f"{qid}-{i}" for i in range(len(sentences))]
     out.qrels[qid] = {}
-    # The candidate "run" keeps the publisher's order with descending dummy scores, so a
-    # re-ranker has something to re-rank and the order is reproducible.
-    out.ranking[qid] = [(docid, float(len(sentences) - i)) for i, docid in enumerate(docids)]
+    if keep_order:
+        out.ranking[qid] = [(docid, float(len(sentences) - i)) for i, docid in enumerate(docids)]
+    else:
+        out.ranking[qid] = [(d, int(hashlib.sha1(f"{qid}/{d}".encode()).hexdigest()[:12], 16) / 16**12) for d in docids]
     for docid, (sentence, label) in zip(docids, sentences):
         out.docs[docid] = Document(docid, sentence)
         out.qrels[qid][docid] = label
@@ -290,7 +296,9 @@ _QA_PART = re.compile(r"<(question|positive|negative)>\s*\n(.*?)\n", re.S)
 
 
 def read_jacana(path: str | Path) -> AnswerSelection:
-    """TrecQA jacana pseudo-XML: per `<QApairs id>`, the first line of each block is the tokenised text."""
+    """TrecQA jacana pseudo-XML: per `<QApairs id>`, the first line of each block is the tokenised text.
+
+    The candidate run is in hashed order, not the file's (which puts every right answer first)."""
     with open_text(path) as handle:
         content = handle.read()
     out = AnswerSelection({}, {}, {}, {})
@@ -305,8 +313,8 @@ def read_jacana(path: str | Path) -> AnswerSelection:
         if question is None:
             line = content.count("\n", 0, match.start()) + 1
             raise FormatError(str(path), line, f"QApairs {qid} has no <question>")
-        if sentences:
-            _qa_add(out, qid, question, sentences)
+        if sentences:  # jacana lists the right answers first: its order would leak the labels
+            _qa_add(out, qid, question, sentences, keep_order=False)
     if not out.topics:
         raise FormatError(str(path), None, "no <QApairs> records found")
     return out
