@@ -162,22 +162,11 @@ def _trec_dl(year: int, topics_name: str) -> Callable[[Path], Dataset]:
     return make
 
 
-def _trecqa(split: str) -> Callable[[Path], Dataset]:
+def _answer_selection(kind: type[AnswerSelectionDataset], name: str, description: str,
+                      relative: str) -> Callable[[Path], Dataset]:
     def make(root: Path) -> Dataset:
-        return AnswerSelectionDataset(
-            f"trecqa-{split}", f"TrecQA answer selection ({split.upper()}.xml, jacana version)",
-            {"pairs": root / "trecqa" / "jacana" / f"{split.upper()}.xml"},
-            measures=QA_MEASURES, run_files={"candidates": "pairs"}, kind="qa")
-
-    return make
-
-
-def _wikiqa(split: str) -> Callable[[Path], Dataset]:
-    def make(root: Path) -> Dataset:
-        return WikiQADataset(
-            f"wikiqa-{split}", f"WikiQA answer selection ({split} split)",
-            {"pairs": root / "wikiqa" / "official" / f"WikiQASent-{split}.txt"},
-            measures=QA_MEASURES, run_files={"candidates": "pairs"}, kind="qa")
+        return kind(name, description, {"pairs": root / relative}, measures=QA_MEASURES,
+                    run_files={"candidates": "pairs"}, kind="qa")
 
     return make
 
@@ -188,12 +177,11 @@ DATASETS: dict[str, Callable[[Path], Dataset]] = {
     "trec-dl-2019": _trec_dl(2019, "topics.dl19-passage.txt"),
     "trec-dl-2020": _trec_dl(2020, "topics.dl20.txt"),
     "trec-dl-2021": _trec_dl(2021, "topics.dl21.txt"),
-    "trecqa-train": _trecqa("train"),
-    "trecqa-dev": _trecqa("dev"),
-    "trecqa-test": _trecqa("test"),
-    "wikiqa-train": _wikiqa("train"),
-    "wikiqa-dev": _wikiqa("dev"),
-    "wikiqa-test": _wikiqa("test"),
+    **{f"trecqa-{split}": _answer_selection(AnswerSelectionDataset, f"trecqa-{split}",
+                                            f"TrecQA answer selection ({split.upper()}.xml, jacana version)",
+                                            f"trecqa/jacana/{split.upper()}.xml") for split in ("train", "dev", "test")},
+    **{f"wikiqa-{split}": _answer_selection(WikiQADataset, f"wikiqa-{split}", f"WikiQA answer selection ({split} split)",
+                                            f"wikiqa/official/WikiQASent-{split}.txt") for split in ("train", "dev", "test")},
 }
 
 
