@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job, set-up included: BM25 on Vaswani and CACM through the embedded Lucene index, evaluated by
-# the shared evaluator, then the TREC DL 2019 candidate runs as a leaderboard with significance tests.
+# the shared evaluator, then TREC DL 2019: the shipped BM25 and BM25+RM3 candidates and a zero-shot MiniLM
+# re-ranking of the BM25 top-100, as a leaderboard with significance tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -12,5 +13,5 @@ for collection in vaswani cacm; do
     echo "== BM25 on $collection"
     rerank retrieve "$collection" | rerank eval -m MAP -m MRR -m P@1 -m nDCG@10
 done
-echo "== TREC DL 2019: shipped BM25 and BM25+RM3 candidates"
+echo "== TREC DL 2019: BM25, BM25+RM3 and MiniLM re-ranking (pipelines/trec-dl-2019-candidates.toml)"
 rerank run pipelines/trec-dl-2019-candidates.toml
