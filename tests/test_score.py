@@ -194,7 +194,8 @@ def _first_queries(stream_text: str, count: int) -> str:
 def test_cli_chain_retrieve_score_eval_on_dl19(rerank, tmp_path):
     """retrieve | score --model minilm-bi | eval on three TREC DL 2019 queries, then the cache answers."""
     bm25 = _first_queries(rerank("retrieve", "trec-dl-2019", "--candidates", "bm25").stdout, 3)
-    scored = rerank("score", "--model", "minilm-bi", "--depth", "10", input=bm25)
+    own_cache = {"RERANK_HOME": str(tmp_path)}  # other tests (the DL 2019 pipeline) warm the shared cache
+    scored = rerank("score", "--model", "minilm-bi", "--depth", "10", input=bm25, env=own_cache)
     lines = scored.stdout.splitlines()
     stage = json.loads(next(line for line in lines if line.startswith("# stage:") and '"score"' in line)[9:])
     assert stage["model"] == "minilm-bi" and stage["depth"] == 10 and stage["checkpoint_hash"]
@@ -212,7 +213,7 @@ def test_cli_chain_retrieve_score_eval_on_dl19(rerank, tmp_path):
     rows = {(row["run"], row["qid"]): float(row["nDCG@10"]) for row in json.loads(table.stdout) if row["qid"] in qids}
     assert len(rows) == 6 and all(0 <= v <= 1 for v in rows.values())
     assert any(rows[("minilm-bi", q)] != rows[("bm25", q)] for q in qids)  # re-ranking changed the top 10
-    again = rerank("score", "--model", "minilm-bi", "--depth", "10", input=bm25)
+    again = rerank("score", "--model", "minilm-bi", "--depth", "10", input=bm25, env=own_cache)
     assert "(30 from the cache)" in again.stderr
     assert [r for r in again.stdout.splitlines() if not r.startswith("#")] == [r for r in lines if not r.startswith("#")]
 
