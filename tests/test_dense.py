@@ -44,10 +44,10 @@ def _documents(slice_folder, limit=None):
 def test_vectors_match_sentence_transformers(cacm_slice):  # noqa: F811
     from sentence_transformers import SentenceTransformer
 
-    from rerank.retrieve.dense import Encoder, default_encoder_path
+    from rerank.retrieve.dense import default_encoder_path, load_encoder
 
     texts = [d.contents for d in _documents(cacm_slice, 6)]
-    ours = Encoder(default_encoder_path()).encode(texts)
+    ours = load_encoder(default_encoder_path(), threads=2).embed(texts).numpy()
     reference = SentenceTransformer(default_encoder_path(), device="cpu").encode(texts, convert_to_numpy=True)
     assert ours.shape == (6, 384)
     assert np.allclose(ours, reference, atol=1e-4)

@@ -179,14 +179,16 @@ class BiEncoderReranker(Reranker):
     name = "minilm-bi"
 
     def __init__(self, max_length: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
-                 threads: int | None = None, quantize: bool = False):
+                 threads: int | None = None, quantize: bool = False, path: str | None = None):
+        """`path`: a sentence-transformers-style model folder (default: the packaged MiniLM); the dense
+        back end passes its `--encoder` here, so both stages embed with the same code."""
         from transformers import AutoModel, AutoTokenizer
 
         if quantize:
             raise UsageError("--quantize is only offered for --model bert")
         _quiet_transformers()
         set_threads(threads)
-        path = minilm_path()
+        path = path or minilm_path()
         self.checkpoint_hash = content_hash(path)
         self.max_length, self.batch_size = int(max_length or DEFAULT_MAX_LENGTH), int(batch_size)
         self.tokenizer = AutoTokenizer.from_pretrained(path)

@@ -57,40 +57,14 @@ def encoder_identity(path: str) -> dict:
             "pooling": "mean", "normalised": True, "max_length": MAX_LENGTH}
 
 
-class Encoder:
-    """Texts -> L2-normalised float32 vectors (mean pooling over non-padding tokens)."""
+def load_encoder(path: str, threads: int):
+    """The bi-encoder of `rerank score --model minilm-bi` (same pooling, so the same vectors), with this
+    back end's batch and length limits; `.embed(texts)` gives L2-normalised vectors."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: spinning threads starve a busy CPU
+    from ..models.bert import BiEncoderReranker
 
-    def __init__(self, path: str, threads: int = 2):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: spinning threads starve a busy CPU
-        import torch
-        from transformers import AutoModel, AutoTokenizer
-
-        torch.set_num_threads(threads)
-        self.torch = torch
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # stderr is for our own progress and errors
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModel.from_pretrained(path).eval()
-
-    def encode(self, texts: list[str]):
-        """Encode in batches, longest texts together so little is spent on padding."""
-        import numpy as np
-
-        torch = self.torch
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
-        with torch.inference_mode():
-            for start in range(0, len(order), BATCH):
-                chosen = order[start : start + BATCH]
-                tokens = self.tokenizer([texts[i] for i in chosen], padding=True, truncation=True,
-                                        max_length=MAX_LENGTH, return_tensors="pt")
-                hidden = self.model(**tokens).last_hidden_state
-                mask = tokens["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-                out[chosen] = torch.nn.functional.normalize(pooled, dim=-1).numpy()
-        return out
+    return BiEncoderReranker(max_length=MAX_LENGTH, batch_size=BATCH, threads=threads, path=path)
 
 
 def _shards(documents: Iterable[Document]) -> Iterator[list[Document]]:
@@ -145,7 +119,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     partial.mkdir(parents=True, exist_ok=True)
     state_file.write_text(json.dumps(state, sort_keys=True))
 
-    model: Encoder | None = None
+    model = None
     docids: list[str] = []
     parts = []
     resumed = 0
@@ -157,8 +131,8 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
                 vectors = np.load(vec_file)
                 resumed += len(ids)
             else:
-                model = model or Encoder(path, threads)
-                vectors = model.encode([doc.contents for doc in shard])
+                model = model or load_encoder(path, threads)
+                vectors = model.embed([doc.contents for doc in shard]).numpy()
                 _save_atomic(vec_file, lambda handle: np.save(handle, vectors))
                 _save_atomic(ids_file, lambda handle: handle.write("\n".join(ids).encode()))
             docids += ids
@@ -210,7 +184,7 @@ class DenseIndex:
             self.index = faiss.index_cpu_to_all_gpus(self.index)
         self.docids = (self.path / DOCIDS).read_text().split()
         self.provenance = {"encoder": built_with.get("hash"), "faiss": self.info.source.get("faiss")}
-        self._encoder: Encoder | None = None
+        self._encoder = None
 
     def search(self, topics: dict[str, str], k: int = 1000, stage: str = "dense", ef_search: int | None = None,
                **_options) -> Iterator[QueryRanking]:
@@ -218,13 +192,13 @@ class DenseIndex:
 
         if ef_search and hasattr(self.index, "hnsw"):
             faiss.ParameterSpace().set_index_parameter(self.index, "efSearch", int(ef_search))
-        self._encoder = self._encoder or Encoder(self.encoder_path, self.threads)
+        self._encoder = self._encoder or load_encoder(self.encoder_path, self.threads)
         items = list(topics.items())
         depth = min(int(k), len(self.docids))
         for start in range(0, len(items), BATCH):
             chunk = items[start : start + BATCH]
             began = time.perf_counter()
-            scores, rows = self.index.search(self._encoder.encode([text for _, text in chunk]), depth)
+            scores, rows = self.index.search(self._encoder.embed([text for _, text in chunk]).numpy(), depth)
             share = (time.perf_counter() - began) * 1000 / len(chunk)
             for (qid, _), row_scores, row_ids in zip(chunk, scores, rows):
                 found = [(self.docids[r], float(s)) for r, s in zip(row_ids, row_scores) if r >= 0]
