@@ -23,7 +23,6 @@ import io
 import itertools
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from typing import IO, Any, Iterable, Iterator
 
@@ -109,6 +108,18 @@ def _parse_header_line(header: RunHeader, text: str, source: str, line_no: int) 
         header.fields[key] = parsed
 
 
+def _absorb_comment(line: str, header: RunHeader | None, timings: dict[str, list[Timing]], source: str,
+                    line_no: int | None) -> None:
+    """One '#' line: a timing goes to its query; a `key: value` line goes to the header while the header
+    is still open (`header` given: before the first record), and is a free comment after that."""
+    text = line[1:].strip()
+    if text.startswith(TIME_KEY + ":"):
+        qid, timing = _parse_timing(text[len(TIME_KEY) + 1 :], source, line_no)
+        timings.setdefault(qid, []).append(timing)
+    elif header is not None:
+        _parse_header_line(header, text, source, line_no)
+
+
 def _parse_timing(text: str, source: str, line_no: int) -> tuple[str, Timing]:
     parts = text.split()
     if len(parts) != 4:
@@ -145,12 +156,7 @@ class RunReader:
                     self._pending = line
                     return
                 continue
-            text = line[1:].strip()
-            if text.startswith(TIME_KEY + ":"):
-                qid, timing = _parse_timing(text[len(TIME_KEY) + 1 :], self.source, self._line_no)
-                self._timings.setdefault(qid, []).append(timing)
-            else:
-                _parse_header_line(self.header, text, self.source, self._line_no)
+            _absorb_comment(line, self.header, self._timings, self.source, self._line_no)
 
     def _records(self) -> Iterator[tuple[int, str, str, int, float, str]]:
         lines: Iterable[str] = self.handle
@@ -160,10 +166,7 @@ class RunReader:
         for line in lines:
             self._line_no += 1
             if line.startswith("#"):
-                text = line[1:].strip()
-                if text.startswith(TIME_KEY + ":"):
-                    qid, timing = _parse_timing(text[len(TIME_KEY) + 1 :], self.source, self._line_no)
-                    self._timings.setdefault(qid, []).append(timing)
+                _absorb_comment(line, None, self._timings, self.source, self._line_no)
                 continue
             parts = line.split()
             if not parts:
@@ -304,9 +307,10 @@ class Stream:
         return writer.write_all(self.rankings)
 
 
-def _split_comments(raw: bytes) -> tuple[list[str], bytes]:
-    """Pull out the '#' lines (a header and one per query: few) with C-speed scans, keep the records."""
-    comments, pieces, pos = [], [], 0
+def _split_comments(raw: bytes) -> tuple[list[tuple[bool, str]], bytes]:
+    """Pull out the '#' lines (a header and one per query: few) with C-speed scans, keep the records.
+    Each comment comes with whether it stands before the first record (i.e. in the header)."""
+    comments, pieces, pos, in_header = [], [], 0, True
     while pos < len(raw):
         if raw.startswith(b"#", pos):
             start = pos
@@ -317,7 +321,8 @@ def _split_comments(raw: bytes) -> tuple[list[str], bytes]:
             start = found + 1
         end = raw.find(b"\n", start) + 1 or len(raw)
         pieces.append(raw[pos:start])
-        comments.append(raw[start:end].decode().rstrip("\n"))
+        in_header = in_header and not pieces[-1].strip()
+        comments.append((in_header, raw[start:end].decode().rstrip("\n")))
         pos = end
     pieces.append(raw[pos:])
     return comments, b"".join(pieces)
@@ -351,13 +356,8 @@ def _load_fast(text: str, source: str) -> Run | None:
     header = RunHeader()
     timings: dict[str, list[Timing]] = {}
     try:
-        for comment in comments:
-            body = comment[1:].strip()
-            if body.startswith(TIME_KEY + ":"):
-                qid, timing = _parse_timing(body[len(TIME_KEY) + 1 :], source, None)
-                timings.setdefault(qid, []).append(timing)
-            else:
-                _parse_header_line(header, body, source, None)
+        for in_header, comment in comments:
+            _absorb_comment(comment, header if in_header else None, timings, source, None)
     except FormatError:
         return None
     # Queries in order of first appearance; within each, trec_eval's order: score descending, ties by

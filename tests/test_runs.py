@@ -105,6 +105,7 @@ def test_stream_write_counts_queries():
     "1\tQ0\ta\t1\t2.5\tt\n2 Q0 b 1 1 t\n",
     "1 Q0 a#1 1 2.5 t\n",  # '#' inside a docid: only the line-by-line reader handles it
     "1  Q0 a 1 2.5 t\n\n1 Q0 b 2 3 t\n",
+    "# dataset: \"x\"\n1 Q0 a 1 2.5 t\n# note: a later comment is not header\n2 Q0 b 1 1 t\n",
 ])
 def test_whole_run_loader_agrees_with_streaming_reader(text):
     fast = load_run(io.StringIO(text), "r")
