@@ -45,22 +45,32 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("specs", nargs="+", help="NAME:VARIANT:EMBEDDINGS[:PROJECTION]")
     parser.add_argument("--teacher", default=None)
+    parser.add_argument("--teacher-min-score", type=float, default=None)
+    parser.add_argument("--distill", default="margin-mse")
+    parser.add_argument("--teacher-scale", type=float, default=1.0)
+    parser.add_argument("--max-minutes", type=float, default=None)
+    parser.add_argument("--eval-every", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--lr", type=float, default=2e-3)
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     results_file = RESULTS / "tk_train.json"
     for spec in args.specs:
         name, variant, embeddings, *rest = spec.split(":")
-        options = {"embeddings": embeddings, "projection": int(rest[0]) if rest else 0, "threads": 1,
+        options = {"embeddings": embeddings, "projection": int(rest[0]) if rest else 0, "threads": args.threads,
                    **{k: json.loads(v) for k, v in (item.split("=", 1) for item in rest[1:])}}
         output = WORK / name
         began = time.perf_counter()
         result = train(variant, TrainArgs(train="trec-dl-2020", output=str(output), dev_fraction=0.2, steps=args.steps,
-                                          lr=args.lr, eval_every=50, patience=10, teacher=args.teacher,
+                                          lr=args.lr, eval_every=args.eval_every, patience=10, teacher=args.teacher,
+                                          teacher_min_score=args.teacher_min_score, distill=args.distill,
+                                          teacher_scale=args.teacher_scale, max_minutes=args.max_minutes,
                                           model_options=options),
                        log=lambda m: print(m, file=sys.stderr, flush=True))
-        entry = {"variant": variant, **options, "teacher": args.teacher, "steps": result.steps, "lr": args.lr,
+        distill = {"teacher_min_score": args.teacher_min_score, "distill": args.distill,
+                   "teacher_scale": args.teacher_scale} if args.teacher else {}
+        entry = {"variant": variant, **options, "teacher": args.teacher, **distill, "steps": result.steps, "lr": args.lr,
                  "best_dev_nDCG@10_heldout_dl20": result.best, "best_step": result.best_step,
                  "train_seconds": round(time.perf_counter() - began), "dl19": evaluate_dl19(output, variant),
                  "checkpoint": str(output.relative_to(HERE.parent))}
@@ -73,7 +83,7 @@ def main() -> None:
     for name, e in results.items():
         lines.append(f"| {name} | {e['variant']} | {e['embeddings']} | {e['projection']} | "
                      f"{'dropped' if e.get('query_stopwords') is False else 'kept'} | "
-                     f"{'yes' if e['teacher'] else 'no'} | {e['steps']} | {e['train_seconds']} | "
+                     f"{Path(e['teacher']).stem if e['teacher'] else 'no'} | {e['steps']} | {e['train_seconds']} | "
                      f"{e['dl19']['nDCG@10']:.4f} | {e['dl19']['MRR@10']:.4f} |")
     (RESULTS / "tk_train.md").write_text(
         "# TK / TKL trained on TREC DL 2020 (20% held out for early stopping), tested on DL 2019 top-100\n\n"

@@ -9,7 +9,10 @@ with grade >= the data set's `min_rel` is a positive; a group is one positive pl
 candidates graded below `min_rel` (unjudged candidates count as non-relevant, as trec_eval does),
 re-sampled every epoch. Losses: listwise softmax cross-entropy over the group (the positive is the
 target) or pairwise logistic (RankNet) positive-vs-each-negative. Optional distillation mixes in a
-MarginMSE or listwise-KL loss against a teacher run's scores for the same candidates.
+MarginMSE or listwise-KL loss against a teacher run's scores for the same candidates. The teacher run
+may hold queries the training set does not judge (e.g. unlabelled MS MARCO train queries, see
+benchmarks/distill_teacher.sh): each becomes a distillation-only group per epoch, its query and passage
+text found through the run's header, as the score stage finds them.
 
 Dev evaluation re-ranks the dev queries' candidates with the model under training and computes one
 measure with the shared evaluator; the best checkpoint is kept (written atomically) and training
@@ -139,6 +142,7 @@ class TrainArgs:
     distill: str = "margin-mse"
     distill_weight: float = 1.0
     teacher_scale: float = 1.0  # multiplies teacher scores (e.g. 20 for cosines, the bi-encoder's own scale)
+    teacher_min_score: float | None = None  # unjudged teacher queries whose best score is lower are skipped
     max_minutes: float | None = None
     model_options: dict = field(default_factory=dict)
 
@@ -189,8 +193,21 @@ def judged_queries(dataset_name: str, run: str | None) -> tuple[list[JudgedQuery
     return out, texts, qrels, dataset.min_rel, dataset.measures
 
 
-def sample_groups(queries: list[JudgedQuery], negatives: int, rng: random.Random) -> list[tuple[JudgedQuery, list[str]]]:
-    """One epoch: every (query, positive) with `negatives` sampled negatives, shuffled.
+@dataclass
+class Group:
+    """One training example: a query and candidates; for a labelled group the first is a judged positive
+    and the rest are negatives, for a teacher-only group they are ordered by the teacher's score."""
+
+    qid: str
+    query: str
+    passages: list[str]
+    docids: list[str]
+    labelled: bool
+
+
+def sample_groups(queries: list[JudgedQuery], texts: dict[str, str], negatives: int,
+                  rng: random.Random) -> list[Group]:
+    """One epoch: every (query, positive) with `negatives` sampled negatives.
 
     Queries with fewer negatives than asked (short QA candidate lists) sample with replacement.
     """
@@ -203,18 +220,53 @@ def sample_groups(queries: list[JudgedQuery], negatives: int, rng: random.Random
                 chosen = rng.sample(query.negatives, negatives)
             else:
                 chosen = [rng.choice(query.negatives) for _ in range(negatives)]
-            groups.append((query, [positive, *chosen]))
-    rng.shuffle(groups)
+            docids = [positive, *chosen]
+            groups.append(Group(query.qid, query.text, [texts[d] for d in docids], docids, True))
     return groups
 
 
-def read_teacher(path: str) -> dict[str, dict[str, float]]:
+@dataclass
+class Teacher:
+    """A teacher run: scores for the training candidates and, for the queries the training set does not
+    judge (e.g. unlabelled MS MARCO train queries), candidates to distil on, their text found through
+    the run's header as the score stage finds it."""
+
+    scores: dict[str, dict[str, float]]
+    extra: list[tuple[str, str, list[str]]]  # (qid, query text, docids) of the unjudged queries
+    texts: dict[str, str]
+
+    def groups(self, size: int, rng: random.Random) -> list[Group]:
+        """One epoch over the unjudged queries: `size` sampled candidates each, best teacher score first."""
+        out = []
+        for qid, query, docids in self.extra:
+            chosen = sorted(rng.sample(docids, min(size, len(docids))), key=self.scores[qid].__getitem__, reverse=True)
+            out.append(Group(qid, query, [self.texts[d] for d in chosen], chosen, False))
+        return out
+
+
+def read_teacher(path: str, judged: set[str], group_size: int, min_score: float | None = None) -> Teacher:
+    """Teacher scores from a run; its unjudged queries with at least `group_size` candidates (and a best
+    score >= `min_score`, to skip queries whose candidates are all off-topic) become distillation queries."""
+    from .docstore import doc_store_for, queries_for
+
     try:
         with open(path, encoding="utf-8") as handle:
             run = load_run(handle, path)
     except FileNotFoundError:
         raise DataError(f"teacher run not found: {path}") from None
-    return {qid: dict(zip(r.docids, r.scores)) for qid, r in run.queries.items()}
+    scores = {qid: dict(zip(r.docids, r.scores)) for qid, r in run.queries.items()}
+    unjudged = [qid for qid, r in run.queries.items() if qid not in judged and len(r.docids) >= group_size
+                and (min_score is None or max(r.scores) >= min_score)]
+    if not unjudged:
+        return Teacher(scores, [], {})
+    queries = queries_for(run.header)
+    texts = doc_store_for(run.header).texts({d for qid in unjudged for d in run.queries[qid].docids})
+    extra = []
+    for qid in unjudged:
+        docids = [d for d in run.queries[qid].docids if d in texts]
+        if qid in queries and len(docids) >= group_size:
+            extra.append((qid, queries[qid], docids))
+    return Teacher(scores, extra, texts)
 
 
 # --------------------------------------------------------------------------------------------- the loop
@@ -316,7 +368,10 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
     queries, dev = build_dev(args, queries, texts, qrels, min_rel, measures)
     if not any(q.positives and q.negatives for q in queries):
         raise DataError(f"data set {args.train} has no query with both relevant and non-relevant candidates")
-    teacher = read_teacher(args.teacher) if args.teacher else None
+    teacher = (read_teacher(args.teacher, {q.qid for q in queries} | set(qrels), 1 + args.negatives,
+                            args.teacher_min_score) if args.teacher else None)
+    if teacher is not None and teacher.extra:
+        log(f"distilling also on {len(teacher.extra)} unjudged queries of the teacher run")
     model = new_trainable(model_name, **args.model_options)
     model.train()
     head = list(model.head_parameters()) if hasattr(model, "head_parameters") else []
@@ -343,21 +398,26 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
                 "history": history, "train_queries": len(queries),
                 "seconds": round(time.perf_counter() - began, 1)})
 
-    groups: list = []
+    groups: list[Group] = []
     step = 0
     losses: list[float] = []
     with tqdm(total=args.steps, desc=f"training {model_name}", unit="step", disable=None) as bar:
         while step < args.steps:
             if len(groups) < args.batch_groups:
-                groups += sample_groups(queries, args.negatives, rng)
+                epoch = sample_groups(queries, texts, args.negatives, rng)
+                if teacher is not None:
+                    epoch += teacher.groups(1 + args.negatives, rng)
+                rng.shuffle(epoch)
+                groups += epoch
             batch, groups = groups[: args.batch_groups], groups[args.batch_groups :]
-            scores = model.score_batch([q.text for q, _ in batch], [[texts[d] for d in ds] for _, ds in batch])
-            loss = group_loss(scores, args.loss)
+            scores = model.score_batch([g.query for g in batch], [g.passages for g in batch])
+            labelled = [i for i, g in enumerate(batch) if g.labelled]
+            loss = group_loss(scores[labelled], args.loss) if labelled else scores.sum() * 0.0
             if teacher is not None:
-                rows = [i for i, (q, ds) in enumerate(batch) if all(d in teacher.get(q.qid, {}) for d in ds)]
+                rows = [i for i, g in enumerate(batch) if all(d in teacher.scores.get(g.qid, {}) for d in g.docids)]
                 if rows:
                     target = args.teacher_scale * torch.tensor(
-                        [[teacher[batch[i][0].qid][d] for d in batch[i][1]] for i in rows])
+                        [[teacher.scores[batch[i].qid][d] for d in batch[i].docids] for i in rows])
                     loss = loss + args.distill_weight * distill_loss(scores[rows], target, args.distill)
             optimizer.zero_grad()
             loss.backward()

@@ -59,6 +59,23 @@ def test_length_sorted_inference_equals_plain_forward(tiny_checkpoint):
     assert max(abs(a - b) for a, b in zip(fast, plain.tolist())) < 1e-5
 
 
+def test_onnx_runtime_scores_equal_torch_and_export_once(tiny_checkpoint, tmp_path, monkeypatch):
+    pytest.importorskip("onnxscript")
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
+    folder, _ = tiny_checkpoint
+    texts = ["short", "a somewhat longer passage about ranking " * 3, "mid length text here", "x " * 40, "tiny"]
+    docids = list("abcde")
+    plain = load_model("bert", str(folder), batch_size=2)
+    onnx = load_model("bert", str(folder), batch_size=2, runtime="onnx")
+    exported = list((tmp_path / ".cache" / "onnx").glob("*.onnx"))
+    assert len(exported) == 1 and onnx.provenance()["runtime"] == "onnx"
+    a, b = plain.score("what is ranking", docids, texts), onnx.score("what is ranking", docids, texts)
+    assert max(abs(x - y) for x, y in zip(a, b)) < 1e-4
+    mtime = exported[0].stat().st_mtime_ns
+    load_model("bert", str(folder), runtime="onnx")  # the export is reused
+    assert exported[0].stat().st_mtime_ns == mtime
+
+
 def test_training_writes_a_loadable_checkpoint(tiny_checkpoint):
     folder, result = tiny_checkpoint
     manifest = json.loads((folder / "checkpoint.json").read_text())
@@ -96,6 +113,32 @@ def test_pairwise_loss_with_distillation(tiny_bert, tmp_path, data_root, monkeyp
     result = train("bert", args)
     assert result.best is None and result.steps == 3  # no dev set: the last state is saved
     assert read_checkpoint(tmp_path / "ck", "bert")["training"]["teacher"] == str(teacher)
+
+
+def test_distillation_on_the_unjudged_queries_of_a_teacher_run(tiny_bert, tmp_path, data_root, monkeypatch):
+    """Queries the training set does not judge (here TrecQA train's, for training on dev) are distilled on,
+    their text found through the teacher run's header; --teacher-min-score skips the weakly matched."""
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    from rerank.data import get_dataset
+
+    teacher = tmp_path / "teacher.run"
+    dev = get_dataset("trecqa-dev")
+    judged = set(dev.qrels()) | {r.qid for r in dev.candidates()}
+    rankings = [r for r in get_dataset("trecqa-train").candidates() if len(r.docids) >= 3 and r.qid not in judged]
+    with open(teacher, "w") as handle:
+        writer = RunWriter(handle, RunHeader({"dataset": "trecqa-train"}))
+        for i, ranking in enumerate(rankings):
+            writer.write(QueryRanking.from_scores(ranking.qid, ranking.docids,
+                                                 [float(i % 2)] + [0.0] * (len(ranking.docids) - 1)))
+    messages: list[str] = []
+    args = TrainArgs(train="trecqa-dev", output=str(tmp_path / "ck"), steps=2, batch_groups=2, negatives=2,
+                     teacher=str(teacher), distill="kl", model_options={"base": str(tiny_bert), "max_length": 48})
+    assert train("bert", args, log=messages.append).steps == 2
+    assert f"distilling also on {len(rankings)} unjudged queries of the teacher run" in messages
+    messages.clear()
+    args.teacher_min_score = 0.5
+    train("bert", args, log=messages.append)
+    assert f"distilling also on {len(rankings) // 2} unjudged queries of the teacher run" in messages
 
 
 def test_bad_training_arguments(tmp_path):

@@ -139,6 +139,12 @@ def test_cli_depth_must_be_positive(rerank):
     assert done.returncode != 0 and "--depth must be a positive" in done.stderr
 
 
+def test_cli_bert_only_options(rerank):
+    done = rerank("score", "--model", "minilm-bi", "--runtime", "onnx", input=RUN_NO_HEADER, check=False)
+    assert done.returncode != 0 and "options of --model bert only" in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
 def test_cli_empty_stream_is_empty_output(rerank):
     done = rerank("score", "--model", "minilm-bi", input="", check=False)
     assert done.returncode == 0 and done.stdout == ""

@@ -27,11 +27,13 @@ from .io import open_run_input, write_stream
 @click.option("--max-length", type=int, default=None, help="Truncate pairs to this many tokens (default: the checkpoint's).")
 @click.option("--threads", type=int, default=None, help="Torch threads (default: torch's choice, one per core).")
 @click.option("--quantize", is_flag=True, help="Dynamic int8 quantisation of the linear layers (bert only).")
+@click.option("--runtime", type=click.Choice(["torch", "onnx"]), default="torch", show_default=True,
+              help="bert: PyTorch, or ONNX Runtime (exported once per checkpoint; needs the onnx extra).")
 @click.option("--name", "stage_name", default=None, help="Stage name and run tag (default: the model name).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the run here instead of stdout.")
 @click.option("--trec", "trec_only", is_flag=True, help="Plain trec_eval-compatible lines (no # header or timings).")
 def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, corpus, batch_size, max_length,
-          threads, quantize, stage_name, output, trec_only) -> None:
+          threads, quantize, runtime, stage_name, output, trec_only) -> None:
     """Re-score the top DEPTH candidates of each query in RUN (default stdin) with a model."""
     from ..docstore import doc_store_for, queries_for
     from ..models.base import load_model
@@ -41,6 +43,8 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
         raise UsageError(f"unknown model {model_name!r}; known: {', '.join(sorted(MODELS))}")
     if depth <= 0:
         raise UsageError(f"--depth must be a positive number of candidates, not {depth}")
+    if (quantize or runtime != "torch") and model_name != "bert":
+        raise UsageError("--quantize and --runtime are options of --model bert only")
     with open_run_input(run) as (handle, source):
         reader = RunReader(handle, source)
         rankings = iter(reader)
@@ -55,6 +59,8 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
             options["max_length"] = max_length
         if quantize:
             options["quantize"] = True
+        if runtime != "torch":
+            options["runtime"] = runtime
         model = load_model(model_name, checkpoint, **options)
         stats = ScoreStats()
         stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), model, depth,
@@ -88,11 +94,13 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--dev-depth", default=100, show_default=True, help="Candidates per dev query to re-rank.")
 @click.option("--metric", default=None, help="Dev measure (default: the dev data set's first, e.g. nDCG@10).")
 @click.option("--seed", default=42, show_default=True)
-@click.option("--teacher", type=click.Path(dir_okay=False), default=None, help="Run of teacher scores for the training candidates (distillation).")
+@click.option("--teacher", type=click.Path(dir_okay=False), default=None, help="Run of teacher scores (distillation): for the training candidates, and its unjudged queries are distilled on too.")
 @click.option("--distill", type=click.Choice(["margin-mse", "kl"]), default="margin-mse", show_default=True)
 @click.option("--distill-weight", type=float, default=1.0, show_default=True)
 @click.option("--teacher-scale", type=float, default=1.0, show_default=True,
               help="Multiply teacher scores (e.g. 20 for a bi-encoder's cosines).")
+@click.option("--teacher-min-score", type=float, default=None,
+              help="Distil on an unjudged teacher query only if its best teacher score reaches this.")
 @click.option("--max-minutes", type=float, default=None, help="Stop (after a last dev evaluation) when this much time has passed.")
 @click.option("--max-length", type=int, default=256, show_default=True, help="Tokens per (query, passage) pair.")
 @click.option("--threads", type=int, default=None, help="Torch threads.")
@@ -100,7 +108,7 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
               help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")
 def train(model_name, train_set, dev_set, dev_fraction, output, candidates, steps, batch_groups, negatives, loss, lr,
           head_lr_scale, eval_every, patience, dev_depth, metric, seed, teacher, distill, distill_weight, teacher_scale,
-          max_minutes, max_length, threads, init_from) -> None:
+          teacher_min_score, max_minutes, max_length, threads, init_from) -> None:
     """Train MODEL on a data set's judged candidates and write the best checkpoint to OUTPUT."""
     from ..train import TRAINABLE, TrainArgs, read_checkpoint
     from ..train import train as run_training
@@ -114,6 +122,7 @@ def train(model_name, train_set, dev_set, dev_fraction, output, candidates, step
                      lr=lr if lr is not None else SCRATCH_LR.get(model_name, 3e-5), head_lr_scale=head_lr_scale, loss=loss,
                      eval_every=eval_every, patience=patience, dev_depth=dev_depth, metric=metric, seed=seed,
                      teacher=teacher, distill=distill, distill_weight=distill_weight, teacher_scale=teacher_scale,
+                     teacher_min_score=teacher_min_score,
                      max_minutes=max_minutes,
                      model_options={"max_length": max_length, "threads": threads,
                                     **({"base": str(Path(init_from).resolve())} if init_from else {})})

