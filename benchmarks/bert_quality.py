@@ -55,6 +55,8 @@ def training_command(manifest: dict) -> str:
     if t.get("teacher"):
         parts.append(f"--teacher {t['teacher']} --distill {t['distill']} --teacher-scale {t.get('teacher_scale', 1)} "
                      f"--distill-weight {t['distill_weight']}")
+        if t.get("teacher_min_score") is not None:
+            parts.append(f"--teacher-min-score {t['teacher_min_score']}")
     if t.get("model_options", {}).get("base"):
         parts.append(f"--init {t['model_options']['base']}")
     if t.get("max_minutes"):
