@@ -300,10 +300,15 @@ class DevSet:
         return evaluate(Run(RunHeader(), rankings, "dev"), self.qrels, [self.measure]).mean(self.measure.label)
 
 
-def _split(queries: list[JudgedQuery], fraction: float, seed: int) -> tuple[list[JudgedQuery], list[JudgedQuery]]:
-    """Hold out a seeded random `fraction` of the queries that have positives, for early stopping."""
+DEV_SPLIT_SEED = 42
+
+
+def _split(queries: list[JudgedQuery], fraction: float) -> tuple[list[JudgedQuery], list[JudgedQuery]]:
+    """Hold out a random `fraction` of the queries that have positives, for early stopping. The draw
+    does not follow --seed: runs with other seeds, and runs continued with --init, keep the same dev
+    queries, so their dev figures compare and a continued run never tests on what it trained on."""
     usable = sorted((q for q in queries if q.positives), key=lambda q: q.qid)
-    held = set(q.qid for q in random.Random(seed).sample(usable, max(1, round(len(usable) * fraction))))
+    held = set(q.qid for q in random.Random(DEV_SPLIT_SEED).sample(usable, max(1, round(len(usable) * fraction))))
     return [q for q in queries if q.qid not in held], [q for q in queries if q.qid in held]
 
 
@@ -312,7 +317,7 @@ def build_dev(args: TrainArgs, train_queries: list[JudgedQuery], texts: dict[str
     from .evaluate.measures import parse_measure
 
     if args.dev_fraction:
-        train_queries, dev_queries = _split(train_queries, args.dev_fraction, args.seed)
+        train_queries, dev_queries = _split(train_queries, args.dev_fraction)
         source = f"{args.train} (held-out {len(dev_queries)} queries)"
     elif args.dev:
         dev_queries, texts, qrels, min_rel, measures = judged_queries(args.dev, args.candidates)
