@@ -2,14 +2,15 @@
 
 1. Throughput: the same (query, passage) pairs of the TREC DL 2019 BM25 top-100, scored by the code
    path of `rerank score --model bert --no-cache` (score_stream: per query, length-sorted batches,
-   inference_mode), the same with `--runtime onnx` (ONNX Runtime), and by sentence-transformers'
-   `CrossEncoder.predict` loading the same checkpoint (identity activation, same max_length, batch 32).
-   Rounds alternate between the three so that load from other processes hits all alike; the best
-   round of each is reported, and the median. Scores must agree to < 1e-4.
-2. Latency: per-query milliseconds (the Timing the score stage writes) at depth 10, 20, 50, 100, both runtimes.
-3. Optional int8 (dynamic quantisation): throughput and nDCG@10 against fp32.
+   inference_mode) and by sentence-transformers' `CrossEncoder.predict` loading the same checkpoint
+   (identity activation, same max_length, batch 32). Rounds alternate between the two so that load
+   from other processes hits both alike; the best round of each is reported, and the median.
+   Scores must agree to < 1e-4.
+2. Latency: per-query milliseconds (the Timing the score stage writes) at depth 10, 20, 50, 100.
+3. Reduced precision (`--precision bf16`, `--quantize` int8): throughput on the same pairs, and nDCG@10
+   on all 43 queries against fp32 (offered as a default only if within 0.005).
 
-Usage: python benchmarks/bert_speed.py --checkpoint DIR [--queries 43] [--rounds 2] [--int8]
+Usage: python benchmarks/bert_speed.py --checkpoint DIR [--queries 10] [--rounds 3] [--reduced]
 (writes benchmarks/results/bert_speed.{json,md}). Process start-up and model loading are excluded.
 """
 
@@ -55,7 +56,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=43, help="first N of the 43 judged DL 2019 queries")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--int8", action="store_true")
+    parser.add_argument("--reduced", action="store_true", help="also bf16 and int8")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from sentence_transformers import CrossEncoder
@@ -64,59 +65,55 @@ def main() -> None:
     rankings = list(candidates("trec-dl-2019", "bm25").rankings)[: args.queries]
     topics, texts = dataset.topics(), dataset.doc_texts()
     ours = load_model("bert", args.checkpoint, batch_size=32)
-    onnx = load_model("bert", args.checkpoint, batch_size=32, runtime="onnx")
     torch.set_num_threads(args.threads)
     reference = CrossEncoder(args.checkpoint, device="cpu", max_length=ours.max_length,
                              activation_fn=torch.nn.Identity(), local_files_only=True)
     pairs = [(topics[r.qid], texts[d]) for r in rankings for d in r.docids]
-    seconds: dict[str, list[float]] = {"torch": [], "onnx": [], "crossencoder": []}
-    for _ in range(args.rounds):  # alternate, so that load from other processes hits all three alike
-        scored, spent = rerank_run(ours, rankings, 100)
-        seconds["torch"].append(spent)
-        onnx_scored, spent = rerank_run(onnx, rankings, 100)
-        seconds["onnx"].append(spent)
+    ours_s, ref_s = [], []
+    for _ in range(args.rounds):
+        scored, seconds = rerank_run(ours, rankings, 100)
+        ours_s.append(seconds)
         began = time.perf_counter()
         ref_scores = reference.predict(pairs, batch_size=32, show_progress_bar=False)
-        seconds["crossencoder"].append(time.perf_counter() - began)
-
-    def flat(rs):
-        by_pair = {(r.qid, d): s for r in rs for d, s in zip(r.docids, r.scores)}
-        return [by_pair[(r.qid, d)] for r in rankings for d in r.docids]
-
+        ref_s.append(time.perf_counter() - began)
+    by_pair = {(r.qid, d): s for r in scored for d, s in zip(r.docids, r.scores)}
+    ours_flat = [by_pair[(r.qid, d)] for r in rankings for d in r.docids]
+    max_diff = max(abs(a - float(b)) for a, b in zip(ours_flat, ref_scores))
     n = len(pairs)
     throughput = {"pairs": n, "queries": len(rankings), "rounds": args.rounds, "threads": args.threads,
-                  "load_average_1min": os.getloadavg()[0]}
-    for name, spent in seconds.items():
-        throughput[f"{name}_pairs_per_s_best"] = n / min(spent)
-        throughput[f"{name}_pairs_per_s_median"] = n / statistics.median(spent)
-    for name, scores in (("torch", flat(scored)), ("onnx", flat(onnx_scored))):
-        throughput[f"{name}_ratio_best"] = min(seconds["crossencoder"]) / min(seconds[name])
-        throughput[f"{name}_ratio_median"] = statistics.median(seconds["crossencoder"]) / statistics.median(seconds[name])
-        throughput[f"{name}_max_abs_score_difference"] = max(abs(a - float(b)) for a, b in zip(scores, ref_scores))
+                  "rerank_pairs_per_s_best": n / min(ours_s), "crossencoder_pairs_per_s_best": n / min(ref_s),
+                  "rerank_pairs_per_s_median": n / statistics.median(ours_s),
+                  "crossencoder_pairs_per_s_median": n / statistics.median(ref_s),
+                  "ratio_best": min(ref_s) / min(ours_s), "ratio_median": statistics.median(ref_s) / statistics.median(ours_s),
+                  "max_abs_score_difference": max_diff, "load_average_1min": os.getloadavg()[0]}
 
-    latency: dict[str, dict] = {"torch": {}, "onnx": {}}
-    for runtime, model in (("torch", ours), ("onnx", onnx)):
-        for depth in (10, 20, 50, 100):
-            out, _ = rerank_run(model, rankings, depth)
-            ms = [r.timings[-1].ms for r in out]
-            latency[runtime][depth] = {"median_ms": statistics.median(ms), "p95_ms": percentile(ms, 0.95),
-                                       "queries": len(ms)}
+    latency = {}
+    for depth in (10, 20, 50, 100):
+        out, _ = rerank_run(ours, rankings, depth)
+        ms = [r.timings[-1].ms for r in out]
+        latency[depth] = {"median_ms": statistics.median(ms), "p95_ms": percentile(ms, 0.95), "queries": len(ms)}
 
     results = {"checkpoint": str(Path(args.checkpoint).resolve()), "checkpoint_hash": ours.checkpoint_hash,
                "max_length": ours.max_length, "throughput": throughput, "latency": latency}
-    if args.int8:
+    if args.reduced:
         measure = parse_measure("nDCG@10", dataset.min_rel)
         qrels = dataset.qrels()
+        every = list(candidates("trec-dl-2019", "bm25").rankings)
 
         def ndcg(rs):
             return evaluate(Run(RunHeader(), {r.qid: r for r in rs}, "x"), qrels, [measure]).mean(measure.label)
 
-        quantised = load_model("bert", args.checkpoint, batch_size=32, quantize=True)
-        q_scored, q_seconds = rerank_run(quantised, rankings, 100)
-        qrels = {q: v for q, v in qrels.items() if q in {r.qid for r in rankings}}
-        results["int8"] = {"pairs_per_s": n / q_seconds, "fp32_pairs_per_s": n / min(seconds["torch"]),
-                           "ndcg10_fp32": ndcg(scored), "ndcg10_int8": ndcg(q_scored)}
-        results["int8"]["ndcg10_difference"] = results["int8"]["ndcg10_int8"] - results["int8"]["ndcg10_fp32"]
+        full_fp32, _ = rerank_run(ours, every, 100)
+        fp32_scores = {(r.qid, d): v for r in full_fp32 for d, v in zip(r.docids, r.scores)}
+        results["reduced"] = {"fp32": {"pairs_per_s": n / min(ours_s), "ndcg10": ndcg(full_fp32)}}
+        for name, options in (("bf16", {"precision": "bf16"}), ("int8", {"quantize": True})):
+            model = load_model("bert", args.checkpoint, batch_size=32, **options)
+            spent = [rerank_run(model, rankings, 100)[1] for _ in range(args.rounds)]
+            full, _ = rerank_run(model, every, 100)
+            diff = max(abs(v - fp32_scores[(r.qid, d)]) for r in full for d, v in zip(r.docids, r.scores))
+            results["reduced"][name] = {"pairs_per_s": n / min(spent), "ndcg10": ndcg(full),
+                                        "ndcg10_difference": ndcg(full) - results["reduced"]["fp32"]["ndcg10"],
+                                        "max_abs_score_difference": diff}
 
     t = throughput
     lines = ["# BERT (MiniLM-L6 cross-encoder) inference speed, CPU", "",
@@ -124,24 +121,22 @@ def main() -> None:
              f"{args.threads} torch threads, {t['pairs']} pairs = TREC DL 2019 BM25 top-100 of {t['queries']} queries, "
              f"{args.rounds} alternating rounds. 1-min load average at the end: {t['load_average_1min']:.1f} "
              "(the 2-core machine is shared; absolute figures move with the load, the ratio much less).", "",
-             "| scorer | pairs/s (best round) | pairs/s (median) | vs CrossEncoder (best / median) | max abs score diff |",
-             "|---|---|---|---|---|"]
-    for name, label in (("torch", "`rerank score --model bert` (PyTorch)"),
-                        ("onnx", "`rerank score --model bert --runtime onnx`")):
-        lines.append(f"| {label} | {t[name + '_pairs_per_s_best']:.1f} | {t[name + '_pairs_per_s_median']:.1f} | "
-                     f"**{t[name + '_ratio_best']:.2f}x** / {t[name + '_ratio_median']:.2f}x | "
-                     f"{t[name + '_max_abs_score_difference']:.1e} |")
-    lines += [f"| sentence-transformers `CrossEncoder.predict` | {t['crossencoder_pairs_per_s_best']:.1f} | "
-              f"{t['crossencoder_pairs_per_s_median']:.1f} | 1x | - |", "",
-              "## Per-query latency of the score stage (no cache)", "",
-              "| depth | torch median ms | torch p95 ms | onnx median ms | onnx p95 ms |", "|---|---|---|---|---|"]
-    lines += [f"| {d} | {v['median_ms']:.0f} | {v['p95_ms']:.0f} | {latency['onnx'][d]['median_ms']:.0f} | "
-              f"{latency['onnx'][d]['p95_ms']:.0f} |" for d, v in latency["torch"].items()]
-    if args.int8:
-        q = results["int8"]
-        lines += ["", "## Dynamic int8 quantisation", "",
-                  f"{q['pairs_per_s']:.1f} pairs/s (fp32 {q['fp32_pairs_per_s']:.1f}); nDCG@10 {q['ndcg10_int8']:.4f} "
-                  f"vs fp32 {q['ndcg10_fp32']:.4f} (difference {q['ndcg10_difference']:+.4f}; offered only if within 0.005)."]
+             "| scorer | pairs/s (best round) | pairs/s (median) |", "|---|---|---|",
+             f"| `rerank score --model bert` (score stage) | {t['rerank_pairs_per_s_best']:.1f} | {t['rerank_pairs_per_s_median']:.1f} |",
+             f"| sentence-transformers `CrossEncoder.predict` | {t['crossencoder_pairs_per_s_best']:.1f} | {t['crossencoder_pairs_per_s_median']:.1f} |",
+             "", f"Ratio (best rounds): **{t['ratio_best']:.2f}x**; (median rounds): {t['ratio_median']:.2f}x. "
+             f"Max abs score difference: {t['max_abs_score_difference']:.2e}.", "",
+             "## Per-query latency of the score stage (no cache)", "", "| depth | median ms | p95 ms |", "|---|---|---|"]
+    lines += [f"| {d} | {v['median_ms']:.0f} | {v['p95_ms']:.0f} |" for d, v in latency.items()]
+    if args.reduced:
+        lines += ["", "## Reduced precision (opt-in)", "",
+                  f"Throughput on the same {n} pairs (best of {args.rounds} rounds); nDCG@10 on all 43 DL 2019 queries, "
+                  "BM25 top-100 re-ranked.", "", "| scorer | pairs/s | vs fp32 | nDCG@10 | vs fp32 |", "|---|---|---|---|---|"]
+        base = results["reduced"]["fp32"]
+        for name, label in (("fp32", "fp32 (default)"), ("bf16", "`--precision bf16`"), ("int8", "`--quantize` (int8)")):
+            r = results["reduced"][name]
+            lines.append(f"| {label} | {r['pairs_per_s']:.1f} | {r['pairs_per_s'] / base['pairs_per_s']:.2f}x | "
+                         f"{r['ndcg10']:.4f} | {r['ndcg10'] - base['ndcg10']:+.4f} |")
     write_results("bert_speed", results, "\n".join(lines) + "\n")
 
 

@@ -161,7 +161,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     return Stream(header, rankings())
 
 
-MODEL_OPTIONS = ("max_length", "batch_size", "threads", "quantize", "runtime")
+MODEL_OPTIONS = ("max_length", "batch_size", "threads", "quantize", "precision")
 
 
 def score_stage(dataset: str, params: dict, input: Stream | None) -> Stream:

@@ -59,21 +59,15 @@ def test_length_sorted_inference_equals_plain_forward(tiny_checkpoint):
     assert max(abs(a - b) for a, b in zip(fast, plain.tolist())) < 1e-5
 
 
-def test_onnx_runtime_scores_equal_torch_and_export_once(tiny_checkpoint, tmp_path, monkeypatch):
-    pytest.importorskip("onnxscript")
-    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
+def test_bf16_scores_close_to_fp32_and_cached_apart(tiny_checkpoint):
     folder, _ = tiny_checkpoint
     texts = ["short", "a somewhat longer passage about ranking " * 3, "mid length text here", "x " * 40, "tiny"]
-    docids = list("abcde")
-    plain = load_model("bert", str(folder), batch_size=2)
-    onnx = load_model("bert", str(folder), batch_size=2, runtime="onnx")
-    exported = list((tmp_path / ".cache" / "onnx").glob("*.onnx"))
-    assert len(exported) == 1 and onnx.provenance()["runtime"] == "onnx"
-    a, b = plain.score("what is ranking", docids, texts), onnx.score("what is ranking", docids, texts)
-    assert max(abs(x - y) for x, y in zip(a, b)) < 1e-4
-    mtime = exported[0].stat().st_mtime_ns
-    load_model("bert", str(folder), runtime="onnx")  # the export is reused
-    assert exported[0].stat().st_mtime_ns == mtime
+    fp32, bf16 = load_model("bert", str(folder)), load_model("bert", str(folder), precision="bf16")
+    a, b = fp32.score("what is ranking", list("abcde"), texts), bf16.score("what is ranking", list("abcde"), texts)
+    assert max(abs(x - y) for x, y in zip(a, b)) < 0.05 and a != b
+    assert bf16.provenance()["precision"] == "bf16"  # the score cache keys on provenance: no mixing
+    with pytest.raises(UsageError, match="--precision"):
+        load_model("bert", str(folder), precision="fp8")
 
 
 def test_training_writes_a_loadable_checkpoint(tiny_checkpoint):

@@ -140,7 +140,7 @@ def test_cli_depth_must_be_positive(rerank):
 
 
 def test_cli_bert_only_options(rerank):
-    done = rerank("score", "--model", "minilm-bi", "--runtime", "onnx", input=RUN_NO_HEADER, check=False)
+    done = rerank("score", "--model", "minilm-bi", "--precision", "bf16", input=RUN_NO_HEADER, check=False)
     assert done.returncode != 0 and "options of --model bert only" in done.stderr
     assert done.stderr.count("\n") == 1
 

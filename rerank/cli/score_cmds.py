@@ -27,13 +27,13 @@ from .io import open_run_input, write_stream
 @click.option("--max-length", type=int, default=None, help="Truncate pairs to this many tokens (default: the checkpoint's).")
 @click.option("--threads", type=int, default=None, help="Torch threads (default: torch's choice, one per core).")
 @click.option("--quantize", is_flag=True, help="Dynamic int8 quantisation of the linear layers (bert only).")
-@click.option("--runtime", type=click.Choice(["torch", "onnx"]), default="torch", show_default=True,
-              help="bert: PyTorch, or ONNX Runtime (exported once per checkpoint; needs the onnx extra).")
+@click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
+              help="bert: bfloat16 is 3-4x faster on CPUs with AMX/AVX512-BF16; scores move by about 1e-2.")
 @click.option("--name", "stage_name", default=None, help="Stage name and run tag (default: the model name).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the run here instead of stdout.")
 @click.option("--trec", "trec_only", is_flag=True, help="Plain trec_eval-compatible lines (no # header or timings).")
 def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, corpus, batch_size, max_length,
-          threads, quantize, runtime, stage_name, output, trec_only) -> None:
+          threads, quantize, precision, stage_name, output, trec_only) -> None:
     """Re-score the top DEPTH candidates of each query in RUN (default stdin) with a model."""
     from ..docstore import doc_store_for, queries_for
     from ..models.base import load_model
@@ -43,8 +43,8 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
         raise UsageError(f"unknown model {model_name!r}; known: {', '.join(sorted(MODELS))}")
     if depth <= 0:
         raise UsageError(f"--depth must be a positive number of candidates, not {depth}")
-    if (quantize or runtime != "torch") and model_name != "bert":
-        raise UsageError("--quantize and --runtime are options of --model bert only")
+    if (quantize or precision != "fp32") and model_name != "bert":
+        raise UsageError("--quantize and --precision are options of --model bert only")
     with open_run_input(run) as (handle, source):
         reader = RunReader(handle, source)
         rankings = iter(reader)
@@ -59,8 +59,8 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
             options["max_length"] = max_length
         if quantize:
             options["quantize"] = True
-        if runtime != "torch":
-            options["runtime"] = runtime
+        if precision != "fp32":
+            options["precision"] = precision
         model = load_model(model_name, checkpoint, **options)
         stats = ScoreStats()
         stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), model, depth,

@@ -12,7 +12,7 @@ CPU inference without waste: tokenise once without padding, sort the pairs by le
 similar length and pad each only to its own longest pair, run under `torch.inference_mode()`, put the
 scores back in input order. `max_length` truncates pairs (longest first, as Hugging Face and
 sentence-transformers do), `threads` sets torch's intra-op threads, `quantize` applies dynamic int8
-quantisation to the linear layers.
+quantisation to the linear layers, `precision="bf16"` runs the cross-encoder in bfloat16.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from .base import Reranker
 
 DEFAULT_MAX_LENGTH = 256
 DEFAULT_BATCH_SIZE = 32
-RUNTIMES = ("torch", "onnx")
+# bf16 weights and activations: 3-4x the fp32 throughput on CPUs with AMX / AVX512-BF16 (this machine),
+# slower on CPUs without them; scores move by a few 1e-2, so it is opt-in (benchmarks/results/bert_speed.md).
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
 PASSAGE_CACHE_SIZE = 200_000  # bi-encoder passage vectors kept per process (about 300 MB)
 
 
@@ -133,7 +135,7 @@ class CrossEncoderReranker(Reranker):
 
     def __init__(self, folder: Path, manifest: dict, max_length: int | None = None,
                  batch_size: int = DEFAULT_BATCH_SIZE, threads: int | None = None, quantize: bool = False,
-                 runtime: str = "torch"):
+                 precision: str = "fp32"):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         _quiet_transformers()
@@ -143,24 +145,16 @@ class CrossEncoderReranker(Reranker):
         self.batch_size, self.quantize = int(batch_size), bool(quantize)
         if self.batch_size <= 0 or self.max_length <= 0:
             raise UsageError("--batch-size and --max-length must be positive")
-        if runtime not in RUNTIMES:
-            raise UsageError(f"--runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
-        if quantize and runtime != "torch":
-            raise UsageError("--quantize is offered with --runtime torch only")
-        self.runtime = runtime
+        if precision not in PRECISIONS:
+            raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        if quantize and precision != "fp32":
+            raise UsageError("--quantize works on fp32 weights; drop --precision bf16")
+        self.precision = precision
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
         if self.quantize:
             model = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
-        self.model = model
-        self._forward = self._torch_forward
-        if runtime == "onnx":
-            from .onnx_runtime import OnnxScorer
-
-            self._forward = OnnxScorer(model, self.tokenizer, self.checkpoint_hash, threads)
-
-    def _torch_forward(self, inputs: dict) -> list[float]:
-        return self.model(**inputs).logits[:, 0].tolist()
+        self.model = model.to(PRECISIONS[precision])
 
     def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:
         if not texts:
@@ -169,14 +163,14 @@ class CrossEncoderReranker(Reranker):
         scores = [0.0] * len(texts)
         with torch.inference_mode():
             for indices in length_batches([len(r) for r in encoded["input_ids"]], self.batch_size):
-                logits = self._forward(batch_inputs(encoded, indices, self.tokenizer.pad_token_id))
-                for i, value in zip(indices, logits):
+                logits = self.model(**batch_inputs(encoded, indices, self.tokenizer.pad_token_id)).logits[:, 0]
+                for i, value in zip(indices, logits.float().tolist()):
                     scores[i] = value
         return scores
 
     def provenance(self) -> dict[str, Any]:
         return {"model": self.name, "checkpoint": str(self.folder), "checkpoint_hash": self.checkpoint_hash,
-                "max_length": self.max_length, "quantize": self.quantize, "runtime": self.runtime}
+                "max_length": self.max_length, "quantize": self.quantize, "precision": self.precision}
 
 
 def load_bert(checkpoint: str | None, **options: Any) -> CrossEncoderReranker:
