@@ -102,8 +102,8 @@ def main() -> None:
         for row in table:
             lines.append(f"| {row['run']} | " + " | ".join(f"{row[m]:.4f}" for m in measures) + " |")
         if option == "trecqa":
-            lines += ["", "The `candidates` row is the publisher's order, which lists the correct answers first in "
-                      "the jacana files: it leaks the labels and is not a baseline."]
+            lines += ["", "The `candidates` row is the candidate list in a hashed, label-independent order (the "
+                      "jacana files list the correct answers first, which would leak the labels)."]
         dev = (f"held-out {training['dev_fraction']:.0%} of the {training['train']} queries"
                if training.get("dev_fraction") else (training.get("dev") or "none (last step kept)"))
         lines += ["", f"Training: {training['seconds']:.0f} s wall on the shared 2-core CPU, best step "
