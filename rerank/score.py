@@ -11,6 +11,10 @@ pipeline scores nothing twice. Each query gets a `Timing` for the work actually 
 scoring of the cache misses plus the cache look-ups. A fully cached query therefore costs ~0 ms; the
 `# stage:` line says `"cache": true` so nobody mistakes those times for model latency — measure
 latency budgets with `--no-cache` (cache disabled: every pair is scored by the model).
+
+With `interpolate=α` the head's final score is `(1-α)·z(model) + α·z(first stage)`, both z-scored over
+the re-scored head (the usual interpolation of a neural re-ranker with BM25, e.g. Birch); the cache
+keeps the model's own scores, so changing α re-scores nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,8 +93,24 @@ class ScoreStats:
         return text
 
 
+def zscores(values: list[float]) -> list[float]:
+    mean, spread = statistics.fmean(values), statistics.pstdev(values)
+    return [0.0 if spread == 0 else (v - mean) / spread for v in values]
+
+
+def interpolated(head: list[str], model_scores: dict[str, float], first_stage: dict[str, float],
+                 alpha: float) -> dict[str, float]:
+    """(1-α)·z(model) + α·z(first stage) over the head documents."""
+    if not head:
+        return {}
+    model_z = zscores([model_scores[d] for d in head])
+    first_z = zscores([first_stage[d] for d in head])
+    return {d: (1 - alpha) * m + alpha * f for d, m, f in zip(head, model_z, first_z)}
+
+
 def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Reranker, depth: int,
-            stage: str, cache: ScoreCache | None, skip_missing: bool, stats: ScoreStats) -> QueryRanking:
+            stage: str, cache: ScoreCache | None, skip_missing: bool, stats: ScoreStats,
+            interpolate: float | None = None) -> QueryRanking:
     """One query: model scores for the head, the rest below in original order, plus a Timing."""
     began = time.perf_counter()
     head = [d for d in ranking.docids[:depth] if d in texts]
@@ -110,6 +131,8 @@ def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Rer
         scores.update(zip(todo, map(float, fresh)))
         if cache is not None:
             cache.put((keys[d], scores[d]) for d in todo)
+    if interpolate is not None:
+        scores = interpolated(head, scores, dict(zip(ranking.docids, ranking.scores)), interpolate)
     head_set = set(head)
     rest = [d for d in ranking.docids if d not in head_set]
     floor = min(scores.values(), default=0.0)
@@ -127,7 +150,7 @@ def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Rer
 def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool = True,
                  skip_missing: bool = False, stage: str | None = None, topics: str | None = None,
                  corpus: str | None = None, store: DocStore | None = None, queries: dict[str, str] | None = None,
-                 stats: ScoreStats | None = None) -> Stream:
+                 stats: ScoreStats | None = None, interpolate: float | None = None) -> Stream:
     """A new stream whose rankings are re-scored lazily, query by query, as it is written.
 
     Query and document texts come from `queries`/`store` when given, else from what the stream's
@@ -135,6 +158,8 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     """
     if depth <= 0:
         raise UsageError(f"--depth must be a positive number of candidates, not {depth}")
+    if interpolate is not None and not 0 <= interpolate <= 1:
+        raise UsageError(f"--interpolate is the first stage's weight, between 0 and 1, not {interpolate}")
     stage = stage or model.name
     if not stage or any(c.isspace() for c in stage):
         raise UsageError(f"stage name {stage!r} must be one word (it becomes the run tag and timing label)")
@@ -143,7 +168,8 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     stats = stats if stats is not None else ScoreStats()
     model.attach(stream.header)  # before provenance: a model may pick stored encodings for this collection
     header = stream.header.with_stage({"name": stage, "stage": "score", "depth": depth, "cache": cache,
-                                       "skip_missing": skip_missing, **model.provenance()})
+                                       "skip_missing": skip_missing, **model.provenance(),
+                                       **({"interpolate": interpolate} if interpolate is not None else {})})
 
     def rankings() -> Iterator[QueryRanking]:
         score_cache = ScoreCache(cache_namespace(model)) if cache else None
@@ -153,7 +179,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
                     raise DataError(f"query {ranking.qid} has no text in the topics ({len(queries)} known)")
                 texts = store.texts(ranking.docids[:depth])
                 yield rescore(ranking, queries[ranking.qid], texts, model, depth, stage, score_cache,
-                              skip_missing, stats)
+                              skip_missing, stats, interpolate)
         finally:
             if score_cache is not None:
                 score_cache.close()
@@ -165,7 +191,7 @@ MODEL_OPTIONS = ("max_length", "batch_size", "threads", "quantize", "precision")
 
 
 def score_stage(dataset: str, params: dict, input: Stream | None) -> Stream:
-    """Pipeline stage `kind = "score"`: `model`, optional `checkpoint`, `depth`, `cache`, model options."""
+    """Pipeline stage `kind = "score"`: `model`, optional `checkpoint`, `depth`, `cache`, `interpolate`, model options."""
     if input is None:
         raise UsageError(f"score stage {params.get('name')!r} needs an `input` stage to re-rank")
     if "model" not in params:
@@ -174,4 +200,5 @@ def score_stage(dataset: str, params: dict, input: Stream | None) -> Stream:
     model = load_model(params["model"], params.get("checkpoint"), **options)
     return score_stream(input, model, int(params.get("depth", 100)), bool(params.get("cache", True)),
                         bool(params.get("skip_missing", False)), stage=params.get("name"),
-                        topics=params.get("topics"), corpus=params.get("corpus"))
+                        topics=params.get("topics"), corpus=params.get("corpus"),
+                        interpolate=float(params["interpolate"]) if "interpolate" in params else None)

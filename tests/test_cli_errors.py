@@ -72,3 +72,9 @@ def test_java_settings_that_cannot_work(rerank, vaswani_index):
     done = rerank("retrieve", "vaswani", env={"RERANK_JVM_HEAP": "900000g"}, check=False)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "Could not reserve enough space" in done.stderr  # the JVM's own reason, then it exits
+
+
+def test_model_option_must_be_key_value(rerank, tmp_path):
+    fails(rerank, "train", "tk", "--train", "trec-dl-2020", "-O", "projection", "-o", str(tmp_path / "ck"),
+          words="--model-option wants KEY=VALUE, not 'projection'")
+    assert not (tmp_path / "ck").exists()

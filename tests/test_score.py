@@ -227,3 +227,27 @@ def test_cli_chain_retrieve_score_eval_on_dl19(rerank, tmp_path):
 def test_stage_name_must_be_one_word():
     with pytest.raises(UsageError, match="one word"):
         score_stream(_stream(), OverlapReranker(), 3, stage="my model", store=DictStore(TEXTS), queries=QUERIES)
+
+
+def test_interpolation_with_the_first_stage():
+    _, model_only, _ = _score(OverlapReranker(), depth=4)
+    out, halves, _ = _score(OverlapReranker(), depth=4, interpolate=0.5)
+    _, first_only, _ = _score(OverlapReranker(), depth=4, interpolate=1.0)
+    _, alpha0, _ = _score(OverlapReranker(), depth=4, interpolate=0.0)
+    assert out.header.stages[-1]["interpolate"] == 0.5
+    assert first_only[0].docids == ["d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"]  # the first stage's order
+    assert alpha0[0].docids == model_only[0].docids
+    # q1 head: model 3.039, 0.016, 2.014, 1.011 and first stage 10, 9, 8, 7, each z-scored, then averaged
+    model = [3.039, 0.016, 2.014, 1.011]
+    mean, spread = sum(model) / 4, (sum((m - sum(model) / 4) ** 2 for m in model) / 4) ** 0.5
+    first = [1.5 / 1.25 ** 0.5, 0.5 / 1.25 ** 0.5, -0.5 / 1.25 ** 0.5, -1.5 / 1.25 ** 0.5]
+    expected = {f"d{i}": 0.5 * (model[i] - mean) / spread + 0.5 * first[i] for i in range(4)}
+    got = dict(zip(halves[0].docids[:4], halves[0].scores[:4]))
+    assert got == pytest.approx(expected, abs=1e-3)
+    with pytest.raises(UsageError, match="between 0 and 1"):
+        _score(OverlapReranker(), depth=4, interpolate=1.5)
+
+
+def test_cli_interpolate_out_of_range(rerank):
+    done = rerank("score", "--model", "minilm-bi", "--interpolate", "-0.1", input=RUN_NO_HEADER, check=False)
+    assert done.returncode != 0 and "between 0 and 1" in done.stderr and done.stderr.count("\n") == 1

@@ -11,7 +11,7 @@ import torch
 
 from rerank.encodings import VECTORS, encode_collection, open_store, store_folder
 from rerank.errors import DataError, UsageError
-from rerank.models.tk import TKConfig, TKModule, load_tk, load_tkl
+from rerank.models.tk import TKConfig, TKModule, load_tk, load_tkl, pad_ids
 from rerank.runs import load_run
 from rerank.train import write_checkpoint
 
@@ -224,3 +224,37 @@ def test_query_stopwords_can_be_dropped():
     query = "what is the daily life of thai people"
     assert [query[a:b] for a, b in kept[0].spans] == ["what", "daily", "life", "thai", "people"]
     assert len(kept[1].ids) == 2  # a query of stopwords only keeps them
+
+
+@pytest.mark.parametrize("variant", ["tk", "tkl"])
+def test_idf_term_weights_favour_rare_words_and_are_trained(variant, tmp_path):
+    module = tiny(variant, term_weights="idf").train()
+    ids, mask = pad_ids([module.query_ids(["the kernel"])[0].ids, module.query_ids(["ranking"])[0].ids])
+    weights = module.term_weights(ids, mask)
+    assert weights[0, 0] < 0.1 < weights[0, 1]  # "the" (GloVe's most frequent word) counts far less
+    assert weights[1, 1] == 0  # padding weighs nothing
+    module.score_batch([QUERY], [[DOCS["d1"], DOCS["d3"]]]).sum().backward()
+    assert module.rank_gate.grad.abs().sum() > 0 and module.embedding_gate.weight.grad.abs().sum() > 0
+    folder = checkpoint(tmp_path, variant, term_weights="idf")  # stored and on-the-fly scoring use the weights
+    reranker = (load_tk if variant == "tk" else load_tkl)(str(folder))
+    expected = tiny(variant, term_weights="idf").score_batch([QUERY], [list(DOCS.values())])[0].tolist()
+    assert np.allclose(reranker.score(QUERY, list(DOCS), list(DOCS.values())), expected, rtol=2e-3, atol=1e-4)
+    with pytest.raises(UsageError, match="needs embeddings=glove"):
+        TKConfig.from_dict({"term_weights": "idf", "embeddings": "minilm"})
+
+
+def test_init_continues_from_a_checkpoint_and_options_are_checked(tmp_path):
+    from rerank.models.bert import new_trainable as new_bert
+    from rerank.models.tk import new_tk
+
+    folder = checkpoint(tmp_path, "tk", term_weights="idf")
+    continued = new_tk(base=str(folder))
+    assert continued.config.term_weights == "idf" and continued.config.layers == TINY["layers"]
+    saved = tiny("tk", term_weights="idf").state_dict()
+    assert all(torch.equal(saved[k], v) for k, v in continued.state_dict().items())
+    with pytest.raises(UsageError, match="unknown tk option.*bogus.*known:.*term_weights"):
+        new_tk(bogus=1)
+    with pytest.raises(UsageError, match="come from that checkpoint"):
+        new_tk(base=str(folder), layers=3)
+    with pytest.raises(UsageError, match="bert takes no model option"):
+        new_bert(layers=3)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import click
@@ -29,11 +30,13 @@ from .io import open_run_input, write_stream
 @click.option("--quantize", is_flag=True, help="Dynamic int8 quantisation of the linear layers (bert only).")
 @click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
               help="bert: bfloat16 is 3-4x faster on CPUs with AMX/AVX512-BF16; scores move by about 1e-2.")
+@click.option("--interpolate", type=float, default=None, metavar="ALPHA",
+              help="Final score (1-ALPHA)·z(model) + ALPHA·z(first-stage score), z over the re-scored candidates.")
 @click.option("--name", "stage_name", default=None, help="Stage name and run tag (default: the model name).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the run here instead of stdout.")
 @click.option("--trec", "trec_only", is_flag=True, help="Plain trec_eval-compatible lines (no # header or timings).")
 def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, corpus, batch_size, max_length,
-          threads, quantize, precision, stage_name, output, trec_only) -> None:
+          threads, quantize, precision, interpolate, stage_name, output, trec_only) -> None:
     """Re-score the top DEPTH candidates of each query in RUN (default stdin) with a model."""
     from ..docstore import doc_store_for, queries_for
     from ..models.base import load_model
@@ -45,6 +48,8 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
         raise UsageError(f"--depth must be a positive number of candidates, not {depth}")
     if (quantize or precision != "fp32") and model_name != "bert":
         raise UsageError("--quantize and --precision are options of --model bert only")
+    if interpolate is not None and not 0 <= interpolate <= 1:
+        raise UsageError(f"--interpolate is the first stage's weight, between 0 and 1, not {interpolate}")
     with open_run_input(run) as (handle, source):
         reader = RunReader(handle, source)
         rankings = iter(reader)
@@ -65,9 +70,23 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
         stats = ScoreStats()
         stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), model, depth,
                               cache=not no_cache, skip_missing=skip_missing, stage=stage_name, store=store,
-                              queries=queries, stats=stats)
+                              queries=queries, stats=stats, interpolate=interpolate)
         write_stream(stream, output, trec_only)
     click.echo(f"rerank: {stats.summary(stage_name or model_name)}", err=True)
+
+
+def parse_model_options(items: tuple[str, ...]) -> dict:
+    """KEY=VALUE pairs; a VALUE that reads as JSON (64, true, 0.1) becomes that, anything else a string."""
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--model-option wants KEY=VALUE, not {item!r}")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
 
 
 SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need a far larger step
@@ -104,11 +123,13 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--max-minutes", type=float, default=None, help="Stop (after a last dev evaluation) when this much time has passed.")
 @click.option("--max-length", type=int, default=256, show_default=True, help="Tokens per (query, passage) pair.")
 @click.option("--threads", type=int, default=None, help="Torch threads.")
+@click.option("-O", "--model-option", "model_option", multiple=True, metavar="KEY=VALUE",
+              help="Architecture option (tk/tkl), e.g. -O embeddings=minilm -O projection=64 -O term_weights=idf.")
 @click.option("--init", "init_from", type=click.Path(file_okay=False), default=None,
               help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")
 def train(model_name, train_set, dev_set, dev_fraction, output, candidates, steps, batch_groups, negatives, loss, lr,
           head_lr_scale, eval_every, patience, dev_depth, metric, seed, teacher, distill, distill_weight, teacher_scale,
-          teacher_min_score, max_minutes, max_length, threads, init_from) -> None:
+          teacher_min_score, max_minutes, max_length, threads, model_option, init_from) -> None:
     """Train MODEL on a data set's judged candidates and write the best checkpoint to OUTPUT."""
     from ..train import TRAINABLE, TrainArgs, read_checkpoint
     from ..train import train as run_training
@@ -124,7 +145,7 @@ def train(model_name, train_set, dev_set, dev_fraction, output, candidates, step
                      teacher=teacher, distill=distill, distill_weight=distill_weight, teacher_scale=teacher_scale,
                      teacher_min_score=teacher_min_score,
                      max_minutes=max_minutes,
-                     model_options={"max_length": max_length, "threads": threads,
+                     model_options={"max_length": max_length, "threads": threads, **parse_model_options(model_option),
                                     **({"base": str(Path(init_from).resolve())} if init_from else {})})
     result = run_training(model_name, args, log=lambda message: click.echo(f"rerank: {message}", err=True))
     best = f"best dev value {result.best:.4f} at step {result.best_step}" if result.best is not None else "no dev set"

@@ -116,8 +116,10 @@ class CrossEncoder(nn.Module):
 
 
 def new_trainable(max_length: int = DEFAULT_MAX_LENGTH, base: str | None = None, threads: int | None = None,
-                  **_ignored: Any) -> CrossEncoder:
+                  **unknown: Any) -> CrossEncoder:
     """A cross-encoder starting from MiniLM-L6 (or the BERT folder `base`) with a new 1-logit head."""
+    if unknown:
+        raise UsageError(f"bert takes no model option(s) {', '.join(sorted(unknown))} (its architecture is MiniLM's)")
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     _quiet_transformers()

@@ -20,6 +20,12 @@ Choices where the papers leave room (see benchmarks/results/tk_*.md for the comp
   share one learned unknown vector. Option `embeddings="minilm"`: MiniLM's WordPiece input embeddings.
 - Document vectors are rounded to float16 at inference, stored or computed on the fly alike, so
   stored and on-the-fly scores agree to float32 rounding.
+- Option `term_weights="idf"`: plain TK weighs every query term alike, which BM25's IDF beats when only
+  ~50 judged queries can teach the rest. Each query term then gets a learned weight
+  `softplus(a·r + b + c·emb)`, `r` the word's log frequency rank in GloVe's vocabulary (GloVe lists words
+  by corpus frequency, so by Zipf's law `r` is an IDF up to a constant, with no collection statistics to
+  store), in the spirit of DRMM's term gating and the explicit term weighting added to TK by Mitra et al.
+  (SIGIR 2021). It is query-side only, so stored document encodings stay valid.
 """
 
 from __future__ import annotations
@@ -68,12 +74,17 @@ class TKConfig:
     stride: int = 2
     regions: int = 3
     query_stopwords: bool = True  # keep stopwords in queries (False drops Lucene's English stop set)
+    term_weights: str = "none"  # "none" (every query term alike) or "idf" (learned gate on frequency rank)
 
     def check(self) -> "TKConfig":
         if self.variant not in ("tk", "tkl"):
             raise UsageError(f"TK variant must be tk or tkl, not {self.variant!r}")
         if self.embeddings not in ("glove", "minilm"):
             raise UsageError(f"--embeddings must be glove or minilm, not {self.embeddings!r}")
+        if self.term_weights not in ("none", "idf"):
+            raise UsageError(f"term_weights must be none or idf, not {self.term_weights!r}")
+        if self.term_weights == "idf" and self.embeddings != "glove":
+            raise UsageError("term_weights=idf needs embeddings=glove (its vocabulary is ordered by frequency)")
         if self.width % self.heads:
             raise UsageError(f"the model width {self.width} is not divisible by {self.heads} heads")
         return self
@@ -113,6 +124,11 @@ class GloveVocabulary:
         vectors = np.load(root / "glove_6B_50d_emb.npy")
         self.index = {w: i + 2 for i, w in enumerate(words)}
         self.table = np.concatenate([np.zeros((2, vectors.shape[1]), np.float32), vectors.astype(np.float32)])
+        # log frequency rank scaled to [0, 1] (an IDF proxy: GloVe's words come most frequent first);
+        # words GloVe lacks are rarer than all it has
+        ranks = np.log(np.maximum(np.arange(len(self.table), dtype=np.float64) - 1, 1)) / math.log(len(words) + 1)
+        ranks[:2] = 0.0, 1.0
+        self.log_ranks = ranks.astype(np.float32)
 
     def tokenize(self, text: str, limit: int) -> Tokens:
         ids, spans = [], []
@@ -217,6 +233,11 @@ class TKModule(nn.Module):
             # the best region counts fully at first, the others are learned in (starting equal would
             # mostly reward long documents, which simply have more regions)
             self.region_weights = nn.Parameter(torch.tensor([1.0] + [0.0] * (config.regions - 1)))
+        if config.term_weights == "idf":
+            self.register_buffer("log_ranks", torch.from_numpy(self.vocabulary.log_ranks), persistent=False)
+            self.rank_gate = nn.Parameter(torch.tensor([6.0, -3.0]))  # frequent words start near 0, rare near 2.4
+            self.embedding_gate = nn.Linear(table.shape[1], 1, bias=False)
+            nn.init.zeros_(self.embedding_gate.weight)
 
     # -- text to ids
     def query_ids(self, texts: list[str]) -> list[Tokens]:
@@ -245,6 +266,17 @@ class TKModule(nn.Module):
     def encode_queries(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return self.contextualise(ids, mask)
 
+    def term_weights(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """How much each query term counts [B, Lq]: the padding mask, times the learned gate if any.
+
+        `match` takes these where it takes a query mask, so padding is simply a weight of 0.
+        """
+        if self.config.term_weights == "none":
+            return mask
+        vectors = F.embedding(ids, self.table)
+        gate = self.rank_gate[0] * self.log_ranks[ids] + self.rank_gate[1] + self.embedding_gate(vectors)[..., 0]
+        return F.softplus(gate) * mask
+
     def encode_docs(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """TK: the whole passage at once. TKL: overlapping chunks, so cost grows linearly with length."""
         if self.config.variant == "tk":
@@ -271,7 +303,10 @@ class TKModule(nn.Module):
 
     def match(self, queries: torch.Tensor, query_mask: torch.Tensor, docs: torch.Tensor,
               doc_mask: torch.Tensor) -> torch.Tensor:
-        """Scores [B] for aligned query/document encodings (unit vectors, zero on padding)."""
+        """Scores [B] for aligned query/document encodings (unit vectors, zero on padding).
+
+        `query_mask` is `term_weights(...)`: 0 on padding, each term's weight elsewhere.
+        """
         kernels = self.kernel_activations(queries, docs, doc_mask)
         if self.config.variant == "tkl":
             return self.region_scores(kernels, query_mask, doc_mask)[0]
@@ -315,8 +350,9 @@ class TKModule(nn.Module):
         q_ids, q_mask = pad_ids([t.ids for t in self.query_ids(queries)])
         d_ids, d_mask = pad_ids([t.ids for t in self.doc_ids([d for row in docs for d in row])])
         q_enc = self.encode_queries(q_ids, q_mask).repeat_interleave(width, 0)
+        q_weights = self.term_weights(q_ids, q_mask).repeat_interleave(width, 0)
         d_enc = self.encode_docs(d_ids, d_mask)
-        return self.match(q_enc, q_mask.repeat_interleave(width, 0), d_enc, d_mask).view(len(queries), width)
+        return self.match(q_enc, q_weights, d_enc, d_mask).view(len(queries), width)
 
     def save(self, folder: Path) -> dict:
         torch.save(self.state_dict(), Path(folder) / WEIGHTS_FILE)
@@ -324,10 +360,25 @@ class TKModule(nn.Module):
 
 
 def new_trainable(variant: str = "tk", threads: int | None = None, max_length: int | None = None,
-                  **options: Any) -> TKModule:
-    """A fresh TK/TKL; `max_length` (the train CLI's token cap) is ignored: TK caps query and document apart."""
+                  base: str | None = None, **options: Any) -> TKModule:
+    """A fresh TK/TKL from `options` (TKConfig fields), or the checkpoint `base` to train on.
+
+    `max_length` (the train CLI's pair cap) is ignored: TK caps query and document apart.
+    """
     if threads:
         torch.set_num_threads(int(threads))
+    known = {f.name for f in fields(TKConfig)} - {"variant"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise UsageError(f"unknown {variant} option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    if base:
+        from ..train import read_checkpoint
+
+        if options:
+            raise UsageError(f"--init {base}: the model options come from that checkpoint; drop --model-option")
+        module = TKModule(TKConfig.from_dict(read_checkpoint(base, variant)["config"]))
+        module.load_state_dict(torch.load(Path(base) / WEIGHTS_FILE, map_location="cpu", weights_only=True))
+        return module
     defaults = {"max_doc": 1000} if variant == "tkl" else {}
     return TKModule(TKConfig.from_dict({**defaults, **options, "variant": variant}))
 
@@ -415,21 +466,22 @@ class TKReranker(Reranker):
         return [stored[d] if d in stored else fresh[i] for i, d in enumerate(docids)]
 
     def query_vectors(self, query: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The query's encodings [1, Lq, D] and its term weights [1, Lq]."""
         ids, mask = pad_ids([self.module.query_ids([query])[0].ids])
-        return self.module.encode_queries(ids, mask), mask
+        return self.module.encode_queries(ids, mask), self.module.term_weights(ids, mask)
 
     def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:
         if not docids:
             return []
         with torch.inference_mode():
-            q_enc, q_mask = self.query_vectors(query)
+            q_enc, q_weights = self.query_vectors(query)
             vectors = self.doc_vectors(docids, texts)
             scores: list[float] = []
             for start in range(0, len(vectors), self.batch_size):
                 part = vectors[start : start + self.batch_size]
                 docs, mask = pad_vectors(part)
                 n = len(part)
-                scores += self.module.match(q_enc.expand(n, -1, -1), q_mask.expand(n, -1), docs, mask).tolist()
+                scores += self.module.match(q_enc.expand(n, -1, -1), q_weights.expand(n, -1), docs, mask).tolist()
         return scores
 
     def explain(self, query: str, docid: str, text: str) -> dict[str, Any]:
@@ -441,10 +493,10 @@ class TKReranker(Reranker):
         module = self.module
         q_tokens, d_tokens = module.query_ids([query])[0], module.doc_ids([text])[0]
         with torch.inference_mode():
-            q_enc, q_mask = self.query_vectors(query)
+            q_enc, q_weights = self.query_vectors(query)
             d_vec = self.doc_vectors([docid], [text])[0]
             docs, d_mask = pad_vectors([d_vec])
-            score = float(module.match(q_enc, q_mask, docs, d_mask)[0])
+            score = float(module.match(q_enc, q_weights, docs, d_mask)[0])
             cosine = torch.bmm(q_enc, docs.transpose(1, 2))[0]
             kernels = module.kernel_activations(q_enc, docs, d_mask)
             out: dict[str, Any] = {"model": self.name, "score": score, "encodings": self.store_note,
@@ -456,10 +508,11 @@ class TKReranker(Reranker):
                 length = d_mask.sum().clamp(min=1)
                 share = (module.log_weights.weight[0] * torch.log(per_term.clamp(min=1e-10))
                          + module.length_weights.weight[0] * torch.log((per_term / length).clamp(min=1e-10)))
+                share = share * q_weights[0][:, None]
                 out["term_contributions"] = share.sum(1).tolist()
                 out["kernel_contributions"] = share.numpy()
             else:
-                _, starts, region_scores = module.region_scores(kernels, q_mask, d_mask)
+                _, starts, region_scores = module.region_scores(kernels, q_weights, d_mask)
                 spans, regions = d_tokens.spans, []
                 for start, value in zip(starts[0].tolist(), region_scores[0].tolist()):
                     if start < 0 or not spans:
