@@ -8,7 +8,10 @@
 # BERT runs on BERT_THREADS (default 1: faster than 2 on this shared, overloaded 2-core machine, see
 # tk_speed.md). The replayed BM25
 # candidates carry no timings, so the first stage counts as 0 ms for every model (--zero-untimed).
-# Writes benchmarks/results/tk_budget.{md,json,png}; run files stay in benchmarks/work/budget/.
+# TK and TKL also run interpolated with BM25 (`--interpolate 0.5`: equal weights of the z-scored
+# model and BM25 scores, fixed a priori, not tuned on DL 2019) as the curves tk+bm25 and tkl+bm25.
+# Writes benchmarks/results/tk_budget.{md,json,png} and tk_quality.md (depth 100, significance
+# against BM25); run files stay in benchmarks/work/budget/.
 set -euo pipefail
 BERT_CK=$1; TK_CK=$2; TKL_CK=$3; DEPTHS=${4:-"5 10 20 50 100"}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -20,17 +23,27 @@ rerank encode trec-dl-2019 --model tkl --checkpoint "$TKL_CK"
 for d in $DEPTHS; do
   rerank score --model tk --checkpoint "$TK_CK" --depth "$d" --no-cache -o "$W/tk-$d.run" < "$W/bm25.run"
   rerank score --model tkl --checkpoint "$TKL_CK" --depth "$d" --no-cache -o "$W/tkl-$d.run" < "$W/bm25.run"
+  rerank score --model tk --checkpoint "$TK_CK" --depth "$d" --no-cache --interpolate 0.5 --name tk+bm25 \
+    -o "$W/tk+bm25-$d.run" < "$W/bm25.run"
+  rerank score --model tkl --checkpoint "$TKL_CK" --depth "$d" --no-cache --interpolate 0.5 --name tkl+bm25 \
+    -o "$W/tkl+bm25-$d.run" < "$W/bm25.run"
   if [ "$BERT_CK" != "-" ]; then
     rerank score --model bert --checkpoint "$BERT_CK" --threads "${BERT_THREADS:-1}" --depth "$d" --no-cache \
       -o "$W/bert-$d.run" < "$W/bm25.run"
   fi
 done
 runs=("bm25=$W/bm25.run")
-models="tk tkl"; [ "$BERT_CK" != "-" ] && models="bert tk tkl"
+models="tk tkl tk+bm25 tkl+bm25"; [ "$BERT_CK" != "-" ] && models="bert $models"
 for m in $models; do for d in $DEPTHS; do runs+=("$W/$m-$d.run"); done; done
 rerank budget --zero-untimed "${runs[@]}" --format markdown -o "$R/tk_budget.md" --plot "$R/tk_budget.png" \
   --title "TREC DL 2019 top-100: nDCG@10 within a per-query time budget"
 rerank budget --zero-untimed "${runs[@]}" --format json -o "$R/tk_budget.json"
 rerank budget --zero-untimed "${runs[@]}" --statistic p95 --format markdown -o "$R/tk_budget_p95.md"
 rerank budget --zero-untimed "${runs[@]}" --pick best --format markdown -o "$R/tk_budget_oracle.md"
-cat "$R/tk_budget.md"
+deepest=${DEPTHS##* }
+top=("$W/bm25.run"); for m in $models; do top+=("$W/$m-$deepest.run"); done
+rerank eval "${top[@]}" -m nDCG@10 -m RR@10 -m MAP --format markdown > "$R/tk_quality.md.tmp"
+mv "$R/tk_quality.md.tmp" "$R/tk_quality.md"
+ROOT=$(dirname "$HERE")
+sed -i "s|$ROOT/||g" "$R"/tk_budget*.md "$R/tk_budget.json"   # repository-relative run paths
+cat "$R/tk_budget.md" "$R/tk_quality.md"

@@ -78,17 +78,21 @@ def main() -> None:
         results = json.loads(results_file.read_text()) if results_file.exists() else {}  # others may have added
         results[name] = entry
         results_file.write_text(json.dumps(results, indent=2) + "\n")
-    lines = ["| name | variant | embeddings | projection | query stopwords | teacher | steps | train s | DL19 nDCG@10 | DL19 MRR@10 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    write_markdown(results)
+
+
+def write_markdown(results: dict) -> None:
+    lines = ["| name | variant | embeddings | projection | query stopwords | term weights | teacher | steps | train s "
+             "| DL19 nDCG@10 | DL19 MRR@10 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, e in results.items():
         lines.append(f"| {name} | {e['variant']} | {e['embeddings']} | {e['projection']} | "
-                     f"{'dropped' if e.get('query_stopwords') is False else 'kept'} | "
+                     f"{'dropped' if e.get('query_stopwords') is False else 'kept'} | {e.get('term_weights', 'none')} | "
                      f"{Path(e['teacher']).stem if e['teacher'] else 'no'} | {e['steps']} | {e['train_seconds']} | "
                      f"{e['dl19']['nDCG@10']:.4f} | {e['dl19']['MRR@10']:.4f} |")
     (RESULTS / "tk_train.md").write_text(
         "# TK / TKL trained on TREC DL 2020 (20% held out for early stopping), tested on DL 2019 top-100\n\n"
-        "BM25 on the same candidates: nDCG@10 0.5058, MRR@10 0.7024.\n\n" + "\n".join(lines) + "\n")
-
+        "BM25 on the same candidates: nDCG@10 0.5058, MRR@10 0.7024. Rows with 1 step are the untrained\n"
+        "initialisation (one step at a warm-up learning rate of ~0), for reference.\n\n" + "\n".join(lines) + "\n")
 
 if __name__ == "__main__":
     main()
