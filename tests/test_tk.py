@@ -190,6 +190,9 @@ def test_encode_score_explain_budget(tmp_path, rerank):
                     input=candidates).stdout
     points = json.loads(report)["points"]
     assert [p["depth"] for p in points] == [2, 5] and all(p["median_ms"] > 0 for p in points)
+    mixed = rerank("budget", "--model", "tk", "--checkpoint", ck, "--depths", "5", "--interpolate", "0.5",
+                   "--format", "json", input=candidates).stdout
+    assert {p["model"] for p in json.loads(mixed)["points"]} == {"tk+candidates"}
 
 
 @pytest.mark.data

@@ -25,6 +25,8 @@ def _split_label(argument: str) -> tuple[str | None, str]:
               help="Re-rank the candidate stream on stdin with this model at every --depths, timing each.")
 @click.option("--checkpoint", default=None, help="Checkpoint folder for --model.")
 @click.option("--depths", default=None, help="Depths for --model, e.g. 5,10,20,50,100.")
+@click.option("--interpolate", type=float, default=None, metavar="ALPHA",
+              help="With --model: interpolate with the first stage as rerank score --interpolate does.")
 @click.option("-m", "--measure", default=None, help="Effectiveness measure (default: the data set's first, e.g. nDCG@10).")
 @click.option("--qrels", type=click.Path(dir_okay=False), help="Qrels file (default: the data set named in the runs).")
 @click.option("--budgets", "budget_text", default=None, help="Budgets in ms per query, e.g. 5,10,50 (default: a 1-2-5 series).")
@@ -37,7 +39,7 @@ def _split_label(argument: str) -> tuple[str | None, str]:
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a PNG plot here.")
 @click.option("--title", default=None, help="Plot title.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report here instead of stdout.")
-def budget_command(runs, model_name, checkpoint, depths, measure, qrels, budget_text, statistic, pick, zero_untimed, fmt,
+def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, qrels, budget_text, statistic, pick, zero_untimed, fmt,
                    plot_path, title, output) -> None:
     """Effectiveness reachable within per-query time budgets, one curve per model.
 
@@ -59,10 +61,10 @@ def budget_command(runs, model_name, checkpoint, depths, measure, qrels, budget_
 
         depth_list = budgets_lib.positive_numbers(depths, "--depths", int)
         with open_run_input(None) as (handle, source):
-            loaded = score_at_depths(handle, source, model_name, checkpoint, depth_list)
+            loaded = score_at_depths(handle, source, model_name, checkpoint, depth_list, interpolate)
     else:
-        if depths is not None or checkpoint is not None:
-            raise UsageError("--depths and --checkpoint go with --model")
+        if depths is not None or checkpoint is not None or interpolate is not None:
+            raise UsageError("--depths, --checkpoint and --interpolate go with --model")
         if not runs:
             raise UsageError("no runs given: name run files (one per model and depth) or use --model with --depths")
         labelled = [_split_label(arg) for arg in runs]

@@ -14,7 +14,8 @@ from ..runs import QueryRanking, Run, RunReader, Stream
 
 
 def score_at_depths(handle: IO[str], source: str, model_name: str, checkpoint: str | None, depths: list[int],
-                    **model_options) -> list[Run]:
+                    interpolate: float | None = None, **model_options) -> list[Run]:
+    """One run per depth; interpolated with the first stage, the curve is named MODEL+FIRST (e.g. tk+bm25)."""
     from ..models.base import load_model
     from ..score import score_stream
 
@@ -27,10 +28,15 @@ def score_at_depths(handle: IO[str], source: str, model_name: str, checkpoint: s
         raise UsageError(f"depth {max(depths)} exceeds the {deepest} candidates per query that {source} holds; "
                          "ask for depths where candidates exist")
     model = load_model(model_name, checkpoint, **model_options)
+    label = model_name
+    if interpolate is not None:
+        first = reader.header.stages[-1].get("name") if reader.header.stages else None
+        label = f"{model_name}+{first or 'first'}"
     runs = []
     for depth in depths:
         copies = [QueryRanking(r.qid, list(r.docids), list(r.scores), r.tag, list(r.timings)) for r in candidates]
-        stream = score_stream(Stream(reader.header, copies), model, depth, cache=False, stage=model_name)
+        stream = score_stream(Stream(reader.header, copies), model, depth, cache=False, stage=label,
+                              interpolate=interpolate)
         queries = {r.qid: r for r in stream.rankings}
-        runs.append(Run(stream.header, queries, f"{model_name}@{depth}", label=model_name))
+        runs.append(Run(stream.header, queries, f"{label}@{depth}", label=label))
     return runs
