@@ -68,12 +68,16 @@ class ScoreCache:
         self._db.close()
 
 
+SCORE_NEUTRAL = ("checkpoint", "compile")
+
+
 def cache_namespace(model: Reranker) -> str:
     """Everything that changes a model's scores: its provenance (name, checkpoint hash, options).
 
-    The checkpoint's path is left out: a moved checkpoint with the same hash scores the same.
+    Left out: the checkpoint's path (a moved checkpoint with the same hash scores the same) and whether
+    the model was compiled (compiled scores equal eager ones to 1e-6).
     """
-    return json.dumps({k: v for k, v in model.provenance().items() if k != "checkpoint"}, sort_keys=True)
+    return json.dumps({k: v for k, v in model.provenance().items() if k not in SCORE_NEUTRAL}, sort_keys=True)
 
 
 @dataclass
@@ -187,7 +191,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     return Stream(header, rankings())
 
 
-MODEL_OPTIONS = ("max_length", "batch_size", "threads", "quantize", "precision")
+MODEL_OPTIONS = ("max_length", "batch_size", "threads", "quantize", "precision", "compile")
 
 
 def score_stage(dataset: str, params: dict, input: Stream | None) -> Stream:

@@ -70,6 +70,23 @@ def test_bf16_scores_close_to_fp32_and_cached_apart(tiny_checkpoint):
         load_model("bert", str(folder), precision="fp8")
 
 
+def test_compiled_scores_equal_eager_and_share_the_cache(tiny_checkpoint):
+    """--compile (torch.compile, frozen weights; needs the machine's C++ compiler) changes speed, not scores."""
+    from rerank.score import cache_namespace
+
+    folder, _ = tiny_checkpoint
+    texts = ["short", "a somewhat longer passage about ranking " * 3, "mid length text here", "x " * 40, "tiny"]
+    eager, compiled = load_model("bert", str(folder), batch_size=2), load_model("bert", str(folder), batch_size=2,
+                                                                               compile=True)
+    for depth in (5, 1):  # the last batch of 5 holds one pair; so does depth 1
+        a = eager.score("what is ranking", list("abcde")[:depth], texts[:depth])
+        b = compiled.score("what is ranking", list("abcde")[:depth], texts[:depth])
+        assert max(abs(x - y) for x, y in zip(a, b)) < 1e-5
+    assert compiled.provenance()["compile"] is True and cache_namespace(compiled) == cache_namespace(eager)
+    with pytest.raises(UsageError, match="--compile"):
+        load_model("bert", str(folder), compile=True, quantize=True)
+
+
 def test_training_writes_a_loadable_checkpoint(tiny_checkpoint):
     folder, result = tiny_checkpoint
     manifest = json.loads((folder / "checkpoint.json").read_text())

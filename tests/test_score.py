@@ -134,13 +134,16 @@ def test_cli_header_naming_nothing(rerank):
     assert done.stderr.count("\n") == 1
 
 
-def test_cli_depth_must_be_positive(rerank):
+def test_cli_depth_and_batch_size_must_be_positive(rerank):
     done = rerank("score", "--model", "minilm-bi", "--depth", "0", input=RUN_NO_HEADER, check=False)
     assert done.returncode != 0 and "--depth must be a positive" in done.stderr
+    done = rerank("score", "--model", "minilm-bi", "--batch-size", "-1", input=RUN_NO_HEADER, check=False)
+    assert done.returncode != 0 and "--batch-size must be a positive" in done.stderr
 
 
-def test_cli_bert_only_options(rerank):
-    done = rerank("score", "--model", "minilm-bi", "--precision", "bf16", input=RUN_NO_HEADER, check=False)
+@pytest.mark.parametrize("option", [["--precision", "bf16"], ["--compile"]])
+def test_cli_bert_only_options(rerank, option):
+    done = rerank("score", "--model", "minilm-bi", *option, input=RUN_NO_HEADER, check=False)
     assert done.returncode != 0 and "options of --model bert only" in done.stderr
     assert done.stderr.count("\n") == 1
 
