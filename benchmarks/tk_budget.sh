@@ -6,7 +6,7 @@
 # Every re-ranker re-scores the BM25 candidates at each depth with the cache off (real per-query times);
 # TK/TKL read stored encodings (built here with `rerank encode` if missing) on 1 thread (their default);
 # BERT runs on BERT_THREADS (default 1: faster than 2 on this shared, overloaded 2-core machine, see
-# tk_speed.md). The replayed BM25
+# tk_speed.md), eager and with --compile (curve bert-compiled: same scores, less time). The replayed BM25
 # candidates carry no timings, so the first stage counts as 0 ms for every model (--zero-untimed).
 # TK and TKL also run interpolated with BM25 (`--interpolate 0.5`: equal weights of the z-scored
 # model and BM25 scores, fixed a priori, not tuned on DL 2019) as the curves tk+bm25 and tkl+bm25.
@@ -30,10 +30,12 @@ for d in $DEPTHS; do
   if [ "$BERT_CK" != "-" ]; then
     rerank score --model bert --checkpoint "$BERT_CK" --threads "${BERT_THREADS:-1}" --depth "$d" --no-cache \
       -o "$W/bert-$d.run" < "$W/bm25.run"
+    rerank score --model bert --checkpoint "$BERT_CK" --threads "${BERT_THREADS:-1}" --depth "$d" --no-cache \
+      --compile --name bert-compiled -o "$W/bert-compiled-$d.run" < "$W/bm25.run"
   fi
 done
 runs=("bm25=$W/bm25.run")
-models="tk tkl tk+bm25 tkl+bm25"; [ "$BERT_CK" != "-" ] && models="bert $models"
+models="tk tkl tk+bm25 tkl+bm25"; [ "$BERT_CK" != "-" ] && models="bert bert-compiled $models"
 for m in $models; do for d in $DEPTHS; do runs+=("$W/$m-$d.run"); done; done
 rerank budget --zero-untimed "${runs[@]}" --format markdown -o "$R/tk_budget.md" --plot "$R/tk_budget.png" \
   --title "TREC DL 2019 top-100: nDCG@10 within a per-query time budget"
@@ -41,7 +43,7 @@ rerank budget --zero-untimed "${runs[@]}" --format json -o "$R/tk_budget.json"
 rerank budget --zero-untimed "${runs[@]}" --statistic p95 --format markdown -o "$R/tk_budget_p95.md"
 rerank budget --zero-untimed "${runs[@]}" --pick best --format markdown -o "$R/tk_budget_oracle.md"
 deepest=${DEPTHS##* }
-top=("$W/bm25.run"); for m in $models; do top+=("$W/$m-$deepest.run"); done
+top=("$W/bm25.run"); for m in ${models/bert-compiled /}; do top+=("$W/$m-$deepest.run"); done  # compiled: same scores
 rerank eval "${top[@]}" -m nDCG@10 -m RR@10 -m MAP --format markdown > "$R/tk_quality.md.tmp"
 mv "$R/tk_quality.md.tmp" "$R/tk_quality.md"
 ROOT=$(dirname "$HERE")
