@@ -144,6 +144,7 @@ class TrainArgs:
     teacher_scale: float = 1.0  # multiplies teacher scores (e.g. 20 for cosines, the bi-encoder's own scale)
     teacher_min_score: float | None = None  # unjudged teacher queries whose best score is lower are skipped
     max_minutes: float | None = None
+    precision: str = "fp32"  # "bf16": forward passes under bfloat16 autocast (about 2x the steps on AVX512-BF16 CPUs)
     model_options: dict = field(default_factory=dict)
 
     def check(self) -> None:
@@ -151,6 +152,8 @@ class TrainArgs:
             raise UsageError(f"--loss must be listwise or pairwise, not {self.loss!r}")
         if self.distill not in ("margin-mse", "kl"):
             raise UsageError(f"--distill must be margin-mse or kl, not {self.distill!r}")
+        if self.precision not in ("fp32", "bf16"):
+            raise UsageError(f"--precision must be fp32 or bf16, not {self.precision!r}")
         if not 0 <= self.dev_fraction < 1:
             raise UsageError(f"--dev-fraction must be in [0, 1), not {self.dev_fraction}")
         if self.dev and self.dev_fraction:
@@ -415,7 +418,10 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
                 rng.shuffle(epoch)
                 groups += epoch
             batch, groups = groups[: args.batch_groups], groups[args.batch_groups :]
-            scores = model.score_batch([g.query for g in batch], [g.passages for g in batch])
+            # bf16 autocast: matmuls in bfloat16, weights, losses and optimiser state stay fp32
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+                scores = model.score_batch([g.query for g in batch], [g.passages for g in batch])
+            scores = scores.float()
             labelled = [i for i, g in enumerate(batch) if g.labelled]
             loss = group_loss(scores[labelled], args.loss) if labelled else scores.sum() * 0.0
             if teacher is not None:

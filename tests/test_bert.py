@@ -108,6 +108,19 @@ def test_training_is_seeded(tiny_bert, tiny_checkpoint, tmp_path):
     assert content_hash(tmp_path / "again") == content_hash(folder)
 
 
+def test_bf16_autocast_training(tiny_bert, tiny_checkpoint, tmp_path):
+    """--precision bf16 trains under autocast (other weights than the same seeded fp32 run), saves fp32 weights."""
+    folder, _ = tiny_checkpoint
+    args = TrainArgs(train="trecqa-dev", output=str(tmp_path / "bf16"), dev_fraction=0.25, steps=4, eval_every=2,
+                     dev_depth=10, batch_groups=2, negatives=3, precision="bf16",
+                     model_options={"base": str(tiny_bert), "max_length": 64})
+    train("bert", args)
+    assert read_checkpoint(tmp_path / "bf16", "bert")["training"]["precision"] == "bf16"
+    assert content_hash(tmp_path / "bf16") != content_hash(folder)
+    scores = load_model("bert", str(tmp_path / "bf16")).score("what is ranking", ["a", "b"], ["one passage", "two"])
+    assert all(abs(s) < 1e3 for s in scores) and scores[0] != scores[1]
+
+
 def test_pairwise_loss_with_distillation(tiny_bert, tmp_path, data_root, monkeypatch):
     monkeypatch.setenv("RERANK_DATA", str(data_root))
     from rerank.data import get_dataset
@@ -159,6 +172,8 @@ def test_bad_training_arguments(tmp_path):
         train("nope", TrainArgs(train="trecqa-dev", output=str(tmp_path)))
     with pytest.raises(UsageError, match="unknown data set"):
         train("bert", TrainArgs(train="nope", output=str(tmp_path)))
+    with pytest.raises(UsageError, match="--precision"):
+        train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), precision="fp16"))
 
 
 def test_bi_encoder_matches_sentence_transformers():

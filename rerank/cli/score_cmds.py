@@ -123,13 +123,15 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--max-minutes", type=float, default=None, help="Stop (after a last dev evaluation) when this much time has passed.")
 @click.option("--max-length", type=int, default=256, show_default=True, help="Tokens per (query, passage) pair.")
 @click.option("--threads", type=int, default=None, help="Torch threads.")
+@click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
+              help="bf16: forward passes under bfloat16 autocast, about 2x the steps per minute on CPUs with AVX512-BF16/AMX.")
 @click.option("-O", "--model-option", "model_option", multiple=True, metavar="KEY=VALUE",
               help="Architecture option (tk/tkl), e.g. -O embeddings=minilm -O projection=64 -O term_weights=idf.")
 @click.option("--init", "init_from", type=click.Path(file_okay=False), default=None,
               help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")
 def train(model_name, train_set, dev_set, dev_fraction, output, candidates, steps, batch_groups, negatives, loss, lr,
           head_lr_scale, eval_every, patience, dev_depth, metric, seed, teacher, distill, distill_weight, teacher_scale,
-          teacher_min_score, max_minutes, max_length, threads, model_option, init_from) -> None:
+          teacher_min_score, max_minutes, max_length, threads, precision, model_option, init_from) -> None:
     """Train MODEL on a data set's judged candidates and write the best checkpoint to OUTPUT."""
     from ..train import TRAINABLE, TrainArgs, read_checkpoint
     from ..train import train as run_training
@@ -144,7 +146,7 @@ def train(model_name, train_set, dev_set, dev_fraction, output, candidates, step
                      eval_every=eval_every, patience=patience, dev_depth=dev_depth, metric=metric, seed=seed,
                      teacher=teacher, distill=distill, distill_weight=distill_weight, teacher_scale=teacher_scale,
                      teacher_min_score=teacher_min_score,
-                     max_minutes=max_minutes,
+                     max_minutes=max_minutes, precision=precision,
                      model_options={"max_length": max_length, "threads": threads, **parse_model_options(model_option),
                                     **({"base": str(Path(init_from).resolve())} if init_from else {})})
     result = run_training(model_name, args, log=lambda message: click.echo(f"rerank: {message}", err=True))
