@@ -75,7 +75,7 @@ def cache_namespace(model: Reranker) -> str:
     """Everything that changes a model's scores: its provenance (name, checkpoint hash, options).
 
     Left out: the checkpoint's path (a moved checkpoint with the same hash scores the same) and whether
-    the model was compiled (compiled scores equal eager ones to 1e-6).
+    the model was compiled (compiled scores equal eager ones to 1e-5).
     """
     return json.dumps({k: v for k, v in model.provenance().items() if k not in SCORE_NEUTRAL}, sort_keys=True)
 

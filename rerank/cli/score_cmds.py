@@ -29,9 +29,9 @@ from .io import open_run_input, write_stream
 @click.option("--threads", type=int, default=None, help="Torch threads (default: torch's choice, one per core).")
 @click.option("--quantize", is_flag=True, help="Dynamic int8 quantisation of the linear layers (bert only).")
 @click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
-              help="bert: bfloat16 is 3-4x faster on CPUs with AMX/AVX512-BF16; scores move by about 1e-2.")
+              help="bert: bfloat16 is about 3x faster on CPUs with AMX/AVX512-BF16; scores move by about 1e-2.")
 @click.option("--compile", "compile_model", is_flag=True,
-              help="bert: torch.compile with frozen weights: same scores, about 2x faster, 15-25 s to start; needs a C++ compiler.")
+              help="bert: torch.compile with frozen weights: same scores, about 2x faster, 12-26 s to start; needs a C++ compiler.")
 @click.option("--interpolate", type=float, default=None, metavar="ALPHA",
               help="Final score (1-ALPHA)·z(model) + ALPHA·z(first-stage score), z over the re-scored candidates.")
 @click.option("--name", "stage_name", default=None, help="Stage name and run tag (default: the model name).")

@@ -39,7 +39,7 @@ DEFAULT_BATCH_SIZE = 32
 # Pairs per cross-encoder forward pass: on 2 CPU cores 8-16 pairs beat 32 by about 8% (smaller padded
 # activations stay in cache; benchmarks/results/bert_speed.md), and 16 keeps batching overhead low.
 CROSS_ENCODER_BATCH_SIZE = 16
-# bf16 weights and activations: 3-4x the fp32 throughput on CPUs with AMX / AVX512-BF16 (this machine),
+# bf16 weights and activations: about 3x the fp32 throughput on CPUs with AMX / AVX512-BF16 (this machine),
 # slower on CPUs without them; scores move by a few 1e-2, so it is opt-in (benchmarks/results/bert_speed.md).
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
 PASSAGE_CACHE_SIZE = 200_000  # bi-encoder passage vectors kept per process (about 300 MB)
@@ -140,10 +140,10 @@ def compiled_for_inference(model: nn.Module, tokenizer: Any) -> nn.Module:
     """`model` through `torch.compile` with frozen weights, compiled now on warm-up batches.
 
     Freezing lets inductor treat the weights as constants: it pre-packs the linear layers for oneDNN and
-    fuses bias, GELU and layer norm, which on 2 CPU cores gives about 1.8x the eager fp32 throughput with
-    scores equal to 1e-6. Shapes are dynamic; the warm-up covers a padded batch, an unpadded one and a
+    fuses bias, GELU and layer norm, which on 2 CPU cores gives about 2x the eager fp32 throughput with
+    scores equal to 1e-5 (benchmarks/results/bert_speed.md). Shapes are dynamic; the warm-up covers a padded batch, an unpadded one and a
     single pair (PyTorch specialises size 1), so no query pays for compiling and its timing stays clean.
-    Costs 15-25 s at load and a C++ compiler.
+    Costs 12-26 s at load and a C++ compiler.
     """
     if not (shutil.which("c++") or shutil.which("g++")):
         raise UsageError("--compile needs a C++ compiler (c++ or g++ on PATH) for torch.compile; drop --compile")
