@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from rerank.encodings import VECTORS, encode_collection, open_store, store_folder
 from rerank.errors import DataError, UsageError
@@ -261,3 +262,69 @@ def test_init_continues_from_a_checkpoint_and_options_are_checked(tmp_path):
         new_tk(base=str(folder), layers=3)
     with pytest.raises(UsageError, match="bert takes no model option"):
         new_bert(layers=3)
+
+
+def test_lexical_options_fold_plurals_hash_unknown_words_and_sharpen_exact_matches():
+    module = tiny(fold_plurals=True, oov_buckets=1000)
+    rows = {w: module.tokenize(w, 5).ids[0] for w in ("costs", "cost", "this", "theraderm", "sigmet")}
+    assert rows["costs"] == rows["cost"] and rows["this"] == module.vocabulary.index["this"]
+    assert rows["theraderm"] != rows["sigmet"] and min(rows["theraderm"], rows["sigmet"]) >= len(module.vocabulary.table)
+    assert module.tokenize("theraderm", 5).ids == [rows["theraderm"]]  # hashing is stable (crc32, not hash())
+    with torch.no_grad():
+        vectors = module.embed(torch.tensor([[rows["theraderm"], rows["sigmet"]]]))[0]
+    assert abs(float(F.cosine_similarity(vectors[0], vectors[1], dim=0))) < 0.6  # unknown words no longer all alike
+
+    def exact_kernel(sigma):
+        near = F.normalize(torch.tensor([[[1.0, 0.0]]]), dim=-1), F.normalize(torch.tensor([[[1.0, 0.33]]]), dim=-1)
+        return float(tiny(exact_sigma=sigma).kernel_activations(*near, torch.ones(1, 1))[0, 0, 0, 0])
+    assert exact_kernel(0.1) > 0.7 and exact_kernel(0.01) < 1e-3  # cosine 0.95: a near match, not an exact one
+
+
+@pytest.mark.parametrize("variant", ["tk", "tkl"])
+def test_query_log_idf_is_learned_from_the_log_and_stored_with_the_weights(variant, tmp_path):
+    log = tmp_path / "queries.tsv"
+    log.write_text("".join(f"{i}\twhat is the {w} of kernels\n" for i, w in enumerate(["cost", "ranking", "use"] * 5)))
+    extra = {"term_weights": "query-idf", "query_log": str(log), "oov_buckets": 100, "saturation": "log"}
+    module = tiny(variant, **extra)
+    ids, mask = pad_ids([module.query_ids(["the kernels bread"])[0].ids])
+    the, kernels, bread = module.rarity[ids[0]].tolist()
+    assert the == kernels < 0.1 < bread == 1.0  # in every logged query / in none
+    folder = checkpoint(tmp_path, variant, **extra)
+    log.unlink()  # scoring needs only the checkpoint
+    reranker = (load_tk if variant == "tk" else load_tkl)(str(folder))
+    with torch.no_grad():
+        expected = module.score_batch([QUERY], [list(DOCS.values())])[0].tolist()
+    assert np.isfinite(expected).all()
+    assert np.allclose(reranker.score(QUERY, list(DOCS), list(DOCS.values())), expected, rtol=2e-3, atol=1e-4)
+    with pytest.raises(UsageError, match="query_log .*no query file"):
+        tiny(variant, **extra)
+
+
+def test_lexical_options_are_checked():
+    for bad, message in [({"fold_plurals": True, "embeddings": "minilm"}, "need embeddings=glove"),
+                         ({"saturation": "sqrt"}, "saturation must be"), ({"exact_sigma": 0}, "exact_sigma in"),
+                         ({"oov_buckets": "many"}, "oov_buckets must be int, not .many."),
+                         ({"term_weights": "query-idf", "embeddings": "minilm"}, "needs embeddings=glove")]:
+        with pytest.raises(UsageError, match=message):
+            TKConfig.from_dict(bad)
+
+
+@pytest.mark.data
+def test_train_and_score_with_lexical_options_through_the_cli(tmp_path, rerank):
+    log = tmp_path / "log.tsv"
+    log.write_text("1\twho is the author\n2\twhen was the war\n")
+    ck = tmp_path / "ck"
+    options = ["-O", "term_weights=query-idf", "-O", f"query_log={log}", "-O", "oov_buckets=1000",
+               "-O", "exact_sigma=0.01", "-O", "layers=1", "-O", "fold_plurals=true"]
+    rerank("train", "tk", "--train", "trecqa-dev", "--steps", "2", "--eval-every", "2", "--dev-fraction", "0.25",
+           *options, "-o", str(ck))
+    config = json.loads((ck / "checkpoint.json").read_text())["config"]
+    assert config["term_weights"] == "query-idf" and config["oov_buckets"] == 1000 and config["fold_plurals"]
+    log.unlink()
+    candidates = rerank("retrieve", "trecqa-dev", "--candidates").stdout
+    scored = rerank("score", "--model", "tk", "--checkpoint", str(ck), "--no-cache", input=candidates).stdout
+    assert len(_scores(scored)) == 1148
+    bad = rerank("train", "tk", "--train", "trecqa-dev", "--steps", "2", *options, "-o", str(tmp_path / "ck2"),
+                 check=False)
+    assert bad.returncode == 2 and "no query file" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (tmp_path / "ck2").exists()

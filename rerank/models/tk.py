@@ -26,6 +26,19 @@ Choices where the papers leave room (see benchmarks/results/tk_*.md for the comp
   by corpus frequency, so by Zipf's law `r` is an IDF up to a constant, with no collection statistics to
   store), in the spirit of DRMM's term gating and the explicit term weighting added to TK by Mitra et al.
   (SIGIR 2021). It is query-side only, so stored document encodings stay valid.
+
+Lexical options (benchmarks/results/tk_notes.md): with ~50 judged queries TK keeps what its initialisation
+knows, and plain TK starts below BM25 because 50-d GloVe blurs exact matches. Each option mends one cause:
+- `term_weights="query-idf"`: the gate above on each word's IDF over a query log (`query_log`: a
+  `qid<TAB>query` file, or a folder of `.tsv` / `.tsv.gz` ones; by default the MS MARCO train queries of
+  the data root), a far better rarity than GloVe's rank; the table is stored with the weights.
+- `exact_sigma` (K-NRM's sharp exact-match kernel): in 50-d GloVe, distinct related words often have a
+  cosine of 0.9, which the μ = 1 kernel at σ = 0.1 counts as 61% of an exact match.
+- `oov_buckets`: words GloVe lacks hash (crc32) to fixed random vectors instead of one shared vector, so a
+  rare name in the query ("sigmet", "theraderm") matches itself and nothing else.
+- `fold_plurals`: plurals are looked up as their singular when GloVe has it ("costs" matches "cost").
+- `saturation="log"` (TKL): regions saturate with TK's log instead of log1p, so a query term a region
+  lacks costs it something.
 """
 
 from __future__ import annotations
@@ -33,9 +46,10 @@ from __future__ import annotations
 import functools
 import math
 import re
+import zlib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -73,18 +87,29 @@ class TKConfig:
     window: int = 30  # TKL: region width and stride, and how many regions count
     stride: int = 2
     regions: int = 3
+    saturation: str = "log1p"  # TKL: log1p (a term absent from a region costs nothing) or log (as TK: it costs)
     query_stopwords: bool = True  # keep stopwords in queries (False drops Lucene's English stop set)
-    term_weights: str = "none"  # "none" (every query term alike) or "idf" (learned gate on frequency rank)
+    term_weights: str = "none"  # "none" (every query term alike), "idf" or "query-idf" (learned gate on rarity)
+    fold_plurals: bool = False  # GloVe: look plurals up as their singular ("costs" matches "cost" exactly)
+    oov_buckets: int = 0  # GloVe: 0 = one learned vector for all unknown words; n = n fixed hashed vectors
+    exact_sigma: float = KERNEL_SIGMA  # width of the μ = 1 kernel (K-NRM: 1e-3, so it counts exact matches only)
+    query_log: str = "msmarco-train-queries"  # query-idf: file or folder of queries (relative: under the data root)
 
     def check(self) -> "TKConfig":
         if self.variant not in ("tk", "tkl"):
             raise UsageError(f"TK variant must be tk or tkl, not {self.variant!r}")
         if self.embeddings not in ("glove", "minilm"):
             raise UsageError(f"--embeddings must be glove or minilm, not {self.embeddings!r}")
-        if self.term_weights not in ("none", "idf"):
-            raise UsageError(f"term_weights must be none or idf, not {self.term_weights!r}")
-        if self.term_weights == "idf" and self.embeddings != "glove":
-            raise UsageError("term_weights=idf needs embeddings=glove (its vocabulary is ordered by frequency)")
+        if self.term_weights not in ("none", "idf", "query-idf"):
+            raise UsageError(f"term_weights must be none, idf or query-idf, not {self.term_weights!r}")
+        if self.term_weights != "none" and self.embeddings != "glove":
+            raise UsageError(f"term_weights={self.term_weights} needs embeddings=glove (a word-level vocabulary)")
+        if (self.fold_plurals or self.oov_buckets) and self.embeddings != "glove":
+            raise UsageError("fold_plurals and oov_buckets need embeddings=glove (WordPiece splits words its own way)")
+        if self.saturation not in ("log1p", "log"):
+            raise UsageError(f"saturation must be log1p or log, not {self.saturation!r}")
+        if self.oov_buckets < 0 or not 0 < self.exact_sigma <= 1:
+            raise UsageError("oov_buckets must be >= 0 and exact_sigma in (0, 1]")
         if self.width % self.heads:
             raise UsageError(f"the model width {self.width} is not divisible by {self.heads} heads")
         return self
@@ -95,8 +120,18 @@ class TKConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "TKConfig":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known}).check()
+        """The config from checkpoint.json or `-O` options; a value of the wrong type is a UsageError."""
+        chosen = {}
+        for f in fields(cls):
+            if f.name not in values:
+                continue
+            value, kind = values[f.name], type(f.default)
+            if kind is float and type(value) is int:
+                value = float(value)
+            if type(value) is not kind:
+                raise UsageError(f"TK option {f.name} must be {kind.__name__}, not {value!r}")
+            chosen[f.name] = value
+        return cls(**chosen).check()
 
 
 # ------------------------------------------------------------------------------------ vocabularies
@@ -130,10 +165,31 @@ class GloveVocabulary:
         ranks[:2] = 0.0, 1.0
         self.log_ranks = ranks.astype(np.float32)
 
-    def tokenize(self, text: str, limit: int) -> Tokens:
+    @functools.cached_property
+    def folds(self) -> dict[int, int]:
+        return plural_folds(self.index)
+
+    @functools.lru_cache(maxsize=2)
+    def oov_vectors(self, buckets: int) -> np.ndarray:
+        """Fixed random vectors [buckets, 50] for words GloVe lacks, as long as a typical GloVe vector.
+
+        Random directions in 50-d are nearly orthogonal, so an unknown word matches itself exactly and
+        little else: rare names ("sigmet", "theraderm") are often the terms a query hinges on.
+        """
+        vectors = np.random.default_rng(0).standard_normal((buckets, self.table.shape[1]))
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        return (vectors * np.median(np.linalg.norm(self.table[2:], axis=1))).astype(np.float32)
+
+    def tokenize(self, text: str, limit: int, fold_plurals: bool = False, oov_buckets: int = 0) -> Tokens:
+        """Word rows; unknown words share UNK, or with `oov_buckets` hash (crc32) to rows past GloVe's."""
         ids, spans = [], []
+        folds = self.folds if fold_plurals else {}
         for match in WORD.finditer(text.lower()):
-            ids.append(self.index.get(match.group(), UNK))
+            word = match.group()
+            row = self.index.get(word)
+            if row is None:
+                row = len(self.table) + zlib.crc32(word.encode()) % oov_buckets if oov_buckets else UNK
+            ids.append(folds.get(row, row))
             spans.append(match.span())
             if len(ids) == limit:
                 break
@@ -158,7 +214,8 @@ class WordPieceVocabulary:
         self.table = weights[key].astype(np.float32)
         self.table[PAD] = 0.0  # [PAD] is row 0 in BERT vocabularies too
 
-    def tokenize(self, text: str, limit: int) -> Tokens:
+    def tokenize(self, text: str, limit: int, fold_plurals: bool = False, oov_buckets: int = 0) -> Tokens:
+        """WordPiece ids (the word options are GloVe's; TKConfig.check refuses them here)."""
         encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=True,
                                  max_length=limit)
         return Tokens(list(encoded["input_ids"]), [tuple(s) for s in encoded["offset_mapping"]])
@@ -170,6 +227,56 @@ def _without_stopwords(tokens: Tokens, text: str) -> Tokens:
     if not kept:
         return tokens
     return Tokens([tokens.ids[k] for k in kept], [tokens.spans[k] for k in kept])
+
+
+def singular_candidates(word: str) -> list[str]:
+    """What an English plural may come from ("glasses" -> glass, "studies" -> study, "costs" -> cost)."""
+    if len(word) <= 3 or not word.endswith("s") or word.endswith(("ss", "us", "is")):
+        return []
+    if word.endswith("ies"):
+        return [word[:-3] + "y"]
+    if word.endswith(("sses", "xes", "ches", "shes", "zes")):
+        return [word[:-2], word[:-1]]
+    return [word[:-1]]
+
+
+def plural_folds(index: dict[str, int]) -> dict[int, int]:
+    """Row of a plural -> row of its singular, when GloVe knows the singular and it is not far rarer.
+
+    GloVe rows run from frequent to rare; "far rarer" (more than 5x the rank, plus 5,000) is how a
+    false singular shows itself: "this" -> "thi", "does" -> "doe", "physics" -> "physic".
+    """
+    folds = {}
+    for word, row in index.items():
+        for singular in singular_candidates(word):
+            target = index.get(singular)
+            if target is not None and target <= 5 * row + 5000:
+                folds[row] = target
+                break
+    return folds
+
+
+def query_log_rarity(query_log: str, rows: int, tokenize: Callable[[str], Tokens]) -> np.ndarray:
+    """Each of `rows` rows' IDF over the queries of `query_log` as `tokenize` reads them, scaled to [0, 1].
+
+    Rows no query uses (plurals folded away, UNK) get 1, the value of a word never seen.
+    """
+    from ..data.formats import read_topics
+    from ..paths import data_root
+
+    path = Path(query_log).expanduser()
+    if not path.is_absolute() and not path.exists():
+        path = data_root() / path
+    files = sorted(f for f in path.iterdir() if f.name.endswith((".tsv", ".tsv.gz"))) if path.is_dir() else [path]
+    if not files or not all(f.is_file() for f in files):
+        raise UsageError(f"query_log {query_log}: no query file there (qid<TAB>query lines, gzip or plain)")
+    queries = {text for f in files for text in read_topics(f).values()}
+    counts = np.zeros(rows, np.float64)
+    for text in queries:
+        counts[list(set(tokenize(text).ids))] += 1
+    rarity = (np.log((len(queries) + 1) / (counts + 0.5)) / math.log((len(queries) + 1) / 0.5)).astype(np.float32)
+    rarity[PAD] = 0.0
+    return rarity
 
 
 @functools.lru_cache(maxsize=2)
@@ -201,13 +308,17 @@ def pad_ids(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
 class TKModule(nn.Module):
     """TK/TKL as a trainable adapter for `rerank.train` (score_batch + save)."""
 
-    def __init__(self, config: TKConfig):
+    def __init__(self, config: TKConfig, fresh: bool = True):
+        """`fresh=False` for a model whose state dict is loaded next: stored tables are not rebuilt."""
         super().__init__()
         self.config = config.check()
         self.model_name = config.variant
         self.vocabulary = vocabulary(config.embeddings)
-        table = torch.from_numpy(self.vocabulary.table)
-        self.register_buffer("table", table, persistent=False)  # frozen, loaded from its package
+        table = self.vocabulary.table
+        if config.oov_buckets:
+            table = np.concatenate([table, self.vocabulary.oov_vectors(config.oov_buckets)])
+        table = torch.from_numpy(table)
+        self.register_buffer("table", table, persistent=False)  # frozen, loaded from its package (or seeded)
         self.unknown = nn.Parameter(torch.zeros(table.shape[1]))
         width = config.width
         self.project = nn.Linear(table.shape[1], width) if config.projection else nn.Identity()
@@ -217,6 +328,8 @@ class TKModule(nn.Module):
                                                         config.chunk + 2 * config.overlap), width), persistent=False)
         self.mix = nn.Parameter(torch.full((1,), 2.0))  # α = sigmoid(mix) starts at 0.88: close to plain embeddings
         self.register_buffer("mus", torch.tensor(KERNEL_MUS), persistent=False)
+        self.register_buffer("sigmas", torch.tensor([config.exact_sigma] + [KERNEL_SIGMA] * (len(KERNEL_MUS) - 1)),
+                             persistent=False)
         kernels = len(KERNEL_MUS)
         self.log_weights = nn.Linear(kernels, 1, bias=False)
         self.length_weights = nn.Linear(kernels, 1, bias=False)
@@ -233,21 +346,34 @@ class TKModule(nn.Module):
             # the best region counts fully at first, the others are learned in (starting equal would
             # mostly reward long documents, which simply have more regions)
             self.region_weights = nn.Parameter(torch.tensor([1.0] + [0.0] * (config.regions - 1)))
-        if config.term_weights == "idf":
-            self.register_buffer("log_ranks", torch.from_numpy(self.vocabulary.log_ranks), persistent=False)
+        if config.term_weights != "none":
+            # GloVe's rank comes with the vectors; a query log's IDF is stored with the weights
+            from_log = config.term_weights == "query-idf"
+            rows = len(table)
+            if not from_log:  # hashed unknown words are rarer than every word GloVe has
+                rarity = F.pad(torch.from_numpy(self.vocabulary.log_ranks), (0, rows - len(self.vocabulary.table)),
+                               value=1.0)
+            elif fresh:
+                rarity = torch.from_numpy(query_log_rarity(config.query_log, rows, lambda t: self.tokenize(t, 10_000)))
+            else:
+                rarity = torch.zeros(rows)  # filled by load_state_dict
+            self.register_buffer("rarity", rarity, persistent=from_log)
             self.rank_gate = nn.Parameter(torch.tensor([6.0, -3.0]))  # frequent words start near 0, rare near 2.4
             self.embedding_gate = nn.Linear(table.shape[1], 1, bias=False)
             nn.init.zeros_(self.embedding_gate.weight)
 
     # -- text to ids
     def query_ids(self, texts: list[str]) -> list[Tokens]:
-        tokens = [self.vocabulary.tokenize(t, self.config.max_query) for t in texts]
+        tokens = [self.tokenize(t, self.config.max_query) for t in texts]
         if self.config.query_stopwords:
             return tokens
         return [_without_stopwords(t, text) for t, text in zip(tokens, texts)]
 
     def doc_ids(self, texts: list[str]) -> list[Tokens]:
-        return [self.vocabulary.tokenize(t, self.config.max_doc) for t in texts]
+        return [self.tokenize(t, self.config.max_doc) for t in texts]
+
+    def tokenize(self, text: str, limit: int) -> Tokens:
+        return self.vocabulary.tokenize(text, limit, self.config.fold_plurals, self.config.oov_buckets)
 
     # -- contextualisation
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
@@ -274,7 +400,7 @@ class TKModule(nn.Module):
         if self.config.term_weights == "none":
             return mask
         vectors = F.embedding(ids, self.table)
-        gate = self.rank_gate[0] * self.log_ranks[ids] + self.rank_gate[1] + self.embedding_gate(vectors)[..., 0]
+        gate = self.rank_gate[0] * self.rarity[ids] + self.rank_gate[1] + self.embedding_gate(vectors)[..., 0]
         return F.softplus(gate) * mask
 
     def encode_docs(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -299,7 +425,7 @@ class TKModule(nn.Module):
         """Gaussian kernels on the cosine match matrix: [B, Lq, Ld, K], zero on document padding."""
         cosine = torch.bmm(queries, docs.transpose(1, 2))
         cosine = cosine.masked_fill(doc_mask[:, None, :] == 0, 10.0)  # far from every μ: padding activates nothing
-        return torch.exp(torch.square(cosine[..., None] - self.mus) * (-0.5 / KERNEL_SIGMA ** 2))
+        return torch.exp(torch.square(cosine[..., None] - self.mus) * (-0.5 / self.sigmas ** 2))
 
     def match(self, queries: torch.Tensor, query_mask: torch.Tensor, docs: torch.Tensor,
               doc_mask: torch.Tensor) -> torch.Tensor:
@@ -328,7 +454,8 @@ class TKModule(nn.Module):
         sums = F.pad(kernels.cumsum(2), (0, 0, 1, 0))  # [B, Lq, Ld+1, K]
         ends = (starts + window).clamp(max=length)
         windowed = sums[:, :, ends] - sums[:, :, starts]  # [B, Lq, W, K]
-        features = (torch.log1p(windowed) * query_mask[..., None, None]).sum(1)  # saturation, then over terms
+        saturated = torch.log1p(windowed) if self.config.saturation == "log1p" else torch.log(windowed.clamp(min=1e-10))
+        features = (saturated * query_mask[..., None, None]).sum(1)  # saturation, then over terms
         region = self.region_kernels(features)[..., 0]  # [B, W]
         doc_lengths = doc_mask.sum(1)
         valid = (starts[None, :] <= (doc_lengths[:, None] - window).clamp(min=0))
@@ -376,7 +503,7 @@ def new_trainable(variant: str = "tk", threads: int | None = None, max_length: i
 
         if options:
             raise UsageError(f"--init {base}: the model options come from that checkpoint; drop --model-option")
-        module = TKModule(TKConfig.from_dict(read_checkpoint(base, variant)["config"]))
+        module = TKModule(TKConfig.from_dict(read_checkpoint(base, variant)["config"]), fresh=False)
         module.load_state_dict(torch.load(Path(base) / WEIGHTS_FILE, map_location="cpu", weights_only=True))
         return module
     defaults = {"max_doc": 1000} if variant == "tkl" else {}
@@ -413,7 +540,7 @@ class TKReranker(Reranker):
         torch.set_num_threads(int(threads or 1))
         self.folder, self.checkpoint_hash = folder, manifest["hash"]
         self.name = manifest["model"]
-        self.module = TKModule(TKConfig.from_dict(manifest["config"]))
+        self.module = TKModule(TKConfig.from_dict(manifest["config"]), fresh=False)
         state = torch.load(folder / WEIGHTS_FILE, map_location="cpu", weights_only=True)
         self.module.load_state_dict(state)
         self.module.eval()
