@@ -67,13 +67,14 @@ def main() -> None:
         result = train(variant, TrainArgs(train="trec-dl-2020", output=str(output), dev_fraction=0.2, steps=args.steps,
                                           lr=args.lr, seed=args.seed, eval_every=args.eval_every, patience=10,
                                           teacher=args.teacher, teacher_min_score=args.teacher_min_score,
-                                          distill=args.distill, teacher_scale=args.teacher_scale, max_minutes=args.max_minutes,
-                                          model_options=options),
+                                          distill=args.distill, teacher_scale=args.teacher_scale,
+                                          max_minutes=args.max_minutes, model_options=options),
                        log=lambda m: print(m, file=sys.stderr, flush=True))
         distill = {"teacher_min_score": args.teacher_min_score, "distill": args.distill,
                    "teacher_scale": args.teacher_scale} if args.teacher else {}
         entry = {"variant": variant, **options, "teacher": args.teacher, **distill, "steps": result.steps,
-                 "lr": args.lr, "seed": args.seed, "best_dev_nDCG@10_heldout_dl20": result.best, "best_step": result.best_step,
+                 "lr": args.lr, "seed": args.seed, "best_dev_nDCG@10_heldout_dl20": result.best,
+                 "best_step": result.best_step,
                  "train_seconds": round(time.perf_counter() - began), "dl19": evaluate_dl19(output, variant),
                  "checkpoint": str(output.relative_to(HERE.parent))}
         print(name, json.dumps(entry), flush=True)
