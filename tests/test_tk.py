@@ -329,3 +329,16 @@ def test_train_and_score_with_lexical_options_through_the_cli(tmp_path, rerank):
                  check=False)
     assert bad.returncode == 2 and "no query file" in bad.stderr and "Traceback" not in bad.stderr
     assert not (tmp_path / "ck2").exists()
+
+
+def test_checkpoints_from_before_the_lexical_options_load_as_they_were(tmp_path):
+    folder = checkpoint(tmp_path, "tkl")
+    manifest = json.loads((folder / "checkpoint.json").read_text())
+    for key in ("saturation", "fold_plurals", "oov_buckets", "exact_sigma", "query_log"):
+        del manifest["config"][key]  # what a checkpoint of an earlier version records
+    (folder / "checkpoint.json").write_text(json.dumps(manifest))
+    with torch.no_grad():
+        earlier = tiny("tkl", saturation="log1p", fold_plurals=False, oov_buckets=0, exact_sigma=0.1)
+        expected = earlier.score_batch([QUERY], [list(DOCS.values())])[0].tolist()
+    assert np.allclose(load_tkl(str(folder)).score(QUERY, list(DOCS), list(DOCS.values())), expected, rtol=2e-3,
+                       atol=1e-4)
