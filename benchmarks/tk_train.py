@@ -84,15 +84,18 @@ def main() -> None:
     write_markdown(results)
 
 
-LEXICAL = {"term_weights": "none", "fold_plurals": False, "oov_buckets": 0, "exact_sigma": 0.1, "saturation": "log1p"}
+LEXICAL = ("term_weights", "fold_plurals", "oov_buckets", "exact_sigma", "saturation")
 
 
 def options_cell(e: dict) -> str:
     """The architecture options that differ from plain TK (GloVe, no projection, query stopwords kept)."""
+    from rerank.models.tk import TKConfig
+
+    plain = TKConfig()
     shown = [] if e["embeddings"] == "glove" else [e["embeddings"]]
     shown += [f"projection={e['projection']}"] if e["projection"] else []
     shown += ["no query stopwords"] if e.get("query_stopwords") is False else []
-    shown += [f"{k}={e[k]}" for k, plain in LEXICAL.items() if e.get(k, plain) != plain]
+    shown += [f"{k}={e[k]}" for k in LEXICAL if e.get(k, getattr(plain, k)) != getattr(plain, k)]
     return ", ".join(shown) or "-"
 
 
@@ -100,6 +103,7 @@ def write_markdown(results: dict) -> None:
     lines = ["| name | variant | options | teacher | lr | seed | steps | train s | held-out dev nDCG@10 "
              "| DL19 nDCG@10 | DL19 MRR@10 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, e in results.items():
+        # runs that record their seed came after the held-out average was fixed; earlier values only rank
         dev = f"{e['best_dev_nDCG@10_heldout_dl20']:.4f}" if "seed" in e else "n/a"
         lines.append(f"| {name} | {e['variant']} | {options_cell(e)} | "
                      f"{Path(e['teacher']).stem if e['teacher'] else 'no'} | {e['lr']:g} | {e.get('seed', 42)} | "

@@ -141,8 +141,9 @@ def compiled_for_inference(model: nn.Module, tokenizer: Any) -> nn.Module:
 
     Freezing lets inductor treat the weights as constants: it pre-packs the linear layers for oneDNN and
     fuses bias, GELU and layer norm, which on 2 CPU cores gives about 2x the eager fp32 throughput with
-    scores equal to 1e-5 (benchmarks/results/bert_speed.md). Shapes are dynamic; the warm-up covers a padded batch, an unpadded one and a
-    single pair (PyTorch specialises size 1), so no query pays for compiling and its timing stays clean.
+    scores equal to 1e-5 (benchmarks/results/bert_speed.md). Shapes are dynamic; the warm-up covers a
+    padded batch, an unpadded one and a single pair (PyTorch specialises size 1), so no query pays for
+    compiling and its timing stays clean.
     Costs 12-26 s at load and a C++ compiler.
     """
     if not (shutil.which("c++") or shutil.which("g++")):
