@@ -18,7 +18,8 @@ Dev evaluation re-ranks the dev queries' candidates with the model under trainin
 measure with the shared evaluator; the best checkpoint is kept (written atomically) and training
 stops after `patience` evaluations without improvement, after `steps`, or when `max_minutes` pass.
 For an honest test figure, hold out part of the training queries (`dev_fraction`) instead of using
-the test set for early stopping.
+the test set for early stopping; with few queries, `dev_fold="k/n"` holds out the k-th of n folds, so n
+runs give a cross-validated dev curve over every training query (benchmarks/tk_train.py --folds).
 """
 
 from __future__ import annotations
@@ -124,6 +125,7 @@ class TrainArgs:
     output: str
     dev: str | None = None
     dev_fraction: float = 0.0
+    dev_fold: str | None = None  # "k/n": hold out the k-th of n folds of the training queries (cross-validation)
     candidates: str | None = None  # candidate run of the data set (default: its first)
     steps: int = 300
     batch_groups: int = 4
@@ -156,8 +158,10 @@ class TrainArgs:
             raise UsageError(f"--precision must be fp32 or bf16, not {self.precision!r}")
         if not 0 <= self.dev_fraction < 1:
             raise UsageError(f"--dev-fraction must be in [0, 1), not {self.dev_fraction}")
-        if self.dev and self.dev_fraction:
-            raise UsageError("give either --dev DATASET or --dev-fraction, not both")
+        if sum(map(bool, (self.dev, self.dev_fraction, self.dev_fold))) > 1:
+            raise UsageError("give only one of --dev DATASET, --dev-fraction and --dev-fold")
+        if self.dev_fold is not None:
+            self.fold()
         for label, value in (("--steps", self.steps), ("--batch-groups", self.batch_groups),
                              ("--negatives", self.negatives), ("--eval-every", self.eval_every),
                              ("--dev-depth", self.dev_depth)):
@@ -166,6 +170,16 @@ class TrainArgs:
         for name in (self.train, self.dev):
             if name is not None and name not in dataset_names():
                 raise UsageError(f"unknown data set {name!r}; known: {', '.join(dataset_names())}")
+
+    def fold(self) -> tuple[int, int]:
+        """`dev_fold` "k/n" as (k, n), 1 <= k <= n, n >= 2."""
+        try:
+            k, n = (int(part) for part in str(self.dev_fold).split("/"))
+        except ValueError:
+            raise UsageError(f"--dev-fold must be K/N (e.g. 2/5), not {self.dev_fold!r}") from None
+        if not (n >= 2 and 1 <= k <= n):
+            raise UsageError(f"--dev-fold K/N needs N >= 2 and 1 <= K <= N, not {self.dev_fold!r}")
+        return k, n
 
 
 @dataclass
@@ -303,15 +317,30 @@ class DevSet:
         return evaluate(Run(RunHeader(), rankings, "dev"), self.qrels, [self.measure]).mean(self.measure.label)
 
 
+# Dev queries are drawn with this seed, not --seed: runs with other seeds, and runs continued with --init,
+# keep the same dev queries, so their dev figures compare and a continued run never tests on what it trained on.
 DEV_SPLIT_SEED = 42
 
 
+def _usable(queries: list[JudgedQuery]) -> list[JudgedQuery]:
+    """The queries with positives: the only ones a dev measure can judge."""
+    return sorted((q for q in queries if q.positives), key=lambda q: q.qid)
+
+
 def _split(queries: list[JudgedQuery], fraction: float) -> tuple[list[JudgedQuery], list[JudgedQuery]]:
-    """Hold out a random `fraction` of the queries that have positives, for early stopping. The draw
-    does not follow --seed: runs with other seeds, and runs continued with --init, keep the same dev
-    queries, so their dev figures compare and a continued run never tests on what it trained on."""
-    usable = sorted((q for q in queries if q.positives), key=lambda q: q.qid)
+    """Hold out a random `fraction` of the usable queries, for early stopping."""
+    usable = _usable(queries)
     held = set(q.qid for q in random.Random(DEV_SPLIT_SEED).sample(usable, max(1, round(len(usable) * fraction))))
+    return [q for q in queries if q.qid not in held], [q for q in queries if q.qid in held]
+
+
+def _fold(queries: list[JudgedQuery], k: int, n: int) -> tuple[list[JudgedQuery], list[JudgedQuery]]:
+    """Hold out the k-th of n folds of the shuffled usable queries: the n folds cover each of them once."""
+    usable = _usable(queries)
+    random.Random(DEV_SPLIT_SEED).shuffle(usable)
+    if len(usable) < n:
+        raise UsageError(f"--dev-fold {k}/{n}: only {len(usable)} training queries have relevant candidates")
+    held = {q.qid for q in usable[k - 1 :: n]}
     return [q for q in queries if q.qid not in held], [q for q in queries if q.qid in held]
 
 
@@ -322,6 +351,9 @@ def build_dev(args: TrainArgs, train_queries: list[JudgedQuery], texts: dict[str
     if args.dev_fraction:
         train_queries, dev_queries = _split(train_queries, args.dev_fraction)
         source = f"{args.train} (held-out {len(dev_queries)} queries)"
+    elif args.dev_fold:
+        train_queries, dev_queries = _fold(train_queries, *args.fold())
+        source = f"{args.train} (fold {args.dev_fold}, {len(dev_queries)} queries)"
     elif args.dev:
         dev_queries, texts, qrels, min_rel, measures = judged_queries(args.dev, args.candidates)
         source = args.dev

@@ -166,8 +166,13 @@ def test_distillation_on_the_unjudged_queries_of_a_teacher_run(tiny_bert, tmp_pa
 
 
 def test_bad_training_arguments(tmp_path):
-    with pytest.raises(UsageError, match="not both"):
+    with pytest.raises(UsageError, match="only one of"):
         train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), dev="trecqa-dev", dev_fraction=0.2))
+    with pytest.raises(UsageError, match="only one of"):
+        train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), dev_fraction=0.2, dev_fold="1/5"))
+    for fold in ("2", "a/5", "0/5", "6/5", "1/1"):
+        with pytest.raises(UsageError, match="--dev-fold"):
+            train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), dev_fold=fold))
     with pytest.raises(UsageError, match="cannot train model"):
         train("nope", TrainArgs(train="trecqa-dev", output=str(tmp_path)))
     with pytest.raises(UsageError, match="unknown data set"):
@@ -202,3 +207,23 @@ def test_held_out_dev_set_is_disjoint_and_judged_alone(data_root, monkeypatch):
     assert dev_ids and not dev_ids & {q.qid for q in train_part}
     assert set(dev.qrels) == dev_ids  # the dev mean runs over the held-out queries only
     assert len(train_part) + len(dev_ids) == len(queries)
+
+
+def test_dev_folds_partition_the_judged_queries(data_root, monkeypatch):
+    """k-fold cross-validation: each usable query is held out by exactly one of the n folds."""
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    from rerank.train import build_dev, judged_queries
+
+    queries, texts, qrels, min_rel, measures = judged_queries("trecqa-dev", None)
+    held_out = []
+    for k in range(1, 4):
+        args = TrainArgs(train="trecqa-dev", output="unused", dev_fold=f"{k}/3")
+        train_part, dev = build_dev(args, queries, texts, qrels, min_rel, measures)
+        dev_ids = {q.qid for q in dev.queries}
+        assert not dev_ids & {q.qid for q in train_part} and len(train_part) + len(dev_ids) == len(queries)
+        assert f"fold {k}/3" in dev.source
+        held_out += dev_ids
+    assert sorted(held_out) == sorted(q.qid for q in queries if q.positives)
+    with pytest.raises(UsageError, match="only 1 training queries"):
+        build_dev(TrainArgs(train="trecqa-dev", output="unused", dev_fold="1/2"), [q for q in queries if q.positives][:1], texts, qrels,
+                  min_rel, measures)

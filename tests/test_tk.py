@@ -331,6 +331,12 @@ def test_train_and_score_with_lexical_options_through_the_cli(tmp_path, rerank):
     assert not (tmp_path / "ck2").exists()
 
 
+def test_a_bad_dev_fold_is_a_one_line_error(tmp_path, rerank):
+    bad = rerank("train", "tk", "--train", "trecqa-dev", "--dev-fold", "6/5", "-o", str(tmp_path / "ck"), check=False)
+    assert bad.returncode == 2 and "--dev-fold K/N needs" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (tmp_path / "ck").exists()
+
+
 def test_checkpoints_from_before_the_lexical_options_load_as_they_were(tmp_path):
     folder = checkpoint(tmp_path, "tkl")
     manifest = json.loads((folder / "checkpoint.json").read_text())

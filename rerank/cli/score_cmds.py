@@ -98,6 +98,8 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--dev", "dev_set", default=None, help="Data set for early stopping (its figures are then dev figures).")
 @click.option("--dev-fraction", type=float, default=0.0, show_default=True,
               help="Hold out this share of the training queries for early stopping instead of --dev.")
+@click.option("--dev-fold", default=None, metavar="K/N",
+              help="Hold out the K-th of N folds of the training queries instead (N runs: cross-validation).")
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Checkpoint folder to write.")
 @click.option("--candidates", default=None, help="Candidate run of the data sets (default: the first, e.g. bm25).")
 @click.option("--steps", default=300, show_default=True, help="Optimiser steps at most.")
@@ -130,7 +132,7 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
                    "-O term_weights=query-idf -O exact_sigma=0.01 -O oov_buckets=50000 (see README).")
 @click.option("--init", "init_from", type=click.Path(file_okay=False), default=None,
               help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")
-def train(model_name, train_set, dev_set, dev_fraction, output, candidates, steps, batch_groups, negatives, loss, lr,
+def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, candidates, steps, batch_groups, negatives, loss, lr,
           head_lr_scale, eval_every, patience, dev_depth, metric, seed, teacher, distill, distill_weight, teacher_scale,
           teacher_min_score, max_minutes, max_length, threads, precision, model_option, init_from) -> None:
     """Train MODEL on a data set's judged candidates and write the best checkpoint to OUTPUT."""
@@ -141,7 +143,8 @@ def train(model_name, train_set, dev_set, dev_fraction, output, candidates, step
         raise UsageError(f"cannot train model {model_name!r}; trainable: {', '.join(sorted(TRAINABLE))}")
     if init_from:
         read_checkpoint(init_from, model_name)
-    args = TrainArgs(train=train_set, output=output, dev=dev_set, dev_fraction=dev_fraction, candidates=candidates,
+    args = TrainArgs(train=train_set, output=output, dev=dev_set, dev_fraction=dev_fraction,
+                     dev_fold=dev_fold, candidates=candidates,
                      steps=steps, batch_groups=batch_groups, negatives=negatives,
                      lr=lr if lr is not None else SCRATCH_LR.get(model_name, 3e-5), head_lr_scale=head_lr_scale, loss=loss,
                      eval_every=eval_every, patience=patience, dev_depth=dev_depth, metric=metric, seed=seed,
