@@ -142,18 +142,18 @@ def main() -> None:
         write_markdown(results)
 
 
-LEXICAL = ("term_weights", "fold_plurals", "oov_buckets", "exact_sigma", "saturation")
+SHOWN = ("term_weights", "fold_plurals", "oov_buckets", "exact_sigma", "saturation", "window", "regions")
 
 
 def options_cell(e: dict) -> str:
-    """The architecture options that differ from plain TK (GloVe, no projection, query stopwords kept)."""
+    """The architecture options that differ from plain TK/TKL (GloVe, no projection, query stopwords kept)."""
     from rerank.models.tk import TKConfig
 
     plain = TKConfig()
     shown = [] if e["embeddings"] == "glove" else [e["embeddings"]]
     shown += [f"projection={e['projection']}"] if e["projection"] else []
     shown += ["no query stopwords"] if e.get("query_stopwords") is False else []
-    shown += [f"{k}={e[k]}" for k in LEXICAL if e.get(k, getattr(plain, k)) != getattr(plain, k)]
+    shown += [f"{k}={e[k]}" for k in SHOWN if e.get(k, getattr(plain, k)) != getattr(plain, k)]
     return ", ".join(shown) or "-"
 
 
