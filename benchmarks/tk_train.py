@@ -69,8 +69,7 @@ def cross_validate(name: str, variant: str, options: dict, args, train_args) -> 
     for repeat in range(args.repeats):
         for k in range(1, args.folds + 1):
             result = train_args(str(WORK / "cv" / name), dev_fraction=0.0, dev_fold=f"{k}/{args.folds}",
-                                seed=args.seed + repeat,
-                                patience=args.steps)
+                                seed=args.seed + repeat, patience=args.steps)  # patience: never stop early
             finals.append(result.history[-1]["nDCG@10"])
             for point in result.history:
                 curves.setdefault(point["step"], []).append(point["nDCG@10"])
