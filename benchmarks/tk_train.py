@@ -171,7 +171,7 @@ def write_markdown(results: dict) -> None:
         "# TK / TKL trained on TREC DL 2020 (20% held out for early stopping, unless trained on all queries),\n"
         "tested on DL 2019 top-100\n\n"
         "BM25 on the same candidates: nDCG@10 0.5058, MRR@10 0.7024 (held-out DL 2020 queries: 0.539). Rows with\n"
-        "1 step are the untrained initialisation (one step at a warm-up learning rate of ~0), for reference.\n"
+        "1 step are the initialisation, for reference (one optimiser step moves each weight by about the lr).\n"
         "Held-out dev values are shown for the runs made after the dev average was fixed (see tk_notes.md).\n\n"
         + "\n".join(lines) + "\n")
 
