@@ -12,7 +12,8 @@ repeated in the results). Usage:
 
     python benchmarks/bert_quality.py --dl CK_DL20 [--trecqa CK_TRECQA] [--wikiqa CK_WIKIQA]
 
-(writes benchmarks/results/bert_quality.{json,md}).
+(writes benchmarks/results/bert_quality.{json,md}). A collection not given keeps its results and section from
+the earlier files, and so do sections written by hand (e.g. "## Notes"): one suite can be re-run alone.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_results  # noqa: E402
+from common import RESULTS, write_results  # noqa: E402
 
 SUITES = {  # option -> (test collection, candidate run, measures)
     "dl": ("trec-dl-2019", "bm25", ["nDCG@10", "MRR@10", "MAP", "Recall@100"]),
@@ -48,6 +49,7 @@ def training_command(manifest: dict) -> str:
     parts = [f"rerank train bert --train {t['train']}"]
     parts += [f"--dev {t['dev']}"] if t.get("dev") else []
     parts += [f"--dev-fraction {t['dev_fraction']}"] if t.get("dev_fraction") else []
+    parts += [f"--dev-fold {t['dev_fold']}"] if t.get("dev_fold") else []
     for key in ("steps", "batch_groups", "negatives", "lr", "loss", "eval_every", "patience", "dev_depth", "seed"):
         parts.append(f"--{key.replace('_', '-')} {t[key]}")
     if t.get("head_lr_scale", 1) != 1:
@@ -61,8 +63,18 @@ def training_command(manifest: dict) -> str:
         parts.append(f"--init {t['model_options']['base']}")
     if t.get("max_minutes"):
         parts.append(f"--max-minutes {t['max_minutes']}")
+    if t.get("precision", "fp32") != "fp32":
+        parts.append(f"--precision {t['precision']}")
     parts.append(f"--max-length {manifest['config']['max_length']} -o CHECKPOINT")
     return " ".join(parts)
+
+
+def earlier_sections(markdown: str) -> dict[str, str]:
+    """The `## ` sections of an earlier bert_quality.md, keyed by their heading's first word."""
+    sections = {}
+    for part in markdown.split("\n## ")[1:]:
+        sections[part.split()[0]] = "## " + part.rstrip("\n") + "\n"
+    return sections
 
 
 def main() -> None:
@@ -74,10 +86,17 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="rerank-bert-quality-"))
     results, lines = {}, ["# BERT cross-encoder re-ranking quality", ""]
+    earlier_json, earlier_md = RESULTS / "bert_quality.json", RESULTS / "bert_quality.md"
+    earlier = json.loads(earlier_json.read_text()) if earlier_json.exists() else {}
+    kept = earlier_sections(earlier_md.read_text()) if earlier_md.exists() else {}
     for option, (dataset, candidates, measures) in SUITES.items():
         checkpoints = getattr(args, option)
         if not checkpoints:
+            if dataset in earlier and dataset in kept:
+                results[dataset] = earlier[dataset]
+                lines += [kept[dataset]]
             continue
+        kept.pop(dataset, None)
         manifests = [json.loads((Path(c) / "checkpoint.json").read_text()) for c in checkpoints]
         labels = ["bert"] + [f"bert-{Path(c).name}" for c in checkpoints[1:]]
         runs = {"bm25": work / f"{dataset}.bm25.run", "minilm-bi": work / f"{dataset}.bi.run"}
@@ -114,6 +133,7 @@ def main() -> None:
             t = other["training"]
             lines += [f"`{label}` (for comparison, not chosen): {t['seconds']:.0f} s, step {t['step']}, dev "
                       f"{t.get('dev_measure')} = {t.get('dev_value') or 0:.4f}:", "", f"    {training_command(other)}", ""]
+    lines += [section for name, section in kept.items() if name not in results]  # hand-written ones
     write_results("bert_quality", results, "\n".join(lines) + "\n")
 
 
