@@ -49,13 +49,13 @@ def bm25_fold_means(folds: int) -> list[float]:
     """BM25's (the candidate order's) dev nDCG@10 on each fold, the baseline of the cross-validated curves."""
     from rerank.evaluate.measures import evaluate, parse_measure
     from rerank.runs import Run, RunHeader
-    from rerank.train import TrainArgs, _fold, judged_queries
+    from rerank.train import _fold, judged_queries
 
     queries, _, qrels, min_rel, _ = judged_queries("trec-dl-2020", None)
     measure = parse_measure("nDCG@10", min_rel)
     means = []
     for k in range(1, folds + 1):
-        _, held = _fold(queries, *TrainArgs(train="trec-dl-2020", output="", dev_fold=f"{k}/{folds}").fold())
+        _, held = _fold(queries, k, folds)  # the split `--dev-fold k/folds` holds out
         run = Run(RunHeader(), {q.qid: q.ranking for q in held}, "bm25")
         means.append(evaluate(run, {q.qid: qrels[q.qid] for q in held}, [measure]).mean(measure.label))
     return means
@@ -111,8 +111,8 @@ def main() -> None:
     for spec in args.specs:
         name, variant, options = parse_spec(spec, args.threads)
 
-        def train_args(output: str, **how):
-            settings = {"dev_fraction": 0.2, "seed": args.seed, "patience": 10, **how}
+        def train_args(output: str, **overrides):
+            settings = {"dev_fraction": 0.2, "seed": args.seed, "patience": 10, **overrides}
             return train(variant, TrainArgs(train="trec-dl-2020", output=output, steps=args.steps, lr=args.lr,
                                             eval_every=args.eval_every, teacher=args.teacher,
                                             teacher_min_score=args.teacher_min_score, distill=args.distill,
@@ -179,8 +179,8 @@ def write_markdown(results: dict) -> None:
 def write_cv_markdown(results: dict, folds: int) -> None:
     from statistics import mean
 
-    lines = ["| name | variant | options | teacher | lr | steps | folds x seeds | train s | CV nDCG@10 at the last step "
-             "| best step of the mean curve |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| name | variant | options | teacher | lr | steps | folds x seeds | train s "
+             "| CV nDCG@10 at the last step | best step of the mean curve |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, e in sorted(results.items(), key=lambda item: -item[1]["cv_nDCG@10_last_step"]):
         step, value = max(e["cv_curve"].items(), key=lambda item: item[1])
         lines.append(f"| {name} | {e['variant']} | {options_cell(e)} | "

@@ -225,5 +225,6 @@ def test_dev_folds_partition_the_judged_queries(data_root, monkeypatch):
         held_out += dev_ids
     assert sorted(held_out) == sorted(q.qid for q in queries if q.positives)
     with pytest.raises(UsageError, match="only 1 training queries"):
-        build_dev(TrainArgs(train="trecqa-dev", output="unused", dev_fold="1/2"), [q for q in queries if q.positives][:1], texts, qrels,
-                  min_rel, measures)
+        one_query = [q for q in queries if q.positives][:1]
+        build_dev(TrainArgs(train="trecqa-dev", output="unused", dev_fold="1/2"), one_query, texts, qrels, min_rel,
+                  measures)
