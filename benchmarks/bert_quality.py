@@ -5,7 +5,8 @@ Runs the real CLI chain for each collection and evaluates with `rerank eval`:
     rerank retrieve trec-dl-2019 --candidates bm25 -o bm25.run
     rerank score --model minilm-bi bm25.run -o minilm-bi.run
     rerank score --model bert --checkpoint CK bm25.run -o bert.run
-    rerank eval bm25.run minilm-bi.run bert.run -m nDCG@10 -m MRR@10 ...
+    rerank score --model bert --checkpoint CK --interpolate 0.5 minilm-bi.run -o bert+minilm-bi.run
+    rerank eval bm25.run minilm-bi.run bert.run bert+minilm-bi.run -m nDCG@10 -m MRR@10 ...
 
 The checkpoints come from `rerank train bert ...` (commands recorded in their checkpoint.json and
 repeated in the results). Usage:
@@ -106,6 +107,11 @@ def main() -> None:
             runs[label] = work / f"{dataset}.{label}.run"
             rerank("score", "--model", "bert", "--checkpoint", checkpoint, "--depth", "100", "--name", label,
                    str(runs["bm25"]), "-o", str(runs[label]))
+        # The chosen checkpoint as an ensemble with the bi-encoder it was distilled from: equal weights of the
+        # z-scored scores (alpha 0.5, fixed before it was first measured), the score stage's --interpolate.
+        runs["bert+minilm-bi"] = work / f"{dataset}.bert-bi.run"
+        rerank("score", "--model", "bert", "--checkpoint", checkpoints[0], "--depth", "100", "--interpolate", "0.5",
+               "--name", "bert+minilm-bi", str(runs["minilm-bi"]), "-o", str(runs["bert+minilm-bi"]))
         table = json.loads(rerank("eval", *map(str, runs.values()), *sum((["-m", m] for m in measures), []),
                                   "--format", "json"))
         manifest = manifests[0]
