@@ -107,8 +107,9 @@ def main() -> None:
             runs[label] = work / f"{dataset}.{label}.run"
             rerank("score", "--model", "bert", "--checkpoint", checkpoint, "--depth", "100", "--name", label,
                    str(runs["bm25"]), "-o", str(runs[label]))
-        # The chosen checkpoint as an ensemble with the bi-encoder it was distilled from: equal weights of the
-        # z-scored scores (alpha 0.5, fixed before it was first measured), the score stage's --interpolate.
+        # The chosen checkpoint as an ensemble with the zero-shot bi-encoder (the DL checkpoints' teacher): equal
+        # weights of the z-scored scores (alpha 0.5, fixed before it was first measured), the score stage's
+        # --interpolate. Its BERT scores come from the score cache filled by the "bert" run above.
         runs["bert+minilm-bi"] = work / f"{dataset}.bert-bi.run"
         rerank("score", "--model", "bert", "--checkpoint", checkpoints[0], "--depth", "100", "--interpolate", "0.5",
                "--name", "bert+minilm-bi", str(runs["minilm-bi"]), "-o", str(runs["bert+minilm-bi"]))
