@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Time-budget report for BM25 / BERT / TK / TKL on TREC DL 2019 top-100 (the documented command chain).
 #
-#   benchmarks/tk_budget.sh BERT_CK TK_CK TKL_CK [DEPTHS]     (BERT_CK "-": no BERT curve)
+#   [REPORT=tk_budget] benchmarks/tk_budget.sh BERT_CK TK_CK TKL_CK [DEPTHS]     (BERT_CK "-": no BERT curve)
 #
 # Every re-ranker re-scores the BM25 candidates at each depth with the cache off (real per-query times);
 # TK/TKL read stored encodings (built here with `rerank encode` if missing) on 1 thread (their default);
@@ -10,12 +10,13 @@
 # candidates carry no timings, so the first stage counts as 0 ms for every model (--zero-untimed).
 # TK and TKL also run interpolated with BM25 (`--interpolate 0.5`: equal weights of the z-scored
 # model and BM25 scores, fixed a priori, not tuned on DL 2019) as the curves tk+bm25 and tkl+bm25.
-# Writes benchmarks/results/tk_budget.{md,json,png} and tk_quality.md (depth 100, significance
-# against BM25); run files stay in benchmarks/work/budget/.
+# Writes benchmarks/results/$REPORT.{md,json,png}, ${REPORT}_p95.md, ${REPORT}_oracle.md and, for tk_budget,
+# tk_quality.md (else ${REPORT}_quality.md): depth 100, significance against BM25; runs go to benchmarks/work/$REPORT/.
 set -euo pipefail
 BERT_CK=$1; TK_CK=$2; TKL_CK=$3; DEPTHS=${4:-"5 10 20 50 100"}
 HERE=$(cd "$(dirname "$0")" && pwd)
-W="$HERE/work/budget"; R="$HERE/results"; mkdir -p "$W" "$R"
+REPORT=${REPORT:-tk_budget}; QUALITY=${REPORT}_quality; [ "$REPORT" = tk_budget ] && QUALITY=tk_quality
+W="$HERE/work/$REPORT"; R="$HERE/results"; mkdir -p "$W" "$R"
 export HF_HUB_OFFLINE=1
 rerank retrieve trec-dl-2019 --candidates bm25 -o "$W/bm25.run"
 rerank encode trec-dl-2019 --model tk --checkpoint "$TK_CK"
@@ -37,15 +38,15 @@ done
 runs=("bm25=$W/bm25.run")
 models="tk tkl tk+bm25 tkl+bm25"; [ "$BERT_CK" != "-" ] && models="bert bert-compiled $models"
 for m in $models; do for d in $DEPTHS; do runs+=("$W/$m-$d.run"); done; done
-rerank budget --zero-untimed "${runs[@]}" --format markdown -o "$R/tk_budget.md" --plot "$R/tk_budget.png" \
+rerank budget --zero-untimed "${runs[@]}" --format markdown -o "$R/$REPORT.md" --plot "$R/$REPORT.png" \
   --title "TREC DL 2019 top-100: nDCG@10 within a per-query time budget"
-rerank budget --zero-untimed "${runs[@]}" --format json -o "$R/tk_budget.json"
-rerank budget --zero-untimed "${runs[@]}" --statistic p95 --format markdown -o "$R/tk_budget_p95.md"
-rerank budget --zero-untimed "${runs[@]}" --pick best --format markdown -o "$R/tk_budget_oracle.md"
+rerank budget --zero-untimed "${runs[@]}" --format json -o "$R/$REPORT.json"
+rerank budget --zero-untimed "${runs[@]}" --statistic p95 --format markdown -o "$R/${REPORT}_p95.md"
+rerank budget --zero-untimed "${runs[@]}" --pick best --format markdown -o "$R/${REPORT}_oracle.md"
 deepest=${DEPTHS##* }
 top=("$W/bm25.run"); for m in ${models/bert-compiled /}; do top+=("$W/$m-$deepest.run"); done  # compiled: same scores
-rerank eval "${top[@]}" -m nDCG@10 -m RR@10 -m MAP --format markdown > "$R/tk_quality.md.tmp"
-mv "$R/tk_quality.md.tmp" "$R/tk_quality.md"
+rerank eval "${top[@]}" -m nDCG@10 -m RR@10 -m MAP --format markdown > "$R/$QUALITY.md.tmp"
+mv "$R/$QUALITY.md.tmp" "$R/$QUALITY.md"
 ROOT=$(dirname "$HERE")
-sed -i "s|$ROOT/||g" "$R"/tk_budget*.md "$R/tk_budget.json"   # repository-relative run paths
-cat "$R/tk_budget.md" "$R/tk_quality.md"
+sed -i "s|$ROOT/||g" "$R/$REPORT".{md,json} "$R/${REPORT}"_{p95,oracle}.md   # repository-relative run paths
+cat "$R/$REPORT.md" "$R/$QUALITY.md"

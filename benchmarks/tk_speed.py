@@ -1,6 +1,6 @@
 """TK with stored encodings vs on the fly vs the BERT cross-encoder: per-query time at one depth, side by side.
 
-    python benchmarks/tk_speed.py --tk CK_TK --bert CK_BERT [--queries 10] [--depth 100]
+    python benchmarks/tk_speed.py --tk CK_TK --bert CK_BERT [--queries 10] [--depth 100] [--report tk_speed]
 
 For every query of TREC DL 2019 (the first --queries of them), each scorer re-scores the same top-depth
 BM25 candidates in turn (interleaved, so all three see the same machine load); time is measured around
@@ -8,7 +8,7 @@ BM25 candidates in turn (interleaved, so all three see the same machine load); t
 encodings are built first (as `rerank encode` does) if missing. TK runs on 1 thread (its default);
 BERT on 2 and on 1 thread, and the faster of the two per query is compared. Also records bytes per
 stored token.
-Results: benchmarks/results/tk_speed.json and tk_speed.md.
+Results: benchmarks/results/REPORT.json and REPORT.md.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("--bert", required=True)
     parser.add_argument("--queries", type=int, default=10)
     parser.add_argument("--depth", type=int, default=100)
+    parser.add_argument("--report", default="tk_speed", help="results file name (without .json / .md)")
     args = parser.parse_args()
 
     header = RunHeader({"dataset": "trec-dl-2019"})
@@ -78,15 +79,15 @@ def main() -> None:
                       "dim": manifest["dim"], "vector_bytes_per_token": manifest["dim"] * 2,
                       "all_files_bytes_per_token": round(folder_bytes / manifest["tokens"], 2)},
     }
-    (HERE / "results" / "tk_speed.json").write_text(json.dumps(result, indent=2) + "\n")
+    (HERE / "results" / f"{args.report}.json").write_text(json.dumps(result, indent=2) + "\n")
     rows = "\n".join(f"| {name} | {s['median_ms']} | {s['p95_ms']} | {s['mean_ms']} |" for name, s in stats.items())
     enc = result["encodings"]
-    (HERE / "results" / "tk_speed.md").write_text(f"""# TK with stored encodings vs BERT, per query at depth {args.depth}
+    (HERE / "results" / f"{args.report}.md").write_text(f"""# TK with stored encodings vs BERT, per query at depth {args.depth}
 
 TREC DL 2019 BM25 candidates, first {len(candidates)} queries, scorers interleaved query by query on the
 shared 2-core machine (1-min load average at the end: {result['load_average_1min_end']}; absolute times move
 with the load, the ratios much less). Command: `python benchmarks/tk_speed.py --tk {args.tk} --bert {args.bert}
---queries {args.queries} --depth {args.depth}`.
+--queries {args.queries} --depth {args.depth} --report {args.report}`.
 
 | scorer | median ms/query | p95 ms/query | mean ms/query |
 |---|---|---|---|

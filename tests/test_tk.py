@@ -348,3 +348,38 @@ def test_checkpoints_from_before_the_lexical_options_load_as_they_were(tmp_path)
         expected = earlier.score_batch([QUERY], [list(DOCS.values())])[0].tolist()
     assert np.allclose(load_tkl(str(folder)).score(QUERY, list(DOCS), list(DOCS.values())), expected, rtol=2e-3,
                        atol=1e-4)
+
+
+@pytest.mark.parametrize("variant", ["tk", "tkl"])
+def test_minilm_context_vectors_are_frozen_cached_and_padding_free(variant):
+    """MiniLM's encoder embeds each sequence alone (padding anywhere in a row changes nothing), the
+    encoder is neither trained nor saved, and TK's own parts above it are."""
+    module = tiny(variant, embeddings="minilm-context")
+    texts = list(DOCS.values())
+    with torch.no_grad():
+        together = module.score_batch([QUERY], [texts])[0]
+        alone = torch.stack([module.score_batch([QUERY], [[t]])[0, 0] for t in texts])
+    assert torch.allclose(together, alone, atol=1e-5) and torch.isfinite(together).all()
+    ids = torch.tensor(module.doc_ids([DOCS["d1"]])[0].ids)
+    padded = torch.stack([F.pad(ids, (2, 3)), F.pad(ids, (0, 5))])  # TKL's first chunk pads on the left
+    vectors = module.vocabulary.vectors(padded)
+    assert torch.allclose(vectors[0, 2:-3], vectors[1, :-5]) and not vectors[0, :2].any()
+    assert tuple(ids.tolist()) in module.vocabulary.cache
+    module.train().score_batch([QUERY], [texts[:2]]).sum().backward()
+    assert module.mix.grad is not None and module.encoder.layers[0].linear1.weight.grad.abs().sum() > 0
+    assert not any(p.requires_grad for p in module.vocabulary.encoder.parameters())
+    assert not any(key.startswith("vocabulary") or key == "table" for key in module.state_dict())
+
+
+def test_minilm_context_checkpoint_scores_alike_from_the_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
+    reranker = load_tkl(str(checkpoint(tmp_path, "tkl", embeddings="minilm-context")))
+    items = list(DOCS.items())
+    manifest = encode_collection("toy", lambda: iter(items), len(items), reranker, progress=False)
+    assert manifest["complete"]
+    on_the_fly = reranker.score(QUERY, list(DOCS), list(DOCS.values()))
+    reranker.use_store(open_store(store_folder("toy", "tkl", reranker.checkpoint_hash), reranker.checkpoint_hash,
+                                  "tkl"))
+    assert np.allclose(reranker.score(QUERY, list(DOCS), ["(stored)"] * len(DOCS)), on_the_fly, atol=1e-4)
+    with pytest.raises(UsageError, match="embeddings must be one of glove, minilm, minilm-context"):
+        TKConfig.from_dict({"embeddings": "bert"})

