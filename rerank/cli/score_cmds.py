@@ -128,7 +128,8 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
               help="bf16: forward passes under bfloat16 autocast, about 2x the steps per minute on CPUs with AVX512-BF16/AMX.")
 @click.option("-O", "--model-option", "model_option", multiple=True, metavar="KEY=VALUE",
-              help="Architecture option (tk/tkl), e.g. -O embeddings=minilm -O projection=64; the lexical ones "
+              help="Architecture option (tk/tkl), e.g. -O embeddings=minilm-context (MiniLM's frozen encoder as "
+                   "token vectors: the best TK here), -O projection=64; for GloVe the lexical ones "
                    "-O term_weights=query-idf -O exact_sigma=0.01 -O oov_buckets=50000 (see README).")
 @click.option("--init", "init_from", type=click.Path(file_okay=False), default=None,
               help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")

@@ -69,8 +69,8 @@ KERNEL_SIGMA = 0.1
 WEIGHTS_FILE = "weights.pt"
 PAD, UNK = 0, 1
 WORD = re.compile(r"\w+")
-# Lucene's English stop set (what the BM25 runs here use)
 EMBEDDINGS = ("glove", "minilm", "minilm-context")
+# Lucene's English stop set (what the BM25 runs here use)
 STOPWORDS = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their then "
                       "there these they this to was will with".split())
 
