@@ -65,6 +65,22 @@ def test_costs_sum_every_stage_and_cheap_model_wins_small_budgets(tmp_path):
     assert "fast is better than slow below 100 ms per query" in budget.render(report, "table")
 
 
+def test_a_model_ahead_at_every_budget_is_reported_as_a_lead(tmp_path):
+    """Curves that never cross give no crossing, but the report still says which model leads (TK against
+    BERT on DL 2019 is such a pair); equal effectiveness at some budgets is said as "at least as good"."""
+    paths = [_write_run(tmp_path, "quick", 20, 4.0, 2), _write_run(tmp_path, "slow", 20, 99.0, 1),
+             _write_run(tmp_path, "twin", 5, 50.0, 2)]
+    points, label = budget.measure_points([_load(p) for p in paths], "nDCG@10")
+    report = budget.build_report(points, label, "median", [10, 200])
+    assert report.crossings == []
+    assert {(lead.better, lead.other, lead.ties) for lead in report.leads} == {
+        ("quick", "slow", False), ("quick", "twin", True), ("twin", "slow", False)}
+    text = budget.render(report, "markdown")
+    assert "- quick is better than slow at every budget from 5.04 ms per query on" in text
+    assert "- quick is at least as good as twin at every budget from 5.04 ms per query on" in text
+    assert json.loads(budget.render(report, "json"))["leads"][0]["sentence"].startswith("quick is")
+
+
 def test_deepest_fitting_depth_versus_the_oracle(tmp_path):
     """Deeper is worse here: a budget buys the deepest depth that fits, unless pick="best" (an oracle)."""
     paths = [_write_run(tmp_path, "m", 5, 2.0, 2), _write_run(tmp_path, "m", 20, 20.0, 1)]

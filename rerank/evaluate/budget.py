@@ -59,6 +59,21 @@ class Crossing:
         return f"{self.better} is better than {self.other} {where} ms per query"
 
 
+@dataclass(frozen=True)
+class Lead:
+    """`better` is ahead of `other` at every budget from `from_ms` on (below it neither has a point): their
+    curves never cross. `ties`: at some budgets they are equal."""
+
+    better: str
+    other: str
+    from_ms: float
+    ties: bool
+
+    def sentence(self) -> str:
+        how = "at least as good as" if self.ties else "better than"
+        return f"{self.better} is {how} {self.other} at every budget from {self.from_ms:.3g} ms per query on"
+
+
 def positive_numbers(text: str, what: str, kind: type = float) -> list:
     """Parse '5,10,20' into positive numbers, or say which item is wrong."""
     values = []
@@ -166,8 +181,10 @@ def by_model(points: list[BudgetPoint]) -> dict[str, list[BudgetPoint]]:
     return models
 
 
-def crossings(points: list[BudgetPoint], statistic: str, pick: str = "deepest") -> list[Crossing]:
-    """For each pair of models, every budget at which the better one changes.
+def compare_curves(points: list[BudgetPoint], statistic: str,
+                   pick: str = "deepest") -> tuple[list[Crossing], list[Lead]]:
+    """For each pair of models, every budget at which the better one changes, or, where it never
+    changes, which one leads throughout.
 
     The curves are step functions that change only at points' costs, so comparing them on each
     interval between consecutive costs is exact. A model with nothing within a budget loses to one
@@ -175,21 +192,26 @@ def crossings(points: list[BudgetPoint], statistic: str, pick: str = "deepest") 
     """
     models = by_model(points)
     names = sorted(models)
-    found = []
+    found, leads = [], []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             times = sorted({p.cost(statistic) for p in models[a] + models[b]})
             segments: list[tuple[str, float]] = []  # (the better model, from this budget on)
+            ties = False
             for t in times:
                 best_a, best_b = best_within(models[a], t, statistic, pick), best_within(models[b], t, statistic, pick)
                 ea = best_a.effectiveness if best_a else -math.inf
                 eb = best_b.effectiveness if best_b else -math.inf
                 winner = a if ea > eb else b if eb > ea else None
+                ties |= winner is None and ea > -math.inf
                 if winner is not None and (not segments or segments[-1][0] != winner):
                     segments.append((winner, t))
-            for i, ((better, start), (other, end)) in enumerate(zip(segments, segments[1:])):
-                found.append(Crossing(better, other, end, start if i else None))
-    return found
+            for k, ((better, start), (other, end)) in enumerate(zip(segments, segments[1:])):
+                found.append(Crossing(better, other, end, start if k else None))
+            if len(segments) == 1:
+                better, start = segments[0]
+                leads.append(Lead(better, b if better == a else a, start, ties))
+    return found, leads
 
 
 @dataclass
@@ -199,6 +221,7 @@ class BudgetReport:
     points: list[BudgetPoint]
     budgets: list[float]
     crossings: list[Crossing]
+    leads: list[Lead]
     pick: str = "deepest"
 
     def budget_rows(self) -> list[dict]:
@@ -219,7 +242,7 @@ def build_report(points: list[BudgetPoint], measure: str, statistic: str = "medi
     if pick not in PICKS:
         raise UsageError(f"pick must be one of {', '.join(PICKS)}, not {pick!r}")
     return BudgetReport(measure, statistic, points, budgets or default_budgets(points, statistic),
-                        crossings(points, statistic, pick), pick)
+                        *compare_curves(points, statistic, pick), pick)
 
 
 def render(report: BudgetReport, fmt: str) -> str:
@@ -227,7 +250,8 @@ def render(report: BudgetReport, fmt: str) -> str:
     if fmt == "json":
         return json.dumps({"measure": report.measure, "statistic": report.statistic, "pick": report.pick,
                            "points": [asdict(p) for p in report.points], "budgets": report.budget_rows(),
-                           "crossings": [{**asdict(c), "sentence": c.sentence()} for c in report.crossings]},
+                           "crossings": [{**asdict(c), "sentence": c.sentence()} for c in report.crossings],
+                           "leads": [{**asdict(lead), "sentence": lead.sentence()} for lead in report.leads]},
                           indent=2) + "\n"
     m = report.measure
     point_header = ["model", "depth", "queries", m, "median_ms", "p95_ms", "run"]
@@ -259,7 +283,7 @@ def render(report: BudgetReport, fmt: str) -> str:
         following = report.crossings[i + 1] if i + 1 < len(report.crossings) else None
         if following is None or {following.better, following.other} != {c.better, c.other}:
             notes.append(f"{c.other} is better than {c.better} from {c.below_ms:.3g} ms per query on")
-    notes = notes or ["no crossing: one model is at least as good at every budget"]
+    notes += [lead.sentence() for lead in report.leads]
     bullet = "- " if fmt == "markdown" else ""
     return (table(point_header, point_rows) + "\n" + table(budget_header, budget_rows) + "\n"
             + "\n".join(bullet + n for n in notes) + "\n")
