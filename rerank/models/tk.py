@@ -69,7 +69,6 @@ KERNEL_SIGMA = 0.1
 WEIGHTS_FILE = "weights.pt"
 PAD, UNK = 0, 1
 WORD = re.compile(r"\w+")
-EMBEDDINGS = ("glove", "minilm", "minilm-context")
 # Lucene's English stop set (what the BM25 runs here use)
 STOPWORDS = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their then "
                       "there these they this to was will with".split())
@@ -104,8 +103,8 @@ class TKConfig:
     def check(self) -> "TKConfig":
         if self.variant not in ("tk", "tkl"):
             raise UsageError(f"TK variant must be tk or tkl, not {self.variant!r}")
-        if self.embeddings not in EMBEDDINGS:
-            raise UsageError(f"embeddings must be one of {', '.join(EMBEDDINGS)}, not {self.embeddings!r}")
+        if self.embeddings not in VOCABULARIES:
+            raise UsageError(f"embeddings must be one of {', '.join(VOCABULARIES)}, not {self.embeddings!r}")
         if self.term_weights not in ("none", "idf", "query-idf"):
             raise UsageError(f"term_weights must be none, idf or query-idf, not {self.term_weights!r}")
         if self.term_weights != "none" and self.embeddings != "glove":
@@ -332,9 +331,12 @@ def query_log_rarity(query_log: str, rows: int, tokenize: Callable[[str], Tokens
     return rarity
 
 
+VOCABULARIES = {"glove": GloveVocabulary, "minilm": WordPieceVocabulary, "minilm-context": ContextualVocabulary}
+
+
 @functools.lru_cache(maxsize=2)
 def vocabulary(kind: str) -> GloveVocabulary | WordPieceVocabulary:
-    return {"glove": GloveVocabulary, "minilm": WordPieceVocabulary, "minilm-context": ContextualVocabulary}[kind]()
+    return VOCABULARIES[kind]()
 
 
 def sinusoids(length: int, width: int) -> torch.Tensor:
