@@ -13,6 +13,8 @@
 set -euo pipefail
 TK_CK=$1; DENSE=$2; OUT=${3:-"$(dirname "$DENSE")/teacher-tk.run"}
 KEPT="${OUT%.run}-queries.run"
+[ -f "$DENSE" ] || { echo "distill_tk_teacher.sh: no teacher run $DENSE (make it with benchmarks/distill_teacher.sh)" >&2; exit 2; }
+[ -f "$TK_CK/checkpoint.json" ] || { echo "distill_tk_teacher.sh: $TK_CK is not a checkpoint (rerank train tk ...)" >&2; exit 2; }
 export HF_HUB_OFFLINE=1
 python - "$DENSE" "$KEPT" <<'EOF'
 import os, sys
