@@ -10,6 +10,9 @@
 # bi-encoder's cosines x 20 (median per-query std 3.26 against 1.13), so the softness the BERT student
 # learnt from before is --teacher-scale 0.35:
 #   rerank train bert --train trec-dl-2020 --teacher OUT --distill kl --teacher-scale 0.35 ...
+# It also writes OUT's CombSUM with the bi-encoder (per-query z-scores; median std 1.87, so --teacher-scale 0.60)
+# as ${OUT%.run}-fused.run: the ninth session's teacher (bert_quality.md), with TK_CK trained without the
+# BERT held-out queries (rerank train tk ... --dev-fraction 0.2 --eval-every 50).
 set -euo pipefail
 TK_CK=$1; DENSE=$2; OUT=${3:-"$(dirname "$DENSE")/teacher-tk.run"}
 KEPT="${OUT%.run}-queries.run"
@@ -29,4 +32,5 @@ print(f"{kept} queries with a passage of cosine >= 0.5", file=sys.stderr)
 EOF
 rerank encode trec-dl-2020 --model tk --checkpoint "$TK_CK"
 rerank score --model tk --checkpoint "$TK_CK" --depth 30 --no-cache -o "$OUT" < "$KEPT"
-echo "teacher run: $OUT"
+rerank fuse --method combsum --norm zscore --depth 30 --name bi+tk -o "${OUT%.run}-fused.run" "$KEPT" "$OUT"
+echo "teacher runs: $OUT ${OUT%.run}-fused.run"
