@@ -14,6 +14,7 @@
 # as ${OUT%.run}-fused.run: the ninth session's teacher (bert_quality.md), with TK_CK trained without the
 # BERT held-out queries (rerank train tk ... --dev-fraction 0.2 --eval-every 50).
 set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: distill_tk_teacher.sh TK_CK DENSE_RUN [OUT]" >&2; exit 2; }
 TK_CK=$1; DENSE=$2; OUT=${3:-"$(dirname "$DENSE")/teacher-tk.run"}
 KEPT="${OUT%.run}-queries.run"
 [ -f "$DENSE" ] || { echo "distill_tk_teacher.sh: no teacher run $DENSE (make it with benchmarks/distill_teacher.sh)" >&2; exit 2; }
