@@ -90,20 +90,76 @@ def write_checkpoint(folder: Path, model: str, config: dict, training: dict) -> 
     return manifest
 
 
-def read_checkpoint(folder: str | Path, model: str) -> dict:
-    """The manifest of a checkpoint folder made for `model`; anything else is a clear error."""
+def read_checkpoint(folder: str | Path, model: str | None) -> dict:
+    """The manifest of a checkpoint folder made for `model` (None: for any model); anything else is a
+    clear error."""
     path = Path(folder)
+    how = f"train one with: rerank train {model or 'MODEL'} ..."
     if not path.is_dir():
-        raise UsageError(f"checkpoint {path} is not a folder; train one with: rerank train {model} ... -o {path}")
+        raise UsageError(f"checkpoint {path} is not a folder; {how} -o {path}")
     manifest_path = path / CHECKPOINT_FILE
     if not manifest_path.is_file():
-        raise UsageError(f"{path} is not a checkpoint (no {CHECKPOINT_FILE}); train one with: rerank train {model} ...")
+        raise UsageError(f"{path} is not a checkpoint (no {CHECKPOINT_FILE}); {how}")
     try:
         manifest = json.loads(manifest_path.read_text())
     except json.JSONDecodeError:
         raise DataError(f"{manifest_path} is not valid JSON") from None
-    if manifest.get("model") != model:
+    if model is not None and manifest.get("model") != model:
         raise UsageError(f"checkpoint {path} was trained for model {manifest.get('model')!r}, not {model!r}")
+    return manifest
+
+
+def average_checkpoints(folders: list[str], output: str) -> dict:
+    """A "model soup": the uniform average of the weights of checkpoints of one model and architecture
+    (e.g. continuations of one parent with other seeds), written as a checkpoint folder like a trained one.
+
+    Children fine-tuned from one parent stay in one basin of the loss, where the average of their weights
+    is a model that tends to generalise better than each (Wortsman et al. 2022, "Model soups"). Weight files
+    are `*.safetensors` (BERT) or `*.pt` state dicts (TK); every other file (tokenizer, config) comes from
+    the first checkpoint.
+    """
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    if len(folders) < 2:
+        raise UsageError("give at least two checkpoints to average")
+    manifests = [read_checkpoint(f, None) for f in folders]
+    model = manifests[0]["model"]
+
+    def architecture(manifest: dict) -> dict:  # the config less where its training started
+        return {k: v for k, v in manifest["config"].items() if k != "base"}
+
+    for folder, manifest in zip(folders, manifests):
+        if manifest.get("model") != model or architecture(manifest) != architecture(manifests[0]):
+            raise UsageError(f"checkpoint {folder} is not the same model and architecture as {folders[0]}")
+    first = Path(folders[0])
+    weight_files = sorted(p.name for p in first.iterdir() if p.suffix in (".safetensors", ".pt"))
+    if not weight_files:
+        raise UsageError(f"{first} has no weight files (*.safetensors, *.pt) to average")
+
+    def load(path: Path) -> dict:
+        if not path.is_file():
+            raise UsageError(f"checkpoint {path.parent} lacks {path.name}, which {first} has")
+        return load_file(path) if path.suffix == ".safetensors" else torch.load(path, map_location="cpu", weights_only=True)
+
+    with atomic_dir(output) as tmp:
+        for path in first.iterdir():
+            if path.is_file() and path.name != CHECKPOINT_FILE and path.name not in weight_files:
+                shutil.copy2(path, Path(tmp) / path.name)
+        for name in weight_files:
+            states = [load(Path(f) / name) for f in folders]
+            if any(s.keys() != states[0].keys() or any(s[k].shape != states[0][k].shape for k in s) for s in states):
+                raise UsageError(f"{name} differs in its tensors between the checkpoints; they are not one architecture")
+            average = {k: (sum(s[k].double() for s in states) / len(states)).to(states[0][k].dtype)
+                       if states[0][k].is_floating_point() else states[0][k] for k in states[0]}
+            if name.endswith(".safetensors"):
+                save_file(average, Path(tmp) / name, metadata={"format": "pt"})
+            else:
+                torch.save(average, Path(tmp) / name)
+        manifest = write_checkpoint(tmp, model, manifests[0]["config"], {
+            "soup": [{"checkpoint": str(Path(f).resolve()), "hash": m["hash"]} for f, m in zip(folders, manifests)]})
     return manifest
 
 

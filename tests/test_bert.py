@@ -165,6 +165,34 @@ def test_distillation_on_the_unjudged_queries_of_a_teacher_run(tiny_bert, tmp_pa
     assert f"distilling also on {len(rankings) // 2} unjudged queries of the teacher run" in messages
 
 
+def test_average_of_checkpoints_is_their_mean_and_scores(tiny_bert, tiny_checkpoint, tmp_path, rerank):
+    """`rerank average` (a model soup): the weights are the children's mean, the folder scores like any
+    checkpoint and records its ingredients; one checkpoint, or two of different models, are errors."""
+    from safetensors.torch import load_file
+
+    folder, _ = tiny_checkpoint
+    args = TrainArgs(train="trecqa-dev", output=str(tmp_path / "seed7"), dev_fraction=0.25, steps=4, eval_every=2,
+                     dev_depth=10, batch_groups=2, negatives=3, seed=7,
+                     model_options={"base": str(tiny_bert), "max_length": 64})
+    train("bert", args)
+    rerank("average", str(folder), str(tmp_path / "seed7"), "-o", str(tmp_path / "soup"))
+    a, b = (load_file(f / "model.safetensors") for f in (folder, tmp_path / "seed7"))
+    soup = load_file(tmp_path / "soup" / "model.safetensors")
+    name = "classifier.weight"
+    assert not torch.equal(a[name], b[name]) and torch.allclose(soup[name], (a[name] + b[name]) / 2)
+    manifest = read_checkpoint(tmp_path / "soup", "bert")
+    assert [i["hash"] for i in manifest["training"]["soup"]] == [content_hash(folder), content_hash(tmp_path / "seed7")]
+    assert manifest["config"]["max_length"] == 64 and (tmp_path / "soup" / "tokenizer.json").is_file()
+    assert len(load_model("bert", str(tmp_path / "soup")).score("what is ranking", ["a", "b"], ["one", "two"])) == 2
+    lonely = rerank("average", str(folder), "-o", str(tmp_path / "lonely"), check=False)
+    assert lonely.returncode != 0 and "at least two checkpoints" in lonely.stderr
+    (tmp_path / "tk").mkdir()
+    (tmp_path / "tk" / "checkpoint.json").write_text(json.dumps({"model": "tk", "config": {}, "hash": "x"}))
+    mixed = rerank("average", str(folder), str(tmp_path / "tk"), "-o", str(tmp_path / "mixed"), check=False)
+    assert mixed.returncode != 0 and "not the same model" in mixed.stderr and "Traceback" not in mixed.stderr
+    assert not (tmp_path / "lonely").exists() and not (tmp_path / "mixed").exists()
+
+
 def test_bad_training_arguments(tmp_path):
     with pytest.raises(UsageError, match="only one of"):
         train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), dev="trecqa-dev", dev_fraction=0.2))

@@ -159,3 +159,16 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, candid
     best = f"best dev value {result.best:.4f} at step {result.best_step}" if result.best is not None else "no dev set"
     click.echo(f"rerank: trained {model_name} for {result.steps} steps in {result.seconds:.0f} s "
                f"({result.stopped}); {best}; checkpoint in {output}", err=True)
+
+
+@cli.command()
+@click.argument("checkpoints", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Checkpoint folder to write.")
+def average(checkpoints, output) -> None:
+    """Average the weights of CHECKPOINTS of one model (a "model soup", e.g. of continuations of one
+    parent with other seeds) into a new checkpoint, which scores like any trained one."""
+    from ..train import average_checkpoints
+
+    manifest = average_checkpoints(list(checkpoints), output)
+    click.echo(f"rerank: averaged {len(checkpoints)} {manifest['model']} checkpoints into {output} "
+               f"(hash {manifest['hash']})", err=True)
