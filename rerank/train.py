@@ -114,7 +114,8 @@ def average_checkpoints(folders: list[str], output: str) -> dict:
     (e.g. continuations of one parent with other seeds), written as a checkpoint folder like a trained one.
 
     Children fine-tuned from one parent stay in one basin of the loss, where the average of their weights
-    is a model that tends to generalise better than each (Wortsman et al. 2022, "Model soups"). Weight files
+    is a working model that can generalise better than each (Wortsman et al. 2022, "Model soups"; for the DL
+    BERT here it matched its children's mean: benchmarks/results/bert_quality.md). Weight files
     are `*.safetensors` (BERT) or `*.pt` state dicts (TK); every other file (tokenizer, config) comes from
     the first checkpoint.
     """
@@ -142,7 +143,12 @@ def average_checkpoints(folders: list[str], output: str) -> dict:
     def load(path: Path) -> dict:
         if not path.is_file():
             raise UsageError(f"checkpoint {path.parent} lacks {path.name}, which {first} has")
-        return load_file(path) if path.suffix == ".safetensors" else torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            if path.suffix == ".safetensors":
+                return load_file(path)
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:  # safetensors' and torch's unreadable-file errors are of many types
+            raise DataError(f"cannot read the weights {path} ({type(error).__name__}); is the checkpoint damaged?") from None
 
     with atomic_dir(output) as tmp:
         for path in first.iterdir():
