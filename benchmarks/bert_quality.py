@@ -47,6 +47,8 @@ def rerank(*args: str) -> str:
 
 def training_command(manifest: dict) -> str:
     t = manifest["training"]
+    if "soup" in t:  # made by `rerank average`, not trained
+        return "rerank average " + " ".join(f"CK_{i['hash']}" for i in t["soup"]) + " -o CHECKPOINT"
     parts = [f"rerank train bert --train {t['train']}"]
     parts += [f"--dev {t['dev']}"] if t.get("dev") else []
     parts += [f"--dev-fraction {t['dev_fraction']}"] if t.get("dev_fraction") else []
@@ -68,6 +70,17 @@ def training_command(manifest: dict) -> str:
         parts.append(f"--precision {t['precision']}")
     parts.append(f"--max-length {manifest['config']['max_length']} -o CHECKPOINT")
     return " ".join(parts)
+
+
+def provenance(manifest: dict) -> str:
+    """How a checkpoint came about, in a sentence: its training run, or the checkpoints it averages."""
+    t = manifest["training"]
+    if "soup" in t:
+        return f"the weight average of {len(t['soup'])} checkpoints (`rerank average`)"
+    dev = (f"held-out {t['dev_fraction']:.0%} of the {t['train']} queries"
+           if t.get("dev_fraction") else (t.get("dev") or "none (last step kept)"))
+    return (f"{t['seconds']:.0f} s wall on the shared 2-core CPU, best step {t['step']} of at most {t['steps']}, "
+            f"early stopping on {dev} ({t.get('dev_measure')} = {t.get('dev_value') or 0:.4f})")
 
 
 def earlier_sections(markdown: str) -> dict[str, str]:
@@ -123,23 +136,18 @@ def main() -> None:
                             "others": {label: {"hash": m["hash"], "training": m["training"]}
                                        for label, m in zip(labels[1:], manifests[1:])}}
         first_stage = "BM25 top-100" if option == "dl" else "all candidates"
-        lines += [f"## {dataset} (re-ranking {first_stage}; trained on {training['train']})", "",
+        lines += [f"## {dataset} (re-ranking {first_stage}; trained on {training.get('train', 'see below')})", "",
                   "| run | " + " | ".join(measures) + " |", "|---|" + "---|" * len(measures)]
         for row in table:
             lines.append(f"| {row['run']} | " + " | ".join(f"{row[m]:.4f}" for m in measures) + " |")
         if option == "trecqa":
             lines += ["", "The `candidates` row is the candidate list in a hashed, label-independent order (the "
                       "jacana files list the correct answers first, which would leak the labels)."]
-        dev = (f"held-out {training['dev_fraction']:.0%} of the {training['train']} queries"
-               if training.get("dev_fraction") else (training.get("dev") or "none (last step kept)"))
-        lines += ["", f"Training: {training['seconds']:.0f} s wall on the shared 2-core CPU, best step "
-                  f"{training['step']} of at most {training['steps']}, early stopping on {dev} "
-                  f"({training.get('dev_measure')} = {training.get('dev_value') or 0:.4f}); checkpoint hash "
-                  f"{manifest['hash']}.", "", f"    {training_command(manifest)}", ""]
+        lines += ["", f"Training: {provenance(manifest)}; checkpoint hash {manifest['hash']}.", "",
+                  f"    {training_command(manifest)}", ""]
         for label, other in zip(labels[1:], manifests[1:]):
-            t = other["training"]
-            lines += [f"`{label}` (for comparison, not chosen): {t['seconds']:.0f} s, step {t['step']}, dev "
-                      f"{t.get('dev_measure')} = {t.get('dev_value') or 0:.4f}:", "", f"    {training_command(other)}", ""]
+            lines += [f"`{label}` (for comparison, not chosen): {provenance(other)}:", "",
+                      f"    {training_command(other)}", ""]
     lines += [section for name, section in kept.items() if name not in results]  # hand-written ones
     write_results("bert_quality", results, "\n".join(lines) + "\n")
 
