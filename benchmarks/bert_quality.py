@@ -136,7 +136,7 @@ def main() -> None:
                             "others": {label: {"hash": m["hash"], "training": m["training"]}
                                        for label, m in zip(labels[1:], manifests[1:])}}
         first_stage = "BM25 top-100" if option == "dl" else "all candidates"
-        lines += [f"## {dataset} (re-ranking {first_stage}; trained on {training.get('train', 'see below')})", "",
+        lines += [f"## {dataset} (re-ranking {first_stage}; trained on {training.get('train', 'the data of the checkpoints it averages')})", "",
                   "| run | " + " | ".join(measures) + " |", "|---|" + "---|" * len(measures)]
         for row in table:
             lines.append(f"| {row['run']} | " + " | ".join(f"{row[m]:.4f}" for m in measures) + " |")

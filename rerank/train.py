@@ -164,8 +164,11 @@ def average_checkpoints(folders: list[str], output: str) -> dict:
                 save_file(average, Path(tmp) / name, metadata={"format": "pt"})
             else:
                 torch.save(average, Path(tmp) / name)
-        manifest = write_checkpoint(tmp, model, manifests[0]["config"], {
-            "soup": [{"checkpoint": str(Path(f).resolve()), "hash": m["hash"]} for f, m in zip(folders, manifests)]})
+        soup = {"soup": [{"checkpoint": str(Path(f).resolve()), "hash": m["hash"]} for f, m in zip(folders, manifests)]}
+        train_sets = {m["training"].get("train") for m in manifests}
+        if len(train_sets) == 1 and None not in train_sets:  # the data the ingredients share, for reports
+            soup["train"] = train_sets.pop()
+        manifest = write_checkpoint(tmp, model, manifests[0]["config"], soup)
     return manifest
 
 

@@ -182,6 +182,7 @@ def test_average_of_checkpoints_is_their_mean_and_scores(tiny_bert, tiny_checkpo
     assert not torch.equal(a[name], b[name]) and torch.allclose(soup[name], (a[name] + b[name]) / 2)
     manifest = read_checkpoint(tmp_path / "soup", "bert")
     assert [i["hash"] for i in manifest["training"]["soup"]] == [content_hash(folder), content_hash(tmp_path / "seed7")]
+    assert manifest["training"]["train"] == "trecqa-dev"
     assert manifest["config"]["max_length"] == 64 and (tmp_path / "soup" / "tokenizer.json").is_file()
     assert len(load_model("bert", str(tmp_path / "soup")).score("what is ranking", ["a", "b"], ["one", "two"])) == 2
     lonely = rerank("average", str(folder), "-o", str(tmp_path / "lonely"), check=False)
