@@ -70,6 +70,18 @@ def test_bf16_scores_close_to_fp32_and_cached_apart(tiny_checkpoint):
         load_model("bert", str(folder), precision="fp8")
 
 
+def test_cli_warns_where_bf16_is_emulated(tiny_checkpoint, rerank):
+    """Without AVX512/AMX, bf16 runs several times slower than fp32: the score stage says so, fp32 never does."""
+    folder, _ = tiny_checkpoint
+    candidates = rerank("retrieve", "trecqa-dev", "--candidates", "candidates").stdout
+    native = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    for precision in ("fp32", "bf16"):
+        done = rerank("score", "--model", "bert", "--checkpoint", str(folder), "--depth", "2", "--no-cache",
+                      "--precision", precision, input=candidates)
+        warned = "no bfloat16 instructions" in done.stderr
+        assert warned == (precision == "bf16" and not native) and done.stdout.count("\n") > 100
+
+
 def test_compiled_scores_equal_eager_and_share_the_cache(tiny_checkpoint):
     """--compile (torch.compile, frozen weights; needs the machine's C++ compiler) changes speed, not scores."""
     from rerank.score import cache_namespace
