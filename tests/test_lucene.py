@@ -60,3 +60,36 @@ def test_custom_corpus_and_topics(rerank, data_root, tmp_path):
     rerank("index", "my-cacm", "--corpus", str(corpus))
     out = rerank("retrieve", "my-cacm", "--topics", str(tmp_path / "topics.tsv"), "--k", "5", "--trec").stdout.splitlines()
     assert len(out) == 10 and out[0].startswith("q1 Q0 CACM-")
+
+
+def test_ctrl_c_reaches_rerank_not_the_jvm(rerank, vaswani_index, session_home, data_root, tmp_path):
+    """Ctrl-C once the JVM runs is answered by rerank ("interrupted", exit 130), not by the JVM's own
+    shutdown, which kills the process mid-call and may leave an hs_err_pid*.log in the working folder."""
+    import signal
+    import time
+    from pathlib import Path
+
+    stream = rerank("retrieve", "vaswani", "--k", "3").stdout
+    lines = stream.splitlines(keepends=True)
+    third = [i for i, line in enumerate(lines) if line.startswith("# time:")][2]
+    two_queries = "".join(lines[: third + 2])  # and the third's first line, which ends the second
+    env = {**os.environ, "RERANK_HOME": str(session_home), "RERANK_DATA": str(data_root), "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "rerank", "score", "--model", "minilm-bi", "--no-cache"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env, cwd=tmp_path,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    process.stdin.write(two_queries)
+    process.stdin.flush()  # stdin stays open: once its passages are read, the stage waits for more queries
+    maps = f"/proc/{process.pid}/maps"
+    for _ in range(600):  # until the JVM is loaded (it reads the passages), at most 2 minutes
+        if process.poll() is not None or "libjvm" in Path(maps).read_text():
+            break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    try:
+        _, err = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail("rerank score still runs 120 s after Ctrl-C")
+    assert process.returncode == 130 and "rerank: interrupted" in err, err
+    assert not list(tmp_path.glob("hs_err_pid*"))

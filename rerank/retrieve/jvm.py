@@ -55,6 +55,9 @@ def start():
         jnius_config.add_classpath(str(fatjar()))
         jnius_config.add_options(
             f"-Xmx{heap}",
+            # Leave SIGINT/SIGTERM to Python: the JVM's own handlers would run its shutdown instead of
+            # rerank's "interrupted" exit, and a Ctrl-C could hang the process or go unheard until EOF.
+            "-Xrs",
             f"-Dlog4j2.configurationFile={_HERE / 'log4j2.xml'}",
             f"-Djava.util.logging.config.file={_HERE / 'logging.properties'}",
         )
