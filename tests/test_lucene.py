@@ -62,9 +62,12 @@ def test_custom_corpus_and_topics(rerank, data_root, tmp_path):
     assert len(out) == 10 and out[0].startswith("q1 Q0 CACM-")
 
 
-def test_ctrl_c_reaches_rerank_not_the_jvm(rerank, vaswani_index, session_home, data_root, tmp_path):
-    """Ctrl-C once the JVM runs is answered by rerank ("interrupted", exit 130), not by the JVM's own
-    shutdown, which kills the process mid-call and may leave an hs_err_pid*.log in the working folder."""
+@pytest.mark.parametrize("signal_name, code, said", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")])
+def test_signals_reach_rerank_not_the_jvm(rerank, vaswani_index, session_home, data_root, tmp_path, signal_name,
+                                         code, said):
+    """Ctrl-C or SIGTERM once the JVM runs is answered by rerank (one line, exit 128 + signal, the temporary
+    output removed), not by the JVM's own shutdown, which hung or killed the process mid-call and could leave
+    an hs_err_pid*.log in the working folder."""
     import signal
     import time
     from pathlib import Path
@@ -74,7 +77,8 @@ def test_ctrl_c_reaches_rerank_not_the_jvm(rerank, vaswani_index, session_home, 
     third = [i for i, line in enumerate(lines) if line.startswith("# time:")][2]
     two_queries = "".join(lines[: third + 2])  # and the third's first line, which ends the second
     env = {**os.environ, "RERANK_HOME": str(session_home), "RERANK_DATA": str(data_root), "HF_HUB_OFFLINE": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "rerank", "score", "--model", "minilm-bi", "--no-cache"],
+    process = subprocess.Popen([sys.executable, "-m", "rerank", "score", "--model", "minilm-bi", "--no-cache",
+                                "-o", str(tmp_path / "out.run")],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=env, cwd=tmp_path,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -85,11 +89,11 @@ def test_ctrl_c_reaches_rerank_not_the_jvm(rerank, vaswani_index, session_home, 
         if process.poll() is not None or "libjvm" in Path(maps).read_text():
             break
         time.sleep(0.2)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(getattr(signal, signal_name))
     try:
         _, err = process.communicate(timeout=120)
     except subprocess.TimeoutExpired:
         process.kill()
-        pytest.fail("rerank score still runs 120 s after Ctrl-C")
-    assert process.returncode == 130 and "rerank: interrupted" in err, err
-    assert not list(tmp_path.glob("hs_err_pid*"))
+        pytest.fail(f"rerank score still runs 120 s after {signal_name}")
+    assert process.returncode == code and f"rerank: {said}" in err, err
+    assert not list(tmp_path.iterdir())  # no out.run, no temporary sibling, no hs_err_pid*.log

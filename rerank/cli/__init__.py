@@ -1,12 +1,14 @@
 """The `rerank` command: a thin click layer over the library.
 
 Each command family lives in its own module and registers itself on `cli`; this module turns
-RerankError into one line on stderr and a non-zero exit, and a closed pipe into a quiet exit.
+RerankError into one line on stderr and a non-zero exit, a closed pipe into a quiet exit, and
+Ctrl-C or SIGTERM into an exit that leaves no temporary output behind.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import click
@@ -30,9 +32,16 @@ def cli(data_root: str | None) -> None:
         os.environ[DATA_ROOT_ENV] = data_root
 
 
+def _terminated(signum: int, _frame) -> None:
+    """SIGTERM (kill, a batch scheduler's time limit) unwinds like Ctrl-C, so temporary outputs are removed."""
+    click.echo("rerank: terminated", err=True)
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
     from . import commands  # noqa: F401  (registers the commands on `cli`)
 
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
