@@ -11,8 +11,8 @@
 3. Reduced precision (`--precision bf16`, alone and compiled; `--quantize` int8): throughput on the same
    pairs, and nDCG@10 on all 43 queries against fp32 (offered as a default only if within 0.005).
 
-Usage: python benchmarks/bert_speed.py --checkpoint DIR [--queries 10] [--rounds 3] [--reduced]
-(writes benchmarks/results/bert_speed.{json,md}). Process start-up and model loading are excluded.
+Usage: python benchmarks/bert_speed.py --checkpoint DIR [--queries 10] [--rounds 3] [--reduced] [--results NAME]
+(writes benchmarks/results/NAME.{json,md}, default bert_speed). Process start-up and model loading are excluded.
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--reduced", action="store_true", help="also bf16 and int8")
+    parser.add_argument("--results", default="bert_speed",
+                        help="name of the result files (another CPU's figures go beside, not over, the others)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from sentence_transformers import CrossEncoder
@@ -103,10 +105,18 @@ def main() -> None:
 
     eager = ours["eager"]
     results = {"checkpoint": str(Path(args.checkpoint).resolve()), "checkpoint_hash": eager.checkpoint_hash,
-               "max_length": eager.max_length, "throughput": throughput, "latency": latency}
+               "max_length": eager.max_length, "cpu": cpu_name(), "throughput": throughput, "latency": latency}
     if args.reduced:
         results["reduced"] = reduced_precision(args, eager, rankings, n / min(seconds["eager"]))
-    write_results("bert_speed", results, markdown(results, args))
+    write_results(args.results, results, markdown(results, args))
+
+
+def cpu_name() -> str:
+    """The CPU model and the widest vector instructions torch uses on it: speed ratios depend on both."""
+    cpuinfo = Path("/proc/cpuinfo")
+    models = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+              if line.startswith("model name")] if cpuinfo.exists() else []
+    return f"{models[0] if models else 'unknown CPU'}, torch uses {torch.backends.cpu.get_cpu_capability()}"
 
 
 def reduced_precision(args, eager, rankings, fp32_pairs_per_s: float) -> dict:
@@ -138,6 +148,7 @@ def reduced_precision(args, eager, rankings, fp32_pairs_per_s: float) -> dict:
 def markdown(results: dict, args) -> str:
     t, latency = results["throughput"], results["latency"]
     lines = ["# BERT (MiniLM-L6 cross-encoder) inference speed, CPU", "",
+             f"CPU: {results.get('cpu', 'not recorded')}. "
              f"Checkpoint `{results['checkpoint']}` (hash {results['checkpoint_hash']}), max_length "
              f"{results['max_length']}, {args.threads} torch threads, {t['pairs']} pairs = TREC DL 2019 BM25 top-100 of "
              f"{t['queries']} queries, {args.rounds} alternating rounds, our batch size {t['batch_size']}. 1-min load "
