@@ -47,11 +47,13 @@ if [ ! -f "$W/bert/third/checkpoint.json" ]; then
     rerank train bert "${STUDENT[@]}" --steps 2400 --lr 5e-5 --eval-every 200 --patience 20 --seed 45 \
         --init "$W/bert/second" --max-minutes 30 --precision bf16 -o "$W/bert/third"
 fi
-dev() { python -c 'import json, sys; print(json.load(open(sys.argv[1]))["training"]["dev_value"])' "$1/checkpoint.json"; }
-if python -c 'import sys; sys.exit(not float(sys.argv[1]) > float(sys.argv[2]))' "$(dev "$W/bert/third")" "$(dev "$W/bert/second")"; then
-    CHOSEN=third OTHER=second
-else
-    CHOSEN=second OTHER=third
-fi
-step "DL 2019 figures: $CHOSEN chosen by held-out dev ($(dev "$W/bert/$CHOSEN") against $(dev "$W/bert/$OTHER"))"
+# SECOND or THIRD, whichever has the better held-out dev (SECOND on a tie), first; the other for comparison.
+read -r CHOSEN OTHER < <(python - "$W/bert" <<'EOF'
+import json, sys
+dev = {name: json.load(open(f"{sys.argv[1]}/{name}/checkpoint.json"))["training"]["dev_value"] for name in ("second", "third")}
+chosen = "third" if dev["third"] > dev["second"] else "second"
+print(chosen, "second" if chosen == "third" else "third")
+print(f"== DL 2019 figures: {chosen} chosen by held-out dev ({dev})", file=sys.stderr)
+EOF
+)
 python "$HERE/bert_quality.py" --dl "$W/bert/$CHOSEN" --dl "$W/bert/$OTHER"

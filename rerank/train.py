@@ -39,6 +39,7 @@ from .atomic import atomic_dir
 from .data import dataset_names, get_dataset
 from .data.formats import Qrels
 from .errors import DataError, UsageError
+from .models.base import BF16_EMULATED, bf16_is_emulated
 from .runs import QueryRanking, Run, RunHeader, load_run
 
 CHECKPOINT_FILE = "checkpoint.json"
@@ -493,6 +494,8 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
     began = time.perf_counter()
     history: list[dict] = []
     best, best_step, since_best, stopped = None, None, 0, "steps"
+    if args.precision == "bf16" and bf16_is_emulated():
+        log(f"warning: {BF16_EMULATED}")
 
     def save(step: int, metric: float | None) -> None:
         with atomic_dir(args.output) as tmp:

@@ -9,22 +9,10 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from ..models.base import MODELS
+from ..models.base import BF16_EMULATED, MODELS, bf16_is_emulated
 from ..runs import RunReader, Stream
 from . import cli
 from .io import open_run_input, write_stream
-
-
-def warn_if_bf16_is_emulated(precision: str) -> None:
-    """bf16 pays only where the CPU computes it (AVX512 or AMX); elsewhere oneDNN emulates it, several times
-    slower than fp32 (an AVX2-only EPYC scored 1,000 DL 2019 pairs in 145 s against fp32's 28 s), which a user
-    who read "faster" should hear before waiting."""
-    import torch
-
-    # torch has no public name for this check; this private one is what its own tests and inductor use.
-    if precision == "bf16" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        click.echo("rerank: warning: this CPU has no bfloat16 instructions (AVX512 or AMX), so --precision bf16 "
-                   "runs several times slower than fp32 here", err=True)
 
 
 @cli.command()
@@ -80,8 +68,9 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
         given = {"batch_size": batch_size, "max_length": max_length, "quantize": quantize or None,
                  "precision": None if precision == "fp32" else precision, "compile": compile_model or None}
         options = {"threads": threads, **{k: v for k, v in given.items() if v is not None}}
-        warn_if_bf16_is_emulated(precision)
         model = load_model(model_name, checkpoint, **options)
+        if precision == "bf16" and bf16_is_emulated():
+            click.echo(f"rerank: warning: {BF16_EMULATED}", err=True)
         stats = ScoreStats()
         stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), model, depth,
                               cache=not no_cache, skip_missing=skip_missing, stage=stage_name, store=store,
@@ -171,7 +160,6 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, candid
                      max_minutes=max_minutes, precision=precision,
                      model_options={"max_length": max_length, "threads": threads, **parse_model_options(model_option),
                                     **({"base": str(Path(init_from).resolve())} if init_from else {})})
-    warn_if_bf16_is_emulated(precision)
     result = run_training(model_name, args, log=lambda message: click.echo(f"rerank: {message}", err=True))
     best = f"best dev value {result.best:.4f} at step {result.best_step}" if result.best is not None else "no dev set"
     click.echo(f"rerank: trained {model_name} for {result.steps} steps in {result.seconds:.0f} s "

@@ -26,6 +26,19 @@ MODELS: dict[str, str] = {
 }
 
 
+# bf16 pays only where the CPU computes it (AVX512 or AMX); elsewhere oneDNN emulates it, several times slower
+# than fp32 (an AVX2-only EPYC scored 1,000 DL 2019 pairs in 145 s against fp32's 28 s): train and score say so.
+BF16_EMULATED = ("this CPU has no bfloat16 instructions (AVX512 or AMX), so --precision bf16 runs several times "
+                 "slower than fp32 here")
+
+
+def bf16_is_emulated() -> bool:
+    import torch
+
+    # torch has no public name for this check; this private one is what its own tests and inductor use.
+    return not torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
 class Reranker(abc.ABC):
     """Scores candidates of one query. `checkpoint_hash` keys the score cache and goes into provenance."""
 
