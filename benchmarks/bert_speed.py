@@ -2,7 +2,7 @@
 
 1. Throughput: the same (query, passage) pairs of the TREC DL 2019 BM25 top-100, scored by the code
    path of `rerank score --model bert --no-cache` (score_stream: per query, length-sorted batches,
-   inference_mode), the same with `--compile`, and by sentence-transformers' `CrossEncoder.predict`
+   inference_mode, `cls_logits`), the same with `--compile`, and by sentence-transformers' `CrossEncoder.predict`
    loading the same checkpoint (identity activation, same max_length, its default batch 32). Rounds
    alternate between the scorers so that load from other processes hits all alike; the best round of
    each is reported, and the median. Scores must agree to < 1e-4. Compiling happens at load, untimed.

@@ -11,7 +11,7 @@ transformers = pytest.importorskip("transformers")
 
 from rerank.errors import UsageError  # noqa: E402
 from rerank.models.base import BF16_EMULATED, bf16_is_emulated, load_model  # noqa: E402
-from rerank.models.bert import CrossEncoderReranker, minilm_path, new_trainable  # noqa: E402
+from rerank.models.bert import CrossEncoderReranker, cls_logits, minilm_path, new_trainable, supports_cls_logits  # noqa: E402
 from rerank.runs import QueryRanking, RunHeader, RunWriter  # noqa: E402
 from rerank.train import TrainArgs, content_hash, read_checkpoint, train  # noqa: E402
 
@@ -57,6 +57,29 @@ def test_length_sorted_inference_equals_plain_forward(tiny_checkpoint):
     plain = model.model(**model.tokenizer(["what is ranking"] * 5, texts, padding=True, truncation=True,
                                           max_length=model.max_length, return_tensors="pt")).logits[:, 0]
     assert max(abs(a - b) for a, b in zip(fast, plain.tolist())) < 1e-5
+    assert model.use_cls_logits  # the default path is cls_logits, so this compares it with Hugging Face's
+
+
+def test_cls_logits_equal_the_full_forward(tiny_checkpoint):
+    """Packed real tokens and a [CLS]-only last layer give Hugging Face's logits: padded, unpadded, one row,
+    without segment ids; int8 runs through it too. Other attention variants keep the Hugging Face forward."""
+    folder, _ = tiny_checkpoint
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    texts = ["short", "a somewhat longer passage about ranking " * 3, "mid length text here", "x " * 40, "tiny"]
+    with torch.inference_mode():
+        for batch in (texts, texts[:1], ["same length", "same length"]):
+            inputs = tokenizer(["what is ranking"] * len(batch), batch, padding=True, return_tensors="pt")
+            assert torch.allclose(cls_logits(model, **inputs), model(**inputs).logits, atol=1e-5)
+        del inputs["token_type_ids"]
+        assert torch.allclose(cls_logits(model, **inputs), model(**inputs).logits, atol=1e-5)
+    int8 = load_model("bert", str(folder), quantize=True)
+    fp32 = load_model("bert", str(folder)).score("what is ranking", list("abcde"), texts)
+    assert int8.use_cls_logits and 0 < max(abs(a - b) for a, b in
+                                           zip(int8.score("what is ranking", list("abcde"), texts), fp32)) < 0.05
+    assert supports_cls_logits(model)
+    model.config.position_embedding_type = "relative_key"
+    assert not supports_cls_logits(model)
 
 
 def test_bf16_scores_close_to_fp32_and_cached_apart(tiny_checkpoint):

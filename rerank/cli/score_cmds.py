@@ -32,8 +32,8 @@ from .io import open_run_input, write_stream
               help="bert: bfloat16 is about 3x faster on CPUs with AMX/AVX512-BF16, slower without AVX512; "
                    "scores move by about 1e-2.")
 @click.option("--compile", "compile_model", is_flag=True,
-              help="bert: torch.compile with frozen weights: same scores, about 2x faster on AVX512 CPUs (no gain on "
-                   "AVX2-only ones), 12-26 s to start; needs a C++ compiler.")
+              help="bert: torch.compile with frozen weights: same scores, faster on AVX512 CPUs (slower than the default "
+                   "on AVX2-only ones), 12-26 s to start; needs a C++ compiler.")
 @click.option("--interpolate", type=float, default=None, metavar="ALPHA",
               help="Final score (1-ALPHA)·z(model) + ALPHA·z(first-stage score), z over the re-scored candidates.")
 @click.option("--name", "stage_name", default=None, help="Stage name and run tag (default: the model name).")

@@ -12,9 +12,10 @@ CPU inference without waste: tokenise once without padding, sort the pairs by le
 similar length and pad each only to its own longest pair, run under `torch.inference_mode()`, put the
 scores back in input order. `max_length` truncates pairs (longest first, as Hugging Face and
 sentence-transformers do), `threads` sets torch's intra-op threads, `quantize` applies dynamic int8
-quantisation to the linear layers, `precision="bf16"` runs the cross-encoder in bfloat16, `compile`
-runs it through `torch.compile` with frozen weights (same scores, about twice the throughput; see
-`compiled_for_inference`).
+quantisation to the linear layers, `precision="bf16"` runs the cross-encoder in bfloat16. The eager
+forward pass computes only what the score needs (`cls_logits`: no padding tokens in the linear layers, and
+a last layer for `[CLS]` alone); `compile` instead runs the Hugging Face forward through `torch.compile`
+with frozen weights (see `compiled_for_inference`). Both give the Hugging Face scores to 1e-5.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch; see rerank.
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from ..errors import BackendError, UsageError
 from ..train import content_hash, read_checkpoint
@@ -165,6 +167,56 @@ def compiled_for_inference(model: nn.Module, tokenizer: Any) -> nn.Module:
     return compiled
 
 
+def cls_logits(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+               token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """The logits of a BertForSequenceClassification (eval mode), computing only what they depend on.
+
+    Hugging Face runs every position through every layer. Two parts of that work never reach the score:
+    - padding: the linear layers (over three quarters of the time) here see only the real tokens, packed
+      into one matrix; padded rows exist only inside attention, where the mask drops them;
+    - the last layer's other positions: the score reads the final `[CLS]` vector only, so that layer
+      computes keys and values for every token but query, attention output and feed-forward for `[CLS]`.
+    Same arithmetic per kept value, so the scores equal the full forward's to float rounding; on 2 AVX2
+    cores about 1.3x its throughput (benchmarks/results/bert_speed_avx2.md). No library offers this for a
+    stock BERT checkpoint on CPU (BetterTransformer, its nearest kin, left `optimum`), hence our own.
+    Calls the model's own modules, so int8 (dynamically quantised) and bf16 models run through it too.
+    """
+    bert, layers = model.bert, model.bert.encoder.layer
+    rows, width = input_ids.shape
+    heads = model.config.num_attention_heads
+    real = attention_mask.bool()
+    kept = real.view(-1).nonzero().squeeze(1)  # flat positions of the real tokens
+    lengths = attention_mask.sum(1)
+    firsts = lengths.cumsum(0) - lengths  # packed position of each row's [CLS]
+    x = bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids).flatten(0, 1).index_select(0, kept)
+    mask = torch.zeros(rows, 1, 1, width, dtype=x.dtype).masked_fill_(~real[:, None, None, :], torch.finfo(x.dtype).min)
+
+    def split_heads(values: torch.Tensor, packed: bool = True) -> torch.Tensor:
+        """[tokens, hidden] (packed) or [rows, hidden] (one position a row) to [rows, heads, positions, head_dim]."""
+        if packed:
+            values = values.new_zeros(rows * width, values.shape[1]).index_copy_(0, kept, values)
+        return values.view(rows, -1, heads, values.shape[1] // heads).transpose(1, 2)
+
+    for depth, layer in enumerate(layers):
+        attention, every_position = layer.attention.self, depth < len(layers) - 1
+        keys, values = split_heads(attention.key(x)), split_heads(attention.value(x))
+        if not every_position:
+            x = x.index_select(0, firsts)
+        queries = split_heads(attention.query(x), packed=every_position)
+        context = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask).transpose(1, 2)
+        context = context.reshape(rows * width, -1).index_select(0, kept) if every_position else context.flatten(1)
+        x = layer.attention.output(context, x)  # dense, dropout (off in eval), residual, layer norm
+        x = layer.output(layer.intermediate(x), x)
+    return model.classifier(bert.pooler(x.unsqueeze(1)))
+
+
+def supports_cls_logits(model: nn.Module) -> bool:
+    """`cls_logits` re-implements BERT's self-attention: only for the plain encoder it knows."""
+    config = model.config
+    return (config.model_type == "bert" and getattr(config, "position_embedding_type", "absolute") == "absolute"
+            and not config.is_decoder and hasattr(model, "bert") and hasattr(model, "classifier"))
+
+
 class CrossEncoderReranker(Reranker):
     """Scores with a trained cross-encoder checkpoint."""
 
@@ -196,6 +248,12 @@ class CrossEncoderReranker(Reranker):
         self.model = model.to(PRECISIONS[precision])
         if self.compile:
             self.model = compiled_for_inference(self.model, self.tokenizer)
+        self.use_cls_logits = not self.compile and supports_cls_logits(model)
+
+    def logits(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.use_cls_logits:
+            return cls_logits(self.model, **inputs)[:, 0]
+        return self.model(**inputs).logits[:, 0]
 
     def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:
         if not texts:
@@ -204,7 +262,7 @@ class CrossEncoderReranker(Reranker):
         scores = [0.0] * len(texts)
         with torch.inference_mode():
             for indices in length_batches([len(r) for r in encoded["input_ids"]], self.batch_size):
-                logits = self.model(**batch_inputs(encoded, indices, self.tokenizer.pad_token_id)).logits[:, 0]
+                logits = self.logits(batch_inputs(encoded, indices, self.tokenizer.pad_token_id))
                 for i, value in zip(indices, logits.float().tolist()):
                     scores[i] = value
         return scores
