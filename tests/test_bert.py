@@ -42,11 +42,23 @@ def tiny_checkpoint(tiny_bert, tmp_path_factory, data_root):
 
 
 def test_score_batch_shape_and_gradients(tiny_bert):
+    """Training scores through cls_logits: without dropout, its gradients are the full forward's."""
     model = new_trainable(base=str(tiny_bert), max_length=32)
-    scores = model.score_batch(["a query", "another"], [["doc one", "doc two", "doc three"], ["x", "y", "z"]])
+    queries, docs = ["a query", "another"], [["doc one", "doc two is longer", "doc three"], ["x", "y", "z"]]
+    scores = model.score_batch(queries, docs)
     assert scores.shape == (2, 3)
     scores.sum().backward()
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+    model.eval()  # dropout off: the same function, so the same gradients
+    gradients = []
+    for logits in (lambda: model.score_batch(queries, docs),
+                   lambda: model.encoder(**model.tokenizer([q for q in queries for _ in range(3)],
+                                                           [d for row in docs for d in row], padding=True,
+                                                           return_tensors="pt")).logits):
+        model.zero_grad()
+        logits().sum().backward()
+        gradients.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
+    assert gradients[0].shape == gradients[1].shape and torch.allclose(*gradients, atol=1e-5)
 
 
 def test_length_sorted_inference_equals_plain_forward(tiny_checkpoint):
