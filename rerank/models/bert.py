@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -253,7 +254,9 @@ class CrossEncoderReranker(Reranker):
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
         if self.quantize:
-            model = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+            with warnings.catch_warnings():  # torch's deprecation notice of quantized tensors is for its developers
+                warnings.filterwarnings("ignore", message=".*quantize_per_tensor", category=UserWarning)
+                model = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
         self.model = model.to(PRECISIONS[precision])
         if self.compile:
             self.model = compiled_for_inference(self.model, self.tokenizer)
