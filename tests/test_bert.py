@@ -61,6 +61,16 @@ def test_score_batch_shape_and_gradients(tiny_bert):
     assert gradients[0].shape == gradients[1].shape and torch.allclose(*gradients, atol=1e-5)
 
 
+def test_training_needs_a_bert_base(tmp_path):
+    """cls_logits is BERT's attention: another architecture as --base is a clear error, not a wrong model."""
+    config = transformers.RobertaConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                        intermediate_size=64)
+    transformers.RobertaModel(config).save_pretrained(tmp_path)
+    transformers.AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(tmp_path)
+    with pytest.raises(UsageError, match="not a BERT encoder.*roberta"):
+        new_trainable(base=str(tmp_path))
+
+
 def test_length_sorted_inference_equals_plain_forward(tiny_checkpoint):
     folder, _ = tiny_checkpoint
     model = load_model("bert", str(folder), batch_size=3)
