@@ -8,6 +8,8 @@
 # bitwise reproducible across CPUs (bert_quality.md, Notes). On a CPU without AVX512 the chain under-trains:
 # an AVX2-only EPYC (2026-11-25) ran FIRST at 3.7 s per fp32 step against 1.7 s, and emulates bf16
 # several times slower than fp32 (rerank warns there).
+# Training now runs through cls_logits (same function, other dropout draws), so the rebuilt checkpoints
+# differ bitwise from the recorded ones (bert_quality.md, Notes).
 #
 #   benchmarks/bert_dl_chain.sh [WORK]      (default benchmarks/work; run in the project's environment)
 #
