@@ -263,6 +263,7 @@ class CrossEncoderReranker(Reranker):
         self.use_cls_logits = not self.compile and supports_cls_logits(model)
 
     def logits(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """One score per pair: through `cls_logits` where it applies, else the (compiled) Hugging Face forward."""
         if self.use_cls_logits:
             return cls_logits(self.model, **inputs)[:, 0]
         return self.model(**inputs).logits[:, 0]
