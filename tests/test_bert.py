@@ -62,7 +62,7 @@ def test_score_batch_shape_and_gradients(tiny_bert):
 
 
 def test_training_needs_a_bert_base(tmp_path):
-    """cls_logits is BERT's attention: another architecture as --base is a clear error, not a wrong model."""
+    """cls_logits is BERT's attention: another architecture as `-O base=DIR` is a clear error, not a wrong model."""
     config = transformers.RobertaConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                         intermediate_size=64)
     transformers.RobertaModel(config).save_pretrained(tmp_path)
