@@ -74,8 +74,8 @@ def load_pipeline(path: str | Path) -> dict:
     if not p.is_file():
         raise DataError(f"pipeline file not found: {p}")
     try:
-        spec = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as exc:
+        spec = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"{p}: not valid TOML ({exc})") from None
     if "dataset" not in spec or not spec.get("stage"):
         raise DataError(f"{p}: a pipeline needs 'dataset' and at least one [[stage]]")

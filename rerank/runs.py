@@ -146,10 +146,18 @@ class RunReader:
         self._line_no = 0
         self._pending: str | None = None
         self._timings: dict[str, list[Timing]] = {}
+        self._line_iter = self._lines()
         self._read_header()
 
+    def _lines(self) -> Iterator[str]:
+        """The handle's lines; bytes that are not UTF-8 become a FormatError naming the file, not a traceback."""
+        try:
+            yield from self.handle
+        except UnicodeDecodeError as exc:
+            raise FormatError(self.source, None, f"not UTF-8 text ({exc.reason})") from None
+
     def _read_header(self) -> None:
-        for line in self.handle:
+        for line in self._line_iter:
             self._line_no += 1
             if not line.startswith("#"):
                 if line.strip():
@@ -159,9 +167,9 @@ class RunReader:
             _absorb_comment(line, self.header, self._timings, self.source, self._line_no)
 
     def _records(self) -> Iterator[tuple[int, str, str, int, float, str]]:
-        lines: Iterable[str] = self.handle
+        lines: Iterable[str] = self._line_iter
         if self._pending is not None:
-            lines = itertools.chain([self._pending], self.handle)
+            lines = itertools.chain([self._pending], self._line_iter)
             self._line_no -= 1
         for line in lines:
             self._line_no += 1
@@ -280,7 +288,10 @@ def load_run(handle: IO[str], source: str, strict: bool = False) -> Run:
     Large well-formed runs take a vectorised path (pandas' C parser); anything it cannot vouch for is
     read again line by line, which names the offending line.
     """
-    text = handle.read()
+    try:
+        text = handle.read()
+    except UnicodeDecodeError as exc:
+        raise FormatError(source, None, f"not UTF-8 text ({exc.reason})") from None
     if not strict:
         fast = _load_fast(text, source)
         if fast is not None:

@@ -230,7 +230,8 @@ class TrainArgs:
             self.fold()
         for label, value in (("--steps", self.steps), ("--batch-groups", self.batch_groups),
                              ("--negatives", self.negatives), ("--eval-every", self.eval_every),
-                             ("--dev-depth", self.dev_depth)):
+                             ("--dev-depth", self.dev_depth), ("--lr", self.lr), ("--head-lr-scale", self.head_lr_scale),
+                             ("--teacher-scale", self.teacher_scale)):
             if value <= 0:
                 raise UsageError(f"{label} must be positive, not {value}")
         for name in (self.train, self.dev):

@@ -37,6 +37,14 @@ def test_malformed_run_names_file_and_line(rerank, tmp_path):
     fails(rerank, "cat", str(dup), words="duplicate document a for query 1")
 
 
+def test_file_that_is_not_utf8_text_is_named(rerank, tmp_path):
+    binary = tmp_path / "image.run"
+    binary.write_bytes(b"\xff\xd8\xff\xe0 not a run\n")
+    for command in ("eval", "cat"):  # whole-run loader and streaming reader
+        fails(rerank, command, str(binary), words=f"{binary}: not UTF-8 text")
+    fails(rerank, "run", str(binary), words="not valid TOML")
+
+
 def test_empty_input_and_unrelated_qrels(rerank, data_root, tmp_path):
     fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), input="", words="empty input")
     (tmp_path / "other.run").write_text("zzz Q0 a 1 1.0 t\n")
@@ -51,6 +59,8 @@ def test_bad_measure_and_k(rerank, data_root):
     fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), "-m", "Bogus@3",
           input="1 Q0 a 1 1.0 t\n", words="unknown measure 'Bogus@3'")
     fails(rerank, "retrieve", "vaswani", "--k", "0", words="--k must be a positive")
+    fails(rerank, "retrieve", "vaswani", "--k1", "-1", words="--k1 must be >= 0, not -1.0")
+    fails(rerank, "retrieve", "vaswani", "--b", "1.5", words="--b must be in [0, 1], not 1.5")
 
 
 def test_failed_output_leaves_nothing_behind(rerank, tmp_path):
@@ -77,4 +87,7 @@ def test_java_settings_that_cannot_work(rerank, vaswani_index):
 def test_model_option_must_be_key_value(rerank, tmp_path):
     fails(rerank, "train", "tk", "--train", "trec-dl-2020", "-O", "projection", "-o", str(tmp_path / "ck"),
           words="--model-option wants KEY=VALUE, not 'projection'")
+    assert not (tmp_path / "ck").exists()
+    fails(rerank, "train", "tk", "--train", "trec-dl-2020", "--lr", "-0.001", "-o", str(tmp_path / "ck"),
+          words="--lr must be positive, not -0.001")
     assert not (tmp_path / "ck").exists()

@@ -80,6 +80,8 @@ class LuceneIndex:
             began = time.perf_counter()
             anserini_search_collection(self.path, topics_tsv, output, k, k1, b, threads)
             share = (time.perf_counter() - began) * 1000 / max(len(topics), 1)
+            if not output.is_file():
+                raise BackendError(f"Anserini's SearchCollection wrote no run for index {self.path} (see its log above)")
             with open(output, encoding="utf-8") as handle:
                 found = load_run(handle, "SearchCollection").queries if output.stat().st_size else {}
         for qid in topics:
