@@ -115,6 +115,19 @@ def test_bf16_scores_close_to_fp32_and_cached_apart(tiny_checkpoint):
         load_model("bert", str(folder), precision="fp8")
 
 
+def test_length_and_threads_out_of_range_are_refused_before_scoring(tiny_checkpoint):
+    """A length past the position table would only fail on the first long text, mid-run; 0 used to mean 'default'."""
+    folder, _ = tiny_checkpoint
+    for length in (0, 513):
+        with pytest.raises(UsageError, match=f"--max-length must be between 1 and 512 .*, not {length}"):
+            load_model("bert", str(folder), max_length=length)
+    with pytest.raises(UsageError, match="--max-length must be between 1 and 512"):
+        load_model("minilm-bi", max_length=1000)
+    for threads in (0, -2):
+        with pytest.raises(UsageError, match=f"--threads must be a positive number, not {threads}"):
+            load_model("bert", str(folder), threads=threads)
+
+
 def test_cli_warns_where_bf16_is_emulated(tiny_checkpoint, rerank):
     """Without AVX512/AMX, bf16 runs several times slower than fp32: the score stage says so, fp32 never does."""
     folder, _ = tiny_checkpoint

@@ -32,6 +32,17 @@ BF16_EMULATED = ("this CPU has no bfloat16 instructions (AVX512 or AMX), so --pr
                  "slower than fp32 here")
 
 
+def set_threads(threads: int | None, default: int | None = None) -> None:
+    """Torch's intra-op threads: `threads` if given, else `default`, else torch's own choice (one per core)."""
+    if threads is not None and int(threads) <= 0:
+        raise UsageError(f"--threads must be a positive number, not {threads}")
+    chosen = threads or default
+    if chosen:
+        import torch
+
+        torch.set_num_threads(int(chosen))
+
+
 def bf16_is_emulated() -> bool:
     import torch
 

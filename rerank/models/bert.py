@@ -35,7 +35,7 @@ from torch.nn import functional as F
 
 from ..errors import BackendError, UsageError
 from ..train import content_hash, read_checkpoint
-from .base import Reranker
+from .base import Reranker, set_threads
 
 DEFAULT_MAX_LENGTH = 256
 DEFAULT_BATCH_SIZE = 32
@@ -65,9 +65,12 @@ def _quiet_transformers() -> None:
     logging.disable_progress_bar()
 
 
-def set_threads(threads: int | None) -> None:
-    if threads:
-        torch.set_num_threads(int(threads))
+def checked_max_length(max_length: int, config: Any) -> int:
+    """Pairs longer than the model's position table would fail mid-run on the first long text; refuse up front."""
+    limit = config.max_position_embeddings
+    if not 0 < max_length <= limit:
+        raise UsageError(f"--max-length must be between 1 and {limit} (the model's positions), not {max_length}")
+    return max_length
 
 
 def length_batches(lengths: list[int], batch_size: int) -> Iterator[list[int]]:
@@ -135,6 +138,7 @@ def new_trainable(max_length: int = DEFAULT_MAX_LENGTH, base: str | None = None,
     set_threads(threads)
     path = Path(base) if base else minilm_path()
     encoder = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
+    checked_max_length(max_length, encoder.config)
     if not supports_cls_logits(encoder):
         raise UsageError(f"{path} is not a BERT encoder with absolute positions (model_type "
                          f"{encoder.config.model_type!r}); bert trains that architecture only")
@@ -240,10 +244,11 @@ class CrossEncoderReranker(Reranker):
         _quiet_transformers()
         set_threads(threads)
         self.folder, self.checkpoint_hash = folder, manifest["hash"]
-        self.max_length = int(max_length or manifest.get("config", {}).get("max_length", DEFAULT_MAX_LENGTH))
+        self.max_length = int(max_length if max_length is not None
+                              else manifest.get("config", {}).get("max_length", DEFAULT_MAX_LENGTH))
         self.batch_size, self.quantize = int(batch_size), bool(quantize)
-        if self.batch_size <= 0 or self.max_length <= 0:
-            raise UsageError("--batch-size and --max-length must be positive")
+        if self.batch_size <= 0:
+            raise UsageError("--batch-size must be positive")
         if precision not in PRECISIONS:
             raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
         if quantize and precision != "fp32":
@@ -253,6 +258,7 @@ class CrossEncoderReranker(Reranker):
         self.precision, self.compile = precision, bool(compile)
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+        checked_max_length(self.max_length, model.config)
         if self.quantize:
             with warnings.catch_warnings():  # torch's deprecation notice of quantized tensors is for its developers
                 warnings.filterwarnings("ignore", message=".*quantize_per_tensor", category=UserWarning)
@@ -313,9 +319,10 @@ class BiEncoderReranker(Reranker):
         set_threads(threads)
         path = path or minilm_path()
         self.checkpoint_hash = content_hash(path)
-        self.max_length, self.batch_size = int(max_length or DEFAULT_MAX_LENGTH), int(batch_size)
+        self.max_length, self.batch_size = int(max_length if max_length is not None else DEFAULT_MAX_LENGTH), int(batch_size)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModel.from_pretrained(path).eval()
+        checked_max_length(self.max_length, self.model.config)
         # text -> unit vector: a passage that comes back for another query (many queries over one pool,
         # e.g. a distillation run) is embedded once per process. 1.5 KB a passage.
         self._passages: dict[str, torch.Tensor] = {}

@@ -62,7 +62,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import BackendError, UsageError
-from .base import Reranker
+from .base import Reranker, set_threads
 
 KERNEL_MUS = (1.0, 0.9, 0.7, 0.5, 0.3, 0.1, -0.1, -0.3, -0.5, -0.7, -0.9)
 KERNEL_SIGMA = 0.1
@@ -551,8 +551,7 @@ def new_trainable(variant: str = "tk", threads: int | None = None, max_length: i
 
     `max_length` (the train CLI's pair cap) is ignored: TK caps query and document apart.
     """
-    if threads:
-        torch.set_num_threads(int(threads))
+    set_threads(threads)
     known = {f.name for f in fields(TKConfig)} - {"variant"}
     unknown = sorted(set(options) - known)
     if unknown:
@@ -596,7 +595,7 @@ class TKReranker(Reranker):
                  encodings: str | None = None, **_ignored: Any):
         # One thread unless asked: per-query tensors are tiny, and intra-op threads cost more in
         # synchronisation than they gain (2 ms vs 180 ms per query at depth 5 on a busy 2-core machine).
-        torch.set_num_threads(int(threads or 1))
+        set_threads(threads, default=1)
         self.folder, self.checkpoint_hash = folder, manifest["hash"]
         self.name = manifest["model"]
         self.module = TKModule(TKConfig.from_dict(manifest["config"]), fresh=False)
