@@ -22,7 +22,7 @@ from ..runs import Run
 _ALIASES = {"MAP": "AP", "MRR": "RR", "HITS": "Success", "RECALL": "R", "NDCG": "nDCG", "P": "P"}
 _DISPLAY = {"AP": "MAP", "RR": "MRR", "Success": "HITS", "R": "Recall"}
 _BINARY = {"AP", "RR", "P", "Success", "R"}
-_NAME = re.compile(r"^([A-Za-z_]+)(\(.*\))?(@\d+)?$")
+_NAME = re.compile(r"^([A-Za-z_]+)(\(.*\))?(@[1-9]\d*)?$")  # cutoff >= 1: trec_eval aborts the process on @0
 
 
 @dataclass(frozen=True)
