@@ -10,6 +10,23 @@ from pathlib import Path
 from typing import IO, Iterator
 
 
+def _make_parents(folder: Path) -> list[Path]:
+    """Create `folder` and its missing ancestors; return those created (deepest first) to take back on failure."""
+    created = []
+    while not folder.exists():
+        created.append(folder)
+        folder = folder.parent
+    for missing in reversed(created):
+        missing.mkdir(exist_ok=True)
+    return created
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for folder in folders:
+        with contextlib.suppress(OSError):  # not empty (something else wrote there) or already gone
+            folder.rmdir()
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[IO]:
     """Yield a file to write; on success it replaces `path`, on error it vanishes.
@@ -21,7 +38,7 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
         sys.stdout.flush()
         return
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    created = _make_parents(target.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
@@ -30,6 +47,7 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        _remove_empty(created)
         raise
 
 
@@ -39,7 +57,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     import shutil
 
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    created = _make_parents(target.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         yield tmp
@@ -48,4 +66,5 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        _remove_empty(created)
         raise

@@ -65,10 +65,17 @@ def test_bad_measure_and_k(rerank, data_root):
     fails(rerank, "retrieve", "vaswani", "--b", "1.5", words="--b must be in [0, 1], not 1.5")
 
 
-def test_failed_output_leaves_nothing_behind(rerank, tmp_path):
+def test_failed_output_leaves_nothing_behind(rerank, tmp_path, session_home):
     target = tmp_path / "out.run"
     fails(rerank, "cat", "-o", str(target), input="1 Q0 a 1 2.0 t\n1 Q0 a 2 1.0 t\n", words="duplicate")
     assert not target.exists() and list(tmp_path.iterdir()) == []
+    nested = tmp_path / "new" / "folder" / "out.run"  # folders made for an output go with it
+    fails(rerank, "cat", "-o", str(nested), input="1 Q0 a 1 2.0 t\n1 Q0 a 2 1.0 t\n", words="duplicate")
+    assert list(tmp_path.iterdir()) == []
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text('{"id": "a"}\n')
+    fails(rerank, "index", "halfway", "--corpus", str(corpus), words="record has no 'contents' or 'text'")
+    assert not (session_home / "indexes" / "halfway").exists()
 
 
 def test_bad_pipeline(rerank, tmp_path):
