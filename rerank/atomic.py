@@ -9,6 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import IO, Iterator
 
+from .errors import UsageError
+
 
 def _make_parents(folder: Path) -> list[Path]:
     """Create `folder` and its missing ancestors; return those created (deepest first) to take back on failure."""
@@ -51,12 +53,30 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
         raise
 
 
+def check_replaceable(path: str | os.PathLike, marker: str) -> None:
+    """Refuse a target folder that holds anything but an earlier output of the same kind (one with `marker`).
+
+    Replacing a folder deletes it: `-o ~/thesis` must not take a user's files with it.
+    """
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"{target} is a file, not a folder")
+    if target.is_dir() and not (target / marker).is_file() and any(target.iterdir()):
+        raise UsageError(f"{target} is a folder with other files in it (no {marker}); refusing to replace it: "
+                         "choose a new or empty folder")
+
+
 @contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary folder that replaces `path` only when the block succeeds."""
+def atomic_dir(path: str | os.PathLike, marker: str) -> Iterator[Path]:
+    """Yield a temporary folder that replaces `path` only when the block succeeds.
+
+    `path` may already hold an earlier output of the same kind (it holds the file `marker`) or be empty;
+    anything else is refused (`check_replaceable`).
+    """
     import shutil
 
-    target = Path(path)
+    check_replaceable(path, marker)
+    target = Path(path).resolve()  # `-o .` too: its temporary sibling goes in the parent folder
     created = _make_parents(target.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from .atomic import atomic_dir
+from .atomic import atomic_dir, check_replaceable
 from .data import dataset_names, get_dataset
 from .data.formats import Qrels
 from .errors import DataError, UsageError
@@ -151,7 +151,7 @@ def average_checkpoints(folders: list[str], output: str) -> dict:
         except Exception as error:  # safetensors' and torch's unreadable-file errors are of many types
             raise DataError(f"cannot read the weights {path} ({type(error).__name__}); is the checkpoint damaged?") from None
 
-    with atomic_dir(output) as tmp:
+    with atomic_dir(output, CHECKPOINT_FILE) as tmp:
         for path in first.iterdir():
             if path.is_file() and path.name != CHECKPOINT_FILE and path.name not in weight_files:
                 shutil.copy2(path, Path(tmp) / path.name)
@@ -224,6 +224,7 @@ class TrainArgs:
             raise UsageError(f"--precision must be fp32 or bf16, not {self.precision!r}")
         if not 0 <= self.dev_fraction < 1:
             raise UsageError(f"--dev-fraction must be in [0, 1), not {self.dev_fraction}")
+        check_replaceable(self.output, CHECKPOINT_FILE)  # now, not after the first dev evaluation
         if sum(map(bool, (self.dev, self.dev_fraction, self.dev_fold))) > 1:
             raise UsageError("give only one of --dev DATASET, --dev-fraction and --dev-fold")
         if self.dev_fold is not None:
@@ -499,7 +500,7 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
         log(f"warning: {BF16_EMULATED}")
 
     def save(step: int, metric: float | None) -> None:
-        with atomic_dir(args.output) as tmp:
+        with atomic_dir(args.output, CHECKPOINT_FILE) as tmp:
             config = model.save(tmp)
             write_checkpoint(tmp, model_name, config, {
                 **record, "step": step, "dev_source": dev.source if dev else None,

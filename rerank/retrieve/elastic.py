@@ -28,7 +28,7 @@ from ..atomic import atomic_dir
 from ..data import Document
 from ..errors import BackendError, MissingIndexError, UsageError
 from ..runs import QueryRanking, Timing
-from .store import IndexInfo, index_folder
+from .store import MANIFEST, IndexInfo, index_folder
 
 BACKEND = "elasticsearch"
 DEFAULT_URL = "http://127.0.0.1:9200"
@@ -202,7 +202,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     info = IndexInfo(name, BACKEND, loaded, {**source, "es_url": connection.shown, "index_name": index_name,
                                              "shards": shards, "similarity": similarity,
                                              "server": connection.profile["server"]})
-    with atomic_dir(index_folder(name) / BACKEND) as tmp:
+    with atomic_dir(index_folder(name) / BACKEND, MANIFEST) as tmp:
         info.write(tmp)
     return info
 

@@ -21,7 +21,7 @@ from ..data import Document
 from ..errors import BackendError, MissingIndexError
 from ..runs import QueryRanking, Timing, load_run
 from . import jvm
-from .store import IndexInfo, index_folder
+from .store import MANIFEST, IndexInfo, index_folder
 
 BACKEND = "lucene"
 DEFAULT_K1, DEFAULT_B = 0.9, 0.4  # Anserini's defaults
@@ -35,7 +35,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
         raise BackendError(f"index {target} exists; pass --overwrite to rebuild it")
     indexer_class = jvm.autoclass("io.anserini.index.SimpleIndexer")
     count = 0
-    with atomic_dir(target) as tmp:
+    with atomic_dir(target, MANIFEST) as tmp:
         indexer = indexer_class(["-index", str(tmp), "-storePositions", "-storeDocvectors", "-storeRaw",
                                  "-input", "", "-collection", "JsonCollection", "-threads", str(threads)])
         batch: list[str] = []

@@ -1,0 +1,39 @@
+"""Outputs appear whole or not at all, and never take a user's files with them."""
+
+import pytest
+
+from rerank.atomic import atomic_dir, atomic_output
+from rerank.errors import UsageError
+
+
+def test_folder_output_replaces_only_an_earlier_output_of_its_kind(tmp_path):
+    earlier = tmp_path / "ck"
+    with atomic_dir(earlier, "checkpoint.json") as tmp:
+        (tmp / "checkpoint.json").write_text("{}")
+    with atomic_dir(earlier, "checkpoint.json") as tmp:  # re-running into the same folder replaces it
+        (tmp / "checkpoint.json").write_text('{"second": 1}')
+        (tmp / "weights.pt").write_text("w")
+    assert sorted(p.name for p in earlier.iterdir()) == ["checkpoint.json", "weights.pt"]
+
+    user = tmp_path / "thesis"
+    user.mkdir()
+    (user / "thesis.tex").write_text("precious")
+    with pytest.raises(UsageError, match="other files in it.*refusing to replace it"):
+        with atomic_dir(user, "checkpoint.json"):
+            pass
+    assert (user / "thesis.tex").read_text() == "precious" and len(list(tmp_path.iterdir())) == 2
+
+    (tmp_path / "empty").mkdir()
+    with atomic_dir(tmp_path / "empty", "checkpoint.json") as tmp:
+        (tmp / "checkpoint.json").write_text("{}")
+    with pytest.raises(UsageError, match="is a file, not a folder"):
+        with atomic_dir(user / "thesis.tex", "checkpoint.json"):
+            pass
+
+
+def test_failed_output_takes_back_the_folders_it_made(tmp_path):
+    for target in (tmp_path / "a" / "b" / "out.run", tmp_path / "c" / "d" / "ck"):
+        with pytest.raises(RuntimeError):
+            with (atomic_output(target) if target.suffix else atomic_dir(target, "checkpoint.json")):
+                raise RuntimeError("the stage failed")
+    assert list(tmp_path.iterdir()) == []
