@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Callable
@@ -35,6 +36,7 @@ from .evaluate.session import evaluate_runs, judgements_for
 from .paths import indexes_dir, runs_dir
 from .retrieve import api
 from .runs import Run, RunReader, Stream, load_run
+from .score import MODEL_OPTIONS
 
 # kind -> "module:function"; the function takes (dataset, stage parameters, input stream or None) and
 # returns the output stream. Resolved on use, so a pipeline only imports the stages it runs (no torch
@@ -46,6 +48,36 @@ STAGE_KINDS: dict[str, str] = {
     "fuse": "rerank.retrieve.fusion:fuse_stage",
 }
 StageKind = Callable[[str, dict, Stream | None], Stream]
+
+# The parameters each kind takes, with their TOML types (a float also takes an integer): a misspelt or
+# mistyped one is refused when the file is read, before any stage runs, instead of being ignored.
+STAGE_PARAMETERS: dict[str, dict[str, type]] = {
+    "retrieve": {"backend": str, "k": int, "k1": float, "b": float, "topics": str, "threads": int, "ef_search": int,
+                 "encoder": str, "es_url": str, "index_name": str, "es_ca_certs": str, "es_verify_certs": bool},
+    "candidates": {"run": str, "k": int},
+    "score": {"model": str, "checkpoint": str, "depth": int, "cache": bool, "skip_missing": bool, "topics": str,
+              "corpus": str, "interpolate": float, **MODEL_OPTIONS},
+    "fuse": {"inputs": list, "method": str, "k": int, "norm": str, "depth": int},
+}
+EVERY_STAGE = {"name": str, "kind": str, "input": str, "evaluate": bool}
+PIPELINE_KEYS = {"dataset": str, "stage": list, "measures": list, "baseline": str, "sort": str, "qrels": str,
+                 "min_rel": int, "index": dict}
+_STAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")  # a file name in runs/<pipeline>/ and a run tag
+
+
+def _check_types(where: str, table: dict, schema: dict[str, type]) -> None:
+    for key, value in table.items():
+        if key not in schema:
+            raise DataError(f"{where}: unknown key {key!r}; known: {', '.join(schema)}")
+        wanted = schema[key]
+        fits = (isinstance(value, (int, float)) and not isinstance(value, bool) if wanted is float
+                else isinstance(value, wanted) and not (wanted is int and isinstance(value, bool)))
+        if not fits:
+            raise DataError(f"{where}: {key} must be {_TYPE_WORDS[wanted]}, not {value!r}")
+
+
+_TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
+               dict: "a table"}
 
 
 def stage_function(kind: str) -> StageKind:
@@ -79,12 +111,21 @@ def load_pipeline(path: str | Path) -> dict:
         raise DataError(f"{p}: not valid TOML ({exc})") from None
     if "dataset" not in spec or not spec.get("stage"):
         raise DataError(f"{p}: a pipeline needs 'dataset' and at least one [[stage]]")
+    _check_types(str(p), spec, PIPELINE_KEYS)
+    _check_types(f"{p}: [index]", spec.get("index", {}), {"backend": str})
+    for key in ("measures", "stage"):
+        if not all(isinstance(item, str if key == "measures" else dict) for item in spec.get(key, [])):
+            raise DataError(f"{p}: {key} must be a list of {'strings' if key == 'measures' else '[[stage]] tables'}")
     names = set()
     for i, stage in enumerate(spec["stage"], 1):
         if "name" not in stage or "kind" not in stage:
             raise DataError(f"{p}: stage {i} needs 'name' and 'kind'")
+        if not isinstance(stage["name"], str) or not _STAGE_NAME.match(stage["name"]):
+            raise DataError(f"{p}: stage {i}: name {stage['name']!r} must be one word of letters, digits and _ . + - "
+                            "(it names the run file and tags its lines)")
         if stage["kind"] not in STAGE_KINDS:
             raise DataError(f"{p}: stage {stage['name']!r} has unknown kind {stage['kind']!r}; known: {', '.join(STAGE_KINDS)}")
+        _check_types(f"{p}: stage {stage['name']!r}", stage, {**EVERY_STAGE, **STAGE_PARAMETERS[stage["kind"]]})
         for upstream in [stage["input"]] if stage.get("input") is not None else stage.get("inputs", []):
             if upstream not in names:
                 raise DataError(f"{p}: stage {stage['name']!r} reads {upstream!r}, which no earlier stage makes")

@@ -191,7 +191,8 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     return Stream(header, rankings())
 
 
-MODEL_OPTIONS = ("max_length", "batch_size", "threads", "quantize", "precision", "compile")
+# Model options a pipeline's score stage passes to the model, with their TOML types.
+MODEL_OPTIONS = {"max_length": int, "batch_size": int, "threads": int, "quantize": bool, "precision": str, "compile": bool}
 
 
 def score_stage(dataset: str, params: dict, input: Stream | None) -> Stream:

@@ -84,6 +84,13 @@ def test_bad_pipeline(rerank, tmp_path):
     fails(rerank, "run", str(spec), words="unknown kind 'teleport'")
     spec.write_text('dataset = "vaswani"\n[[stage]\n')
     fails(rerank, "run", str(spec), words="not valid TOML")
+    stage = 'dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n'
+    for extra, words in (('kl = 1.2\n', "stage 'bm25': unknown key 'kl'; known: name, kind"),  # a typo of k1
+                         ('k = "lots"\n', "stage 'bm25': k must be an integer, not 'lots'")):
+        spec.write_text(stage + extra)
+        fails(rerank, "run", str(spec), words=words)
+    spec.write_text(stage.replace('"bm25"', '"../bm25"'))  # the name becomes a file name under runs/
+    fails(rerank, "run", str(spec), words="name '../bm25' must be one word")
 
 
 def test_java_settings_that_cannot_work(rerank, vaswani_index):
