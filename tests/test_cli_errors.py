@@ -63,6 +63,7 @@ def test_bad_measure_and_k(rerank, data_root):
     fails(rerank, "retrieve", "vaswani", "--k", "0", words="--k must be a positive")
     fails(rerank, "retrieve", "vaswani", "--k1", "-1", words="--k1 must be >= 0, not -1.0")
     fails(rerank, "retrieve", "vaswani", "--b", "1.5", words="--b must be in [0, 1], not 1.5")
+    fails(rerank, "retrieve", "vaswani", "--threads", "0", words="--threads must be a positive number, not 0")
 
 
 def test_failed_output_leaves_nothing_behind(rerank, tmp_path, session_home):

@@ -100,6 +100,10 @@ def test_checkpoint_round_trip_and_wrong_model(tmp_path):
     assert np.allclose(reranker.score(QUERY, list(DOCS), list(DOCS.values())), expected, rtol=2e-3)  # docs rounded to float16
     with pytest.raises(UsageError, match="trained for model 'tk', not 'tkl'"):
         load_tkl(str(folder))
+    for option, words in (({"batch_size": 0}, "--batch-size must be a positive number, not 0"),
+                          ({"threads": -1}, "--threads must be a positive number, not -1")):
+        with pytest.raises(UsageError, match=words):
+            load_tk(str(folder), **option)
 
 
 def test_stored_encodings_give_the_same_scores_and_resume(tmp_path, monkeypatch):

@@ -70,15 +70,20 @@ def encode(name, model_name, checkpoint, corpus, output, overwrite, batch_size, 
 @click.option("--query", "query_text", default=None, help="Query text instead of --qid.")
 @click.option("--docid", required=True, help="Document id.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a PNG heat map here.")
-@click.option("--top", default=3, show_default=True, help="Best-matching document terms to list per query term.")
+@click.option("--top", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Best-matching document terms to list per query term.")
 def explain(model_name, checkpoint, dataset, qid, query_text, docid, plot_path, top) -> None:
     """Show how TK/TKL matched one query and one document: term matches, contributions, TKL regions."""
     from ..docstore import doc_store_for, queries_for
     from ..models import tk_explain
     from ..runs import RunHeader
 
+    from ..data import dataset_names
+
     if (qid is None) == (query_text is None):
         raise UsageError("give exactly one of --qid and --query")
+    if dataset not in dataset_names():
+        raise UsageError(f"unknown data set {dataset!r}; known: {', '.join(dataset_names())}")
     header = RunHeader({"dataset": dataset})
     if query_text is None:
         queries = queries_for(header, None)

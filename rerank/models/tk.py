@@ -596,6 +596,8 @@ class TKReranker(Reranker):
         # One thread unless asked: per-query tensors are tiny, and intra-op threads cost more in
         # synchronisation than they gain (2 ms vs 180 ms per query at depth 5 on a busy 2-core machine).
         set_threads(threads, default=1)
+        if int(batch_size) <= 0:
+            raise UsageError(f"--batch-size must be a positive number, not {batch_size}")
         self.folder, self.checkpoint_hash = folder, manifest["hash"]
         self.name = manifest["model"]
         self.module = TKModule(TKConfig.from_dict(manifest["config"]), fresh=False)

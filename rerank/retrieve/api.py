@@ -32,9 +32,11 @@ def _collection(name: str, corpus: str | None, topics: str | None) -> Dataset | 
     return get_dataset(name) if name in dataset_names() else None
 
 
-def _check_bm25(options: dict) -> None:
-    """BM25's k1 must be >= 0 and b in [0, 1]: Lucene refuses other values with a Java exception, not a message."""
-    k1, b = options.get("k1"), options.get("b")
+def _check_options(options: dict) -> None:
+    """BM25's k1 >= 0, b in [0, 1] and threads >= 1: Lucene refuses other values with a Java stack trace."""
+    k1, b, threads = options.get("k1"), options.get("b"), options.get("threads")
+    if threads is not None and threads < 1:
+        raise UsageError(f"--threads must be a positive number, not {threads}")
     if k1 is not None and not k1 >= 0:
         raise UsageError(f"--k1 must be >= 0, not {k1}")
     if b is not None and not 0 <= b <= 1:
@@ -42,7 +44,7 @@ def _check_bm25(options: dict) -> None:
 
 
 def build_index(name: str, backend_name: str = "lucene", corpus: str | None = None, **options) -> IndexInfo:
-    _check_bm25(options)
+    _check_options(options)
     collection = _collection(name, corpus, None)
     if collection is None:
         raise DataError(f"{name!r} is not a known data set (known: {', '.join(dataset_names())}); "
@@ -56,7 +58,7 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
              stage_name: str | None = None, **options) -> Stream:
     if k <= 0:
         raise UsageError(f"--k must be a positive number of documents, not {k}")
-    _check_bm25(options)
+    _check_options(options)
     collection = _collection(name, None, topics)
     if collection is None:
         raise DataError(f"{name!r} is not a known data set (known: {', '.join(dataset_names())}); "
