@@ -232,9 +232,18 @@ class TrainArgs:
         for label, value in (("--steps", self.steps), ("--batch-groups", self.batch_groups),
                              ("--negatives", self.negatives), ("--eval-every", self.eval_every),
                              ("--dev-depth", self.dev_depth), ("--lr", self.lr), ("--head-lr-scale", self.head_lr_scale),
-                             ("--teacher-scale", self.teacher_scale)):
-            if value <= 0:
+                             ("--teacher-scale", self.teacher_scale), ("--patience", self.patience),
+                             ("--max-minutes", 1 if self.max_minutes is None else self.max_minutes)):
+            if not value > 0:
                 raise UsageError(f"{label} must be positive, not {value}")
+        if not self.distill_weight >= 0:
+            raise UsageError(f"--distill-weight must be >= 0, not {self.distill_weight}")
+        if self.metric is not None:
+            from .evaluate.measures import parse_measure
+
+            if not (self.dev or self.dev_fraction or self.dev_fold):
+                raise UsageError("--metric is the dev measure: give a dev set too (--dev, --dev-fraction or --dev-fold)")
+            parse_measure(self.metric)
         for name in (self.train, self.dev):
             if name is not None and name not in dataset_names():
                 raise UsageError(f"unknown data set {name!r}; known: {', '.join(dataset_names())}")

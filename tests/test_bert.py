@@ -279,6 +279,13 @@ def test_bad_training_arguments(tmp_path):
         train("bert", TrainArgs(train="nope", output=str(tmp_path)))
     with pytest.raises(UsageError, match="--precision"):
         train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), precision="fp16"))
+    for wrong, words in (({"patience": 0}, "--patience must be positive"),
+                         ({"max_minutes": 0.0}, "--max-minutes must be positive"),
+                         ({"distill_weight": -1.0}, "--distill-weight must be >= 0"),
+                         ({"metric": "MAP"}, "--metric is the dev measure: give a dev set too"),
+                         ({"metric": "nDCG@0", "dev_fraction": 0.2}, "cannot read measure 'nDCG@0'")):
+        with pytest.raises(UsageError, match=words):  # refused before any model loads or step runs
+            train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), **wrong))
 
 
 def test_bi_encoder_matches_sentence_transformers():
