@@ -34,7 +34,7 @@ def evaluate_dl19(checkpoint: Path, variant: str) -> dict:
     model = load_model(variant, str(checkpoint))
     stream = score_stream(candidates("trec-dl-2019", "bm25"), model, 100, cache=False)
     run = Run(stream.header, {r.qid: r for r in stream.rankings}, variant)
-    evaluations, named, _ = evaluate_runs([run], judgements_for(run.header, None, None), ["nDCG@10", "RR@10"])
+    evaluations, named, _ = evaluate_runs([run], judgements_for([run], None, None), ["nDCG@10", "RR@10"])
     return {m.label: round(evaluations[0].mean(m.label), 4) for m in named}
 
 

@@ -177,7 +177,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False) -> s
         if stage.get("evaluate", True):
             with open(folder / f"{stage['name']}.run", encoding="utf-8") as handle:
                 runs.append(load_run(handle, stage["name"]))
-    judgements = judgements_for(runs[0].header, spec.get("qrels"), spec.get("min_rel"))
+    judgements = judgements_for(runs, spec.get("qrels"), spec.get("min_rel"))
     evaluations, named, warnings = evaluate_runs(runs, judgements, spec.get("measures"))
     for warning in warnings:
         click.echo(f"rerank: note: {warning}", err=True)

@@ -53,6 +53,15 @@ def test_empty_input_and_unrelated_qrels(rerank, data_root, tmp_path):
     fails(rerank, "eval", str(tmp_path / "other.run"), words="pass --qrels FILE")
 
 
+def test_runs_of_different_data_sets_are_not_scored_against_one_qrels(rerank, tmp_path):
+    """CACM's and Vaswani's query ids overlap: the second run used to score 0 against the first's qrels."""
+    for name in ("vaswani", "cacm"):
+        (tmp_path / f"{name}.run").write_text(f'# dataset: "{name}"\n1 Q0 a 1 1.0 bm25\n')
+    runs = [str(tmp_path / "vaswani.run"), str(tmp_path / "cacm.run")]
+    for command in ("eval", "budget"):
+        fails(rerank, command, *runs, words="the runs are of different data sets (")
+
+
 def test_bad_measure_and_k(rerank, data_root):
     stream = rerank("retrieve", "cacm", "--candidates", check=False)  # cacm ships no runs
     assert stream.returncode != 0 and "ships no candidate runs" in stream.stderr

@@ -38,7 +38,7 @@ def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_
     with contextlib.ExitStack() as stack:
         inputs = [stack.enter_context(open_run_input(path)) for path in (runs or [None])]
         loaded = load_runs(inputs, strict)
-    judgements = judgements_for(loaded[0].header, qrels, min_rel)
+    judgements = judgements_for(loaded, qrels, min_rel)
     evaluations, named, warnings = evaluate_runs(loaded, judgements, list(measures))
     for warning in warnings:
         click.echo(f"rerank: note: {warning}", err=True)

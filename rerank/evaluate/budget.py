@@ -132,7 +132,7 @@ def measure_points(runs: list[Run], measure: str | None = None, qrels: str | Non
     """Evaluate every run with the shared evaluator and attach its per-query cost statistics."""
     if not runs:
         raise UsageError("give at least one run to the budget report")
-    judgements = judgements_for(runs[0].header, qrels, None)
+    judgements = judgements_for(runs, qrels, None)
     evaluations, named, warnings = evaluate_runs(runs, judgements, [measure] if measure else None)
     label = named[0].label
     points = []

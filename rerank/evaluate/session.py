@@ -9,7 +9,7 @@ from ..data import dataset_names, get_dataset
 from ..data.formats import read_qrels
 from ..data.registry import ADHOC_MEASURES, Qrels
 from ..errors import DataError, UsageError
-from ..runs import Run, RunHeader, load_run
+from ..runs import Run, load_run
 from .measures import Evaluation, NamedMeasure, evaluate, parse_measures
 
 
@@ -21,8 +21,17 @@ class Judgements:
     source: str
 
 
-def judgements_for(header: RunHeader, qrels_path: str | None, min_rel: int | None) -> Judgements:
-    """Qrels given explicitly, else those of the data set named in the run's header."""
+def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None) -> Judgements:
+    """Qrels given explicitly, else those of the data set named in the runs' headers.
+
+    Runs that name different data sets have no qrels in common (CACM's and Vaswani's query ids even
+    overlap, so one would silently score 0 against the other's): they are refused unless --qrels says which.
+    """
+    datasets = {run.header.dataset for run in runs if run.header.dataset}
+    if len(datasets) > 1 and not qrels_path:
+        named = ", ".join(f"{run.source}: {run.header.dataset}" for run in runs if run.header.dataset)
+        raise UsageError(f"the runs are of different data sets ({named}); evaluate them apart, or pass --qrels FILE")
+    header = next((run.header for run in runs if run.header.dataset or run.header.get("qrels")), runs[0].header)
     name = header.dataset
     dataset = get_dataset(name) if name in dataset_names() else None
     if qrels_path:
