@@ -187,8 +187,8 @@ class RunReader:
                 score_value = float(score)
             except ValueError:
                 raise FormatError(self.source, self._line_no, f"score {score!r} is not a number") from None
-            if math.isnan(score_value):
-                raise FormatError(self.source, self._line_no, "score is NaN")
+            if not math.isfinite(score_value):  # no order or normalisation (z-scores, min-max) can use it
+                raise FormatError(self.source, self._line_no, f"score is {score!r}, not a finite number")
             try:
                 rank_value = int(rank)
             except ValueError:
@@ -362,7 +362,7 @@ def _load_fast(text: str, source: str) -> Run | None:
                                convert_options=pacsv.ConvertOptions(column_types=types))
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None
-    if table.num_rows == 0 or pc.any(pc.is_nan(table["score"])).as_py():
+    if table.num_rows == 0 or not pc.all(pc.is_finite(table["score"])).as_py():
         return None
     header = RunHeader()
     timings: dict[str, list[Timing]] = {}

@@ -66,12 +66,20 @@ def test_plain_trec_run_without_header_is_read():
     ("1 Q0 a 1 2.5 t\n1 Q0 a 2 1.5 t\n", 2, "duplicate document a"),
     ("1 Q0 a 1 2.5 t\n2 Q0 b 1 1.5 t\n1 Q0 c 2 1.0 t\n", 3, "not contiguous"),
     ("# time: 1 bm25 fast 10\n1 Q0 a 1 2.5 t\n", 1, "non-numeric time"),
-    ("1 Q0 a 1 nan t\n", 1, "NaN"),
+    ("1 Q0 a 1 nan t\n", 1, "score is 'nan', not a finite number"),
+    ("1 Q0 a 1 2.5 t\n1 Q0 b 2 -inf t\n", 2, "score is '-inf', not a finite number"),
+    ("1 Q0 a 1 1e400 t\n", 1, "score is '1e400', not a finite number"),
 ])
 def test_malformed_lines_are_named(text, line, words):
     with pytest.raises(FormatError) as info:
         read(text)
     assert info.value.line_no == line and words in str(info.value)
+
+
+def test_whole_run_loader_refuses_infinite_scores_too():
+    """Its vectorised path parses 'inf' as a float; it must hand such a run to the line reader, which names it."""
+    with pytest.raises(FormatError, match="r:2: score is 'inf'"):
+        load_run(io.StringIO("1 Q0 a 1 2.5 t\n1 Q0 b 2 inf t\n"), "r")
 
 
 def test_strict_mode_checks_rank_against_score():
