@@ -63,9 +63,12 @@ EVERY_STAGE = {"name": str, "kind": str, "input": str, "evaluate": bool}
 PIPELINE_KEYS = {"dataset": str, "stage": list, "measures": list, "baseline": str, "sort": str, "qrels": str,
                  "min_rel": int, "index": dict}
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")  # a file name in runs/<pipeline>/ and a run tag
+_TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
+               dict: "a table"}
 
 
 def _check_types(where: str, table: dict, schema: dict[str, type]) -> None:
+    """Every key of `table` is in `schema`, with its type (TOML's booleans are not integers here)."""
     for key, value in table.items():
         if key not in schema:
             raise DataError(f"{where}: unknown key {key!r}; known: {', '.join(schema)}")
@@ -74,10 +77,6 @@ def _check_types(where: str, table: dict, schema: dict[str, type]) -> None:
                 else isinstance(value, wanted) and not (wanted is int and isinstance(value, bool)))
         if not fits:
             raise DataError(f"{where}: {key} must be {_TYPE_WORDS[wanted]}, not {value!r}")
-
-
-_TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
-               dict: "a table"}
 
 
 def stage_function(kind: str) -> StageKind:

@@ -74,11 +74,10 @@ def encode(name, model_name, checkpoint, corpus, output, overwrite, batch_size, 
               help="Best-matching document terms to list per query term.")
 def explain(model_name, checkpoint, dataset, qid, query_text, docid, plot_path, top) -> None:
     """Show how TK/TKL matched one query and one document: term matches, contributions, TKL regions."""
+    from ..data import dataset_names
     from ..docstore import doc_store_for, queries_for
     from ..models import tk_explain
     from ..runs import RunHeader
-
-    from ..data import dataset_names
 
     if (qid is None) == (query_text is None):
         raise UsageError("give exactly one of --qid and --query")

@@ -65,12 +65,11 @@ def _quiet_transformers() -> None:
     logging.disable_progress_bar()
 
 
-def checked_max_length(max_length: int, config: Any) -> int:
+def check_max_length(max_length: int, config: Any) -> None:
     """Pairs longer than the model's position table would fail mid-run on the first long text; refuse up front."""
     limit = config.max_position_embeddings
     if not 0 < max_length <= limit:
         raise UsageError(f"--max-length must be between 1 and {limit} (the model's positions), not {max_length}")
-    return max_length
 
 
 def length_batches(lengths: list[int], batch_size: int) -> Iterator[list[int]]:
@@ -138,7 +137,7 @@ def new_trainable(max_length: int = DEFAULT_MAX_LENGTH, base: str | None = None,
     set_threads(threads)
     path = Path(base) if base else minilm_path()
     encoder = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
-    checked_max_length(max_length, encoder.config)
+    check_max_length(max_length, encoder.config)
     if not supports_cls_logits(encoder):
         raise UsageError(f"{path} is not a BERT encoder with absolute positions (model_type "
                          f"{encoder.config.model_type!r}); bert trains that architecture only")
@@ -258,7 +257,7 @@ class CrossEncoderReranker(Reranker):
         self.precision, self.compile = precision, bool(compile)
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
-        checked_max_length(self.max_length, model.config)
+        check_max_length(self.max_length, model.config)
         if self.quantize:
             with warnings.catch_warnings():  # torch's deprecation notice of quantized tensors is for its developers
                 warnings.filterwarnings("ignore", message=".*quantize_per_tensor", category=UserWarning)
@@ -322,7 +321,7 @@ class BiEncoderReranker(Reranker):
         self.max_length, self.batch_size = int(max_length if max_length is not None else DEFAULT_MAX_LENGTH), int(batch_size)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModel.from_pretrained(path).eval()
-        checked_max_length(self.max_length, self.model.config)
+        check_max_length(self.max_length, self.model.config)
         # text -> unit vector: a passage that comes back for another query (many queries over one pool,
         # e.g. a distillation run) is embedded once per process. 1.5 KB a passage.
         self._passages: dict[str, torch.Tensor] = {}
