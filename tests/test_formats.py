@@ -46,6 +46,16 @@ def test_smart_field_before_id_is_an_error(tmp_path):
         list(formats.read_smart(path))
 
 
+def test_trec_sgml_documents_and_a_cut_short_copy(tmp_path):
+    path = tmp_path / "docs.trec"
+    whole = "<DOC>\n<DOCNO> 1 </DOCNO>\nfirst <B>text</B>\n</DOC>\n<DOC>\n<DOCNO>2</DOCNO>\nsecond\n</DOC>\n"
+    path.write_text(whole)
+    assert [(d.docid, d.text) for d in formats.read_trec_sgml(path)] == [("1", "first text"), ("2", "second")]
+    path.write_text(whole[: whole.rindex("second")])  # the last document lost its end
+    with pytest.raises(FormatError, match="docs.trec:5: <DOC> without </DOC>; is the file cut short"):
+        list(formats.read_trec_sgml(path))
+
+
 def test_topics_forms_and_gzip(tmp_path):
     (tmp_path / "t.tsv").write_text("1\tfirst query\n2\tsecond\n")
     (tmp_path / "t.trec").write_text("<top>\n<num> Number: 301\n<title> Topic: foreign minorities\n<desc> ...\n</top>\n")

@@ -54,6 +54,7 @@ def _first_non_blank(path: Path, size: int = 4096) -> str:
 # ---------------------------------------------------------------------------------------------- documents
 
 _SGML_DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S | re.I)
+_SGML_OPEN = re.compile(r"<DOC>", re.I)
 _DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S | re.I)
 _TAG = re.compile(r"<[^>]+>")
 
@@ -62,9 +63,9 @@ def read_trec_sgml(path: str | Path) -> Iterator[Document]:
     """`<DOC><DOCNO>id</DOCNO> text </DOC>`; other tags are stripped, their text kept."""
     with open_text(path) as handle:
         content = handle.read()
-    found = False
+    found, end = False, 0
     for match in _SGML_DOC.finditer(content):
-        body = match.group(1)
+        body, end = match.group(1), match.end()
         docno = _DOCNO.search(body)
         if not docno:
             line = content.count("\n", 0, match.start()) + 1
@@ -72,6 +73,9 @@ def read_trec_sgml(path: str | Path) -> Iterator[Document]:
         text = _TAG.sub(" ", body[: docno.start()] + body[docno.end() :])
         found = True
         yield Document(docno.group(1), " ".join(text.split()))
+    unclosed = _SGML_OPEN.search(content, end)
+    if unclosed:  # a truncated copy: its last document would be lost without a word
+        raise FormatError(str(path), content.count("\n", 0, unclosed.start()) + 1, "<DOC> without </DOC>; is the file cut short?")
     if not found:
         raise FormatError(str(path), None, "no <DOC> records found")
 
