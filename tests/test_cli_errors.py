@@ -86,6 +86,9 @@ def test_failed_output_leaves_nothing_behind(rerank, tmp_path, session_home):
     corpus.write_text('{"id": "a"}\n')
     fails(rerank, "index", "halfway", "--corpus", str(corpus), words="record has no 'contents' or 'text'")
     assert not (session_home / "indexes" / "halfway").exists()
+    corpus.write_text('{"id": "a", "contents": "x"}\n{"id": "a", "contents": "y"}\n')
+    fails(rerank, "index", "twice", "--corpus", str(corpus), words="document id 'a' appears twice")
+    assert not (session_home / "indexes" / "twice").exists()
 
 
 def test_bad_pipeline(rerank, tmp_path):

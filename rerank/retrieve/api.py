@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Iterable, Iterator
 
-from ..data import Dataset, dataset_names, files_dataset, get_dataset
+from ..data import Dataset, Document, dataset_names, files_dataset, get_dataset
 from ..errors import DataError, UsageError
 from ..runs import RunHeader, Stream
 from .store import IndexInfo
@@ -43,6 +44,16 @@ def _check_options(options: dict) -> None:
         raise UsageError(f"--b must be in [0, 1], not {b}")
 
 
+def _distinct_ids(documents: Iterable[Document], source: str) -> Iterator[Document]:
+    """Two documents under one id would both be indexed and both retrieved, and no run may hold a docid twice."""
+    seen: set[str] = set()
+    for document in documents:
+        if document.docid in seen:
+            raise DataError(f"{source}: document id {document.docid!r} appears twice; ids must be unique")
+        seen.add(document.docid)
+        yield document
+
+
 def build_index(name: str, backend_name: str = "lucene", corpus: str | None = None, **options) -> IndexInfo:
     _check_options(options)
     collection = _collection(name, corpus, None)
@@ -50,7 +61,7 @@ def build_index(name: str, backend_name: str = "lucene", corpus: str | None = No
         raise DataError(f"{name!r} is not a known data set (known: {', '.join(dataset_names())}); "
                         "give the documents with --corpus FILE")
     source = {"dataset": name} if corpus is None else {"corpus": str(Path(corpus).resolve())}
-    documents = collection.documents()
+    documents = _distinct_ids(collection.documents(), corpus or f"data set {name}")
     return backend(backend_name).build(name, documents, None, source, **options)
 
 
