@@ -73,6 +73,9 @@ def test_bad_measure_and_k(rerank, data_root):
     fails(rerank, "retrieve", "vaswani", "--k1", "-1", words="--k1 must be >= 0, not -1.0")
     fails(rerank, "retrieve", "vaswani", "--b", "1.5", words="--b must be in [0, 1], not 1.5")
     fails(rerank, "retrieve", "vaswani", "--threads", "0", words="--threads must be a positive number, not 0")
+    fails(rerank, "retrieve", "trec-dl-2019", "--candidates", "bm25", "--k", "0", words="--k must be a positive")
+    fails(rerank, "retrieve", "trec-dl-2019", "--candidates", "--topics", str(data_root / "vaswani/query-text.trec"),
+          words="--candidates replays the run shipped with trec-dl-2019; --topics would be ignored")
 
 
 def test_failed_output_leaves_nothing_behind(rerank, tmp_path, session_home):

@@ -25,3 +25,10 @@ def test_changed_stage_is_recomputed(rerank, session_home, tmp_path):
     spec.write_text('dataset = "trecqa-dev"\n[[stage]]\nname = "c"\nkind = "candidates"\nk = 3\n')
     again = rerank("run", str(spec))
     assert "running candidates" in again.stderr
+    assert again.stdout.splitlines()[1].startswith("c ")  # the stage's name labels its row, not the shipped run's
+
+
+def test_replayed_candidates_take_a_name(rerank):
+    named = rerank("retrieve", "trecqa-dev", "--candidates", "--k", "2", "--name", "first").stdout
+    assert '"name": "first"' in named and '"run": "candidates"' in named
+    assert {line.split()[-1] for line in named.splitlines() if not line.startswith("#")} == {"first"}

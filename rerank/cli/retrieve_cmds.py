@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..errors import UsageError
 from ..retrieve import api
 from ..runs import RunReader, Stream
 from . import cli
@@ -47,6 +48,9 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
     click.echo(f"indexed {info.documents} documents into index {name!r} ({backend_name})", err=True)
 
 
+_FLAGS = {"es_verify_certs": "--es-insecure"}  # option destinations whose flag is not their name
+
+
 @cli.command()
 @click.argument("name")
 @click.option("--backend", "backend_name", default="lucene", show_default=True, help="Index back end.")
@@ -66,7 +70,12 @@ def retrieve(name, backend_name, k, k1, b, topics, candidate_run, threads, stage
              **backend_args) -> None:
     """Retrieve candidates for every topic of NAME and write a run stream."""
     if candidate_run is not None:
-        stream = api.candidates(name, candidate_run or None, k if k != 1000 else None)
+        given = {"topics": topics, "k1": k1, "b": b, "backend": backend_name != "lucene" or None, **backend_args}
+        ignored = [_FLAGS.get(key, "--" + key.replace("_", "-")) for key, value in given.items() if value is not None]
+        if ignored:
+            raise UsageError(f"--candidates replays the run shipped with {name}; {', '.join(ignored)} "
+                             "would be ignored: drop them, or search instead")
+        stream = api.candidates(name, candidate_run or None, k if k != 1000 else None, stage_name)
     else:
         options = {key: value for key, value in (("k1", k1), ("b", b), *backend_args.items()) if value is not None}
         stream = api.retrieve(name, backend_name, k=k, topics=topics, stage_name=stage_name, threads=threads, **options)

@@ -33,6 +33,11 @@ def _collection(name: str, corpus: str | None, topics: str | None) -> Dataset | 
     return get_dataset(name) if name in dataset_names() else None
 
 
+def _check_k(k: int) -> None:
+    if k <= 0:
+        raise UsageError(f"--k must be a positive number of documents, not {k}")
+
+
 def _check_options(options: dict) -> None:
     """BM25's k1 >= 0, b in [0, 1] and threads >= 1: Lucene refuses other values with a Java stack trace."""
     k1, b, threads = options.get("k1"), options.get("b"), options.get("threads")
@@ -67,8 +72,7 @@ def build_index(name: str, backend_name: str = "lucene", corpus: str | None = No
 
 def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str | None = None,
              stage_name: str | None = None, **options) -> Stream:
-    if k <= 0:
-        raise UsageError(f"--k must be a positive number of documents, not {k}")
+    _check_k(k)
     _check_options(options)
     collection = _collection(name, None, topics)
     if collection is None:
@@ -86,14 +90,20 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
     return Stream(header, index.search(queries, k=k, stage=stage, **options))
 
 
-def candidates(name: str, run: str | None = None, k: int | None = None) -> Stream:
-    """Replay a candidate run shipped with the data set (TREC DL top-100, QA candidate lists)."""
+def candidates(name: str, run: str | None = None, k: int | None = None, stage_name: str | None = None) -> Stream:
+    """Replay a candidate run shipped with the data set (TREC DL top-100, QA candidate lists), tagged with
+    `stage_name` (default: the run's own name)."""
     dataset = get_dataset(name)
     rankings = dataset.candidates(run)
     run = run or next(iter(dataset.run_files))
     if k is not None:
+        _check_k(k)
         rankings = [r.head(k) for r in rankings]
-    header = RunHeader({"dataset": name}).with_stage({"name": run, "stage": "candidates", "source": name})
+    if stage_name:
+        for ranking in rankings:
+            ranking.tag = stage_name
+    header = RunHeader({"dataset": name}).with_stage({"name": stage_name or run, "stage": "candidates", "source": name,
+                                                      "run": run})
     return Stream(header, rankings)
 
 
@@ -105,5 +115,5 @@ def retrieve_stage(dataset: str, params: dict, _input: Stream | None) -> Stream:
 
 
 def candidates_stage(dataset: str, params: dict, _input: Stream | None) -> Stream:
-    """Pipeline stage `kind = "candidates"`: replay the data set's run `run`, cut at `k`."""
-    return candidates(dataset, params.get("run"), params.get("k"))
+    """Pipeline stage `kind = "candidates"`: replay the data set's run `run`, cut at `k`, tagged with the stage's name."""
+    return candidates(dataset, params.get("run"), params.get("k"), params.get("name"))
