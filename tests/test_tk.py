@@ -101,7 +101,8 @@ def test_checkpoint_round_trip_and_wrong_model(tmp_path):
     with pytest.raises(UsageError, match="trained for model 'tk', not 'tkl'"):
         load_tkl(str(folder))
     for option, words in (({"batch_size": 0}, "--batch-size must be a positive number, not 0"),
-                          ({"threads": -1}, "--threads must be a positive number, not -1")):
+                          ({"threads": -1}, "--threads must be a positive number, not -1"),
+                          ({"max_length": 64}, "--max-length is an option of bert and minilm-bi; tk caps")):
         with pytest.raises(UsageError, match=words):
             load_tk(str(folder), **option)
 
