@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from rerank.encodings import VECTORS, encode_collection, open_store, store_folder
 from rerank.errors import DataError, UsageError
+from rerank.models.base import load_model
 from rerank.models.tk import TKConfig, TKModule, load_tk, load_tkl, pad_ids
 from rerank.runs import load_run
 from rerank.train import write_checkpoint
@@ -100,11 +101,12 @@ def test_checkpoint_round_trip_and_wrong_model(tmp_path):
     assert np.allclose(reranker.score(QUERY, list(DOCS), list(DOCS.values())), expected, rtol=2e-3)  # docs rounded to float16
     with pytest.raises(UsageError, match="trained for model 'tk', not 'tkl'"):
         load_tkl(str(folder))
-    for option, words in (({"batch_size": 0}, "--batch-size must be a positive number, not 0"),
+    for option, words in (({"batch_size": 0}, "--batch-size must be a positive number of pairs, not 0"),
+                          ({"precision": "bf16"}, "options of --model bert only"),
                           ({"threads": -1}, "--threads must be a positive number, not -1"),
                           ({"max_length": 64}, "--max-length is an option of bert and minilm-bi; tk caps")):
         with pytest.raises(UsageError, match=words):
-            load_tk(str(folder), **option)
+            load_model("tk", str(folder), **option)
 
 
 def test_stored_encodings_give_the_same_scores_and_resume(tmp_path, monkeypatch):

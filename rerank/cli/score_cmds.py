@@ -43,17 +43,14 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
           threads, quantize, precision, compile_model, interpolate, stage_name, output, trec_only) -> None:
     """Re-score the top DEPTH candidates of each query in RUN (default stdin) with a model."""
     from ..docstore import doc_store_for, queries_for
-    from ..models.base import load_model
+    from ..models.base import checked_model_options, load_model
     from ..score import ScoreStats, score_stream
 
-    if model_name not in MODELS:
-        raise UsageError(f"unknown model {model_name!r}; known: {', '.join(sorted(MODELS))}")
+    given = {"threads": threads, "batch_size": batch_size, "max_length": max_length, "quantize": quantize,
+             "precision": precision, "compile": compile_model}
+    options = checked_model_options(model_name, {k: v for k, v in given.items() if v is not None})
     if depth <= 0:
         raise UsageError(f"--depth must be a positive number of candidates, not {depth}")
-    if (quantize or precision != "fp32" or compile_model) and model_name != "bert":
-        raise UsageError("--quantize, --precision and --compile are options of --model bert only")
-    if batch_size is not None and batch_size <= 0:
-        raise UsageError(f"--batch-size must be a positive number of pairs, not {batch_size}")
     if interpolate is not None and not 0 <= interpolate <= 1:
         raise UsageError(f"--interpolate is the first stage's weight, between 0 and 1, not {interpolate}")
     with open_run_input(run) as (handle, source):
@@ -65,9 +62,6 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
             return
         queries = queries_for(reader.header, topics)  # fail on a header naming nothing before loading a model
         store = doc_store_for(reader.header, corpus)
-        given = {"batch_size": batch_size, "max_length": max_length, "quantize": quantize or None,
-                 "precision": None if precision == "fp32" else precision, "compile": compile_model or None}
-        options = {"threads": threads, **{k: v for k, v in given.items() if v is not None}}
         model = load_model(model_name, checkpoint, **options)
         if precision == "bf16" and bf16_is_emulated():
             click.echo(f"rerank: warning: {BF16_EMULATED}", err=True)

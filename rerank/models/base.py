@@ -69,9 +69,26 @@ class Reranker(abc.ABC):
         return {"model": self.name, "checkpoint_hash": self.checkpoint_hash}
 
 
-def load_model(name: str, checkpoint: str | None = None, **options: Any) -> Reranker:
+# Options only the cross-encoder takes, with the values that mean "not asked for".
+BERT_ONLY_OPTIONS = {"quantize": False, "precision": "fp32", "compile": False}
+
+
+def checked_model_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Options valid for model `name` (the CLI, pipelines and budget all pass them); bert-only ones left at
+    their defaults are dropped for the other models, whose loaders do not take them."""
     if name not in MODELS:
         raise UsageError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS)) or 'none yet'}")
+    if options.get("batch_size") is not None and int(options["batch_size"]) <= 0:
+        raise UsageError(f"--batch-size must be a positive number of pairs, not {options['batch_size']}")
+    if name == "bert":
+        return options
+    if any(options.get(key) not in (None, default) for key, default in BERT_ONLY_OPTIONS.items()):
+        raise UsageError("--quantize, --precision and --compile are options of --model bert only")
+    return {key: value for key, value in options.items() if key not in BERT_ONLY_OPTIONS}
+
+
+def load_model(name: str, checkpoint: str | None = None, **options: Any) -> Reranker:
+    options = checked_model_options(name, options)
     module, _, function = MODELS[name].partition(":")
     loader: Callable[..., Reranker] = getattr(importlib.import_module(module), function)
     return loader(checkpoint, **options)

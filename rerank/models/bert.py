@@ -246,8 +246,6 @@ class CrossEncoderReranker(Reranker):
         self.max_length = int(max_length if max_length is not None
                               else manifest.get("config", {}).get("max_length", DEFAULT_MAX_LENGTH))
         self.batch_size, self.quantize = int(batch_size), bool(quantize)
-        if self.batch_size <= 0:
-            raise UsageError("--batch-size must be positive")
         if precision not in PRECISIONS:
             raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
         if quantize and precision != "fp32":
@@ -307,13 +305,11 @@ class BiEncoderReranker(Reranker):
     name = "minilm-bi"
 
     def __init__(self, max_length: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
-                 threads: int | None = None, quantize: bool = False, path: str | None = None):
+                 threads: int | None = None, path: str | None = None):
         """`path`: a sentence-transformers-style model folder (default: the packaged MiniLM); the dense
         back end passes its `--encoder` here, so both stages embed with the same code."""
         from transformers import AutoModel, AutoTokenizer
 
-        if quantize:
-            raise UsageError("--quantize is only offered for --model bert")
         _quiet_transformers()
         set_threads(threads)
         path = path or minilm_path()

@@ -599,8 +599,6 @@ class TKReranker(Reranker):
         if max_length is not None:  # it would be ignored: the checkpoint fixes both caps
             raise UsageError(f"--max-length is an option of bert and minilm-bi; {manifest['model']} caps query and "
                              "document lengths apart, as its checkpoint says")
-        if int(batch_size) <= 0:
-            raise UsageError(f"--batch-size must be a positive number, not {batch_size}")
         self.folder, self.checkpoint_hash = folder, manifest["hash"]
         self.name = manifest["model"]
         self.module = TKModule(TKConfig.from_dict(manifest["config"]), fresh=False)
