@@ -131,6 +131,10 @@ def _parse_timing(text: str, source: str, line_no: int) -> tuple[str, Timing]:
         raise FormatError(source, line_no, f"non-numeric time or depth in '# time: {text.strip()}'") from None
 
 
+def _not_utf8(source: str, error: UnicodeDecodeError) -> FormatError:
+    return FormatError(source, None, f"not UTF-8 text ({error.reason})")
+
+
 class RunReader:
     """Streams a run query by query; validates as it goes and names the line of any fault.
 
@@ -154,7 +158,7 @@ class RunReader:
         try:
             yield from self.handle
         except UnicodeDecodeError as exc:
-            raise FormatError(self.source, None, f"not UTF-8 text ({exc.reason})") from None
+            raise _not_utf8(self.source, exc) from None
 
     def _read_header(self) -> None:
         for line in self._line_iter:
@@ -291,7 +295,7 @@ def load_run(handle: IO[str], source: str, strict: bool = False) -> Run:
     try:
         text = handle.read()
     except UnicodeDecodeError as exc:
-        raise FormatError(source, None, f"not UTF-8 text ({exc.reason})") from None
+        raise _not_utf8(source, exc) from None
     if not strict:
         fast = _load_fast(text, source)
         if fast is not None:

@@ -233,7 +233,7 @@ class TrainArgs:
                              ("--negatives", self.negatives), ("--eval-every", self.eval_every),
                              ("--dev-depth", self.dev_depth), ("--lr", self.lr), ("--head-lr-scale", self.head_lr_scale),
                              ("--teacher-scale", self.teacher_scale), ("--patience", self.patience),
-                             ("--max-minutes", 1 if self.max_minutes is None else self.max_minutes)):
+                             *([("--max-minutes", self.max_minutes)] if self.max_minutes is not None else [])):
             if not value > 0:
                 raise UsageError(f"{label} must be positive, not {value}")
         if not self.distill_weight >= 0:

@@ -102,9 +102,9 @@ def test_checkpoint_round_trip_and_wrong_model(tmp_path):
     with pytest.raises(UsageError, match="trained for model 'tk', not 'tkl'"):
         load_tkl(str(folder))
     for option, words in (({"batch_size": 0}, "--batch-size must be a positive number of pairs, not 0"),
-                          ({"precision": "bf16"}, "options of --model bert only"),
+                          ({"precision": "bf16"}, "--precision is an option of --model bert only"),
                           ({"threads": -1}, "--threads must be a positive number, not -1"),
-                          ({"max_length": 64}, "--max-length is an option of bert and minilm-bi; tk caps")):
+                          ({"max_length": 64}, "--max-length is an option of --model bert and minilm-bi only")):
         with pytest.raises(UsageError, match=words):
             load_model("tk", str(folder), **option)
 

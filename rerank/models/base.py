@@ -69,22 +69,25 @@ class Reranker(abc.ABC):
         return {"model": self.name, "checkpoint_hash": self.checkpoint_hash}
 
 
-# Options only the cross-encoder takes, with the values that mean "not asked for".
-BERT_ONLY_OPTIONS = {"quantize": False, "precision": "fp32", "compile": False}
+# Options that only some models take, with the value that means "not asked for". TK/TKL cap query and
+# document lengths apart, as their checkpoint says, so --max-length would be ignored there.
+RESTRICTED_OPTIONS = {"quantize": (("bert",), False), "precision": (("bert",), "fp32"), "compile": (("bert",), False),
+                      "max_length": (("bert", "minilm-bi"), None)}
 
 
 def checked_model_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Options valid for model `name` (the CLI, pipelines and budget all pass them); bert-only ones left at
-    their defaults are dropped for the other models, whose loaders do not take them."""
+    """Options valid for model `name` (the CLI, pipelines and budget all pass them); restricted ones left at
+    their defaults are dropped for the models whose loaders do not take them."""
     if name not in MODELS:
         raise UsageError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS)) or 'none yet'}")
     if options.get("batch_size") is not None and int(options["batch_size"]) <= 0:
         raise UsageError(f"--batch-size must be a positive number of pairs, not {options['batch_size']}")
-    if name == "bert":
-        return options
-    if any(options.get(key) not in (None, default) for key, default in BERT_ONLY_OPTIONS.items()):
-        raise UsageError("--quantize, --precision and --compile are options of --model bert only")
-    return {key: value for key, value in options.items() if key not in BERT_ONLY_OPTIONS}
+    kept = dict(options)
+    for key, (models, default) in RESTRICTED_OPTIONS.items():
+        if name not in models:
+            if kept.pop(key, None) not in (None, default):
+                raise UsageError(f"--{key.replace('_', '-')} is an option of --model {' and '.join(models)} only")
+    return kept
 
 
 def load_model(name: str, checkpoint: str | None = None, **options: Any) -> Reranker:

@@ -592,13 +592,10 @@ class TKReranker(Reranker):
     """
 
     def __init__(self, folder: Path, manifest: dict, threads: int | None = None, batch_size: int = 32,
-                 encodings: str | None = None, max_length: int | None = None, **_ignored: Any):
+                 encodings: str | None = None):
         # One thread unless asked: per-query tensors are tiny, and intra-op threads cost more in
         # synchronisation than they gain (2 ms vs 180 ms per query at depth 5 on a busy 2-core machine).
         set_threads(threads, default=1)
-        if max_length is not None:  # it would be ignored: the checkpoint fixes both caps
-            raise UsageError(f"--max-length is an option of bert and minilm-bi; {manifest['model']} caps query and "
-                             "document lengths apart, as its checkpoint says")
         self.folder, self.checkpoint_hash = folder, manifest["hash"]
         self.name = manifest["model"]
         self.module = TKModule(TKConfig.from_dict(manifest["config"]), fresh=False)
