@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -21,6 +22,14 @@ def _make_parents(folder: Path) -> list[Path]:
     for missing in reversed(created):
         missing.mkdir(exist_ok=True)
     return created
+
+
+def _umask_mode(full: int) -> int:
+    """The mode a plain `open`/`mkdir` would give: mkstemp/mkdtemp make owner-only files (0600/0700),
+    which would leave a run or an index on a shared lab server unreadable to the rest of the group."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return full & ~umask
 
 
 def _remove_empty(folders: list[Path]) -> None:
@@ -45,6 +54,7 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
     try:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle
+        os.chmod(tmp, _umask_mode(0o666))
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -73,14 +83,13 @@ def atomic_dir(path: str | os.PathLike, marker: str) -> Iterator[Path]:
     `path` may already hold an earlier output of the same kind (it holds the file `marker`) or be empty;
     anything else is refused (`check_replaceable`).
     """
-    import shutil
-
     check_replaceable(path, marker)
     target = Path(path).resolve()  # `-o .` too: its temporary sibling goes in the parent folder
     created = _make_parents(target.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         yield tmp
+        os.chmod(tmp, _umask_mode(0o777))
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)

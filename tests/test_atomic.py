@@ -37,3 +37,19 @@ def test_failed_output_takes_back_the_folders_it_made(tmp_path):
             with (atomic_output(target) if target.suffix else atomic_dir(target, "checkpoint.json")):
                 raise RuntimeError("the stage failed")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_outputs_get_the_permissions_a_plain_write_would(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        with atomic_output(tmp_path / "out.run") as handle:
+            handle.write("1 Q0 d 1 1.0 x\n")
+        with atomic_dir(tmp_path / "ck", "checkpoint.json") as tmp:
+            (tmp / "checkpoint.json").write_text("{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "out.run").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "ck").stat().st_mode) == 0o755
