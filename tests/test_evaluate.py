@@ -65,6 +65,37 @@ def test_dl19_leaderboard_matches_trec_eval_with_graded_relevance(rerank, data_r
 
 
 @pytest.mark.data
+def test_trec_eval_names_and_thresholds_match_trec_eval(rerank, data_root):
+    """trec_eval's own measure names work, and -l 2 reaches every thresholded measure (Rprec, bpref too)."""
+    dl = data_root / "trec-dl"
+    qrels, run = dl / "qrels" / "qrels.dl19-passage.txt", dl / "bm25" / "trec_results_dl19.txt"
+    names = ["ndcg_cut.10", "P.5,10", "recip_rank", "Rprec", "bpref", "map_cut.10"]
+    ours = json.loads(rerank("eval", str(run), "--qrels", str(qrels), "--min-rel", "2", "--format", "json",
+                             *sum((["-m", m] for m in names), [])).stdout)[0]
+    ref = trec_eval(qrels, run, names, min_rel=2)
+    for label, te_name in {"nDCG@10": "ndcg_cut_10", "P@5": "P_5", "P@10": "P_10", "MRR": "recip_rank",
+                           "Rprec": "Rprec", "Bpref": "bpref", "MAP@10": "map_cut_10"}.items():
+        assert round(ours[label], 4) == ref[te_name], label
+    assert ref["Rprec"] != trec_eval(qrels, run, ["Rprec"])["Rprec"]  # the threshold matters here
+
+
+def test_measure_names_and_their_errors():
+    from rerank.errors import UsageError
+    from rerank.evaluate.measures import parse_measure, parse_measures
+
+    assert [m.label for m in parse_measures(["P.5,10", "P@5", "ndcg_cut_10", "IPrec(recall=0.1)",
+                                             "IPrec(recall=0.2)"], 2)] == \
+        ["P@5", "P@10", "nDCG@10", "IPrec(recall=0.1)", "IPrec(recall=0.2)"]
+    assert parse_measure("bpref", 2).measure.params["rel"] == 2
+    assert "rel" not in parse_measure("NumRet", 2).measure.params  # a count, not a threshold
+    assert parse_measure("AP(rel=3)", 2).measure.params["rel"] == 3
+    for bad, message in (("P.5,10", "names 2 measures"), ("nDCG@0", "cannot read"), ("ndcg_cut.0", "cannot read"),
+                         ("gm_map", "unknown measure"), ("SDCG@10", "cannot be computed")):
+        with pytest.raises(UsageError, match=message):
+            parse_measure(bad, 2)
+
+
+@pytest.mark.data
 def test_per_query_and_formats(rerank, tmp_path):
     stream = rerank("retrieve", "trecqa-dev", "--candidates").stdout
     csv = rerank("eval", "--per-query", "--format", "csv", input=stream).stdout.splitlines()

@@ -1,10 +1,12 @@
 """Measures as ir_measures value objects, named the way IR people write them, computed by trec_eval's code.
 
-Names accepted: MAP, MRR[@k], P@k (P@1), HITS@k (success at k), nDCG[@k], Recall@k — or any native
-ir_measures name (AP, RR@10, Success@5, R@100, `AP(rel=2)`). Binary measures use the data set's
-minimum relevant grade (TREC DL: 2) unless the name sets `rel=` itself. Values come from ir_measures'
-pytrec_eval provider, i.e. trec_eval's own code; averages are taken over every judged query, a query
-missing from the run counting as 0 (trec_eval -c).
+Names accepted: MAP, MRR[@k], P@k (P@1), HITS@k (success at k), nDCG[@k], Recall@k; any native ir_measures
+name (AP, RR@10, Success@5, R@100, Rprec, Bpref, `AP(rel=2)`); or trec_eval's own (`ndcg_cut.10`, `P_5`,
+`recip_rank`, `bpref`, `P.5,10` for two). Measures with a relevance threshold use the data set's minimum
+relevant grade (TREC DL: 2), as trec_eval -l does, unless the name sets `rel=` itself. Values come from
+ir_measures' providers (pytrec_eval, i.e. trec_eval's own code, wherever it computes the measure); every
+measure, counts too, is averaged over the judged queries, a query missing from the run counting as 0
+(trec_eval -c).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from ..runs import Run
 
 _ALIASES = {"MAP": "AP", "MRR": "RR", "HITS": "Success", "RECALL": "R", "NDCG": "nDCG", "P": "P"}
 _DISPLAY = {"AP": "MAP", "RR": "MRR", "Success": "HITS", "R": "Recall"}
-_BINARY = {"AP", "RR", "P", "Success", "R"}
+# The measures whose relevance threshold trec_eval's -l sets (not NumRet/NumRel, whose `rel` would change
+# what they count).
+_THRESHOLDED = {"AP", "RR", "P", "Success", "R", "Rprec", "RPrec", "Bpref", "BPref", "infAP", "IPrec",
+                "SetP", "SetR", "SetF", "SetAP", "NumRelRet"}
 _NAME = re.compile(r"^([A-Za-z_]+)(\(.*\))?(@[1-9]\d*)?$")  # cutoff >= 1: trec_eval aborts the process on @0
 
 
@@ -33,24 +38,59 @@ class NamedMeasure:
     measure: Measure
 
 
-def parse_measure(text: str, min_rel: int = 1) -> NamedMeasure:
+_HINT = "try MAP, MRR@10, P@1, HITS@10, nDCG@10, Recall@100 (or trec_eval's ndcg_cut.10, P.5, recip_rank)"
+
+
+def _computable(measure: Measure) -> bool:
+    try:
+        return ir_measures.DefaultPipeline.supports(measure)
+    except (AssertionError, ValueError, TypeError):  # a parameter left unset that the measure needs
+        return False
+
+
+def _parse_named(text: str, min_rel: int) -> NamedMeasure:
     match = _NAME.match(text.strip())
     if not match:
-        raise UsageError(f"cannot read measure {text!r}; try MAP, MRR@10, P@1, HITS@10, nDCG@10, Recall@100")
+        raise UsageError(f"cannot read measure {text!r}; {_HINT}")
     family, params, cutoff = match.group(1), match.group(2) or "", match.group(3) or ""
     native = _ALIASES.get(family.upper(), family)
-    if native in _BINARY and min_rel > 1 and "rel=" not in params:
-        params = f"(rel={min_rel})" if not params else params[:-1] + f",rel={min_rel})"
     try:
         measure = ir_measures.parse_measure(f"{native}{params}{cutoff}")
     except (ValueError, NameError, SyntaxError, TypeError, AttributeError):
-        raise UsageError(f"unknown measure {text!r}; try MAP, MRR@10, P@1, HITS@10, nDCG@10, Recall@100") from None
-    label = f"{_DISPLAY.get(native, native)}{cutoff}" if "rel=" not in (match.group(2) or "") else text.strip()
+        raise UsageError(f"unknown measure {text!r}; {_HINT}") from None
+    # The data set's relevance threshold, as trec_eval's -l, unless the name sets rel= itself.
+    if min_rel > 1 and native in _THRESHOLDED and "rel" not in measure.params:
+        measure = measure(rel=min_rel)
+    if not _computable(measure):
+        raise UsageError(f"measure {text!r} cannot be computed by ir_measures' providers here; {_HINT}")
+    label = f"{_DISPLAY.get(native, native)}{cutoff}" if not params else text.strip()
     return NamedMeasure(label, measure)
 
 
+def _parse_all(text: str, min_rel: int) -> list[NamedMeasure]:
+    """One name, or trec_eval's name of one or more measures (`ndcg_cut.10`, `P.5,10`), which ir_measures translates."""
+    try:
+        return [_parse_named(text, min_rel)]
+    except UsageError as not_ours:
+        try:
+            translated = ir_measures.parse_trec_measure(text.strip())
+        except ValueError:
+            raise not_ours from None
+        try:
+            return [_parse_named(str(m), min_rel) for m in translated]
+        except UsageError:
+            raise not_ours from None
+
+
+def parse_measure(text: str, min_rel: int = 1) -> NamedMeasure:
+    measures = _parse_all(text, min_rel)
+    if len(measures) != 1:
+        raise UsageError(f"{text!r} names {len(measures)} measures; give one")
+    return measures[0]
+
+
 def parse_measures(names: list[str], min_rel: int) -> list[NamedMeasure]:
-    measures = [parse_measure(n, min_rel) for n in names]
+    measures = [m for n in names for m in _parse_all(n, min_rel)]
     labels = [m.label for m in measures]
     return [m for i, m in enumerate(measures) if m.label not in labels[:i]]
 
