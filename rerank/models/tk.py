@@ -591,8 +591,7 @@ class TKReranker(Reranker):
     checkpoint, documents they lack are encoded on the fly; provenance says which happened.
     """
 
-    def __init__(self, folder: Path, manifest: dict, threads: int | None = None, batch_size: int = 32,
-                 encodings: str | None = None):
+    def __init__(self, folder: Path, manifest: dict, threads: int | None = None, batch_size: int = 32):
         # One thread unless asked: per-query tensors are tiny, and intra-op threads cost more in
         # synchronisation than they gain (2 ms vs 180 ms per query at depth 5 on a busy 2-core machine).
         set_threads(threads, default=1)
@@ -605,10 +604,6 @@ class TKReranker(Reranker):
         self.batch_size = int(batch_size)
         self.store = None
         self.store_note = "on the fly (no stored encodings attached)"
-        if encodings:
-            from ..encodings import open_store
-
-            self.use_store(open_store(Path(encodings), self.checkpoint_hash, self.name))
 
     def use_store(self, store) -> None:
         self.store = store
