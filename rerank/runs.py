@@ -184,8 +184,9 @@ class RunReader:
             if not parts:
                 continue
             if len(parts) != 6:
+                msmarco = " (an MS MARCO 'qid docid rank' run? convert it to TREC lines first)" if len(parts) == 3 else ""
                 raise FormatError(self.source, self._line_no,
-                                  f"expected 6 columns 'qid Q0 docid rank score tag', found {len(parts)}")
+                                  f"expected 6 columns 'qid Q0 docid rank score tag', found {len(parts)}{msmarco}")
             qid, _, docid, rank, score, tag = parts
             try:
                 score_value = float(score)

@@ -61,6 +61,7 @@ def test_plain_trec_run_without_header_is_read():
 
 @pytest.mark.parametrize("text, line, words", [
     ("1 Q0 a 1 2.5\n", 1, "expected 6 columns"),
+    ("1\ta\t1\n", 1, "an MS MARCO 'qid docid rank' run?"),
     ("1 Q0 a 1 2.5 t\n1 Q0 b 2 high t\n", 2, "is not a number"),
     ("1 Q0 a one 2.5 t\n", 1, "not an integer"),
     ("1 Q0 a 1 2.5 t\n1 Q0 a 2 1.5 t\n", 2, "duplicate document a"),
