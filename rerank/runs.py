@@ -367,7 +367,9 @@ def _load_fast(text: str, source: str) -> Run | None:
                                convert_options=pacsv.ConvertOptions(column_types=types))
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None
-    if table.num_rows == 0 or not pc.all(pc.is_finite(table["score"])).as_py():
+    # Arrow reads 'nan', 'NA', 'null' as nulls, which is_finite skips: the slow path names such a score.
+    if table.num_rows == 0 or any(column.null_count for column in table.columns) \
+            or not pc.all(pc.is_finite(table["score"])).as_py():
         return None
     header = RunHeader()
     timings: dict[str, list[Timing]] = {}

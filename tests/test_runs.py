@@ -77,10 +77,15 @@ def test_malformed_lines_are_named(text, line, words):
     assert info.value.line_no == line and words in str(info.value)
 
 
-def test_whole_run_loader_refuses_infinite_scores_too():
-    """Its vectorised path parses 'inf' as a float; it must hand such a run to the line reader, which names it."""
-    with pytest.raises(FormatError, match="r:2: score is 'inf'"):
-        load_run(io.StringIO("1 Q0 a 1 2.5 t\n1 Q0 b 2 inf t\n"), "r")
+@pytest.mark.parametrize("score, message", [("inf", "score is 'inf'"), ("nan", "score is 'nan'"),
+                                            ("NA", "'NA' is not a number"), ("null", "'null' is not a number")])
+def test_whole_run_loader_refuses_what_the_line_reader_refuses(score, message):
+    """Its vectorised path parses 'inf' as a float and 'NA' or 'null' as missing; it must hand such a run to the
+    line reader, which names the line."""
+    with pytest.raises(FormatError, match=f"r:2: .*{message}"):
+        load_run(io.StringIO(f"1 Q0 a 1 2.5 t\n1 Q0 b 2 {score} t\n"), "r")
+    with pytest.raises(FormatError, match="r:1: .*not an integer"):
+        load_run(io.StringIO("1 Q0 a NA 2.5 t\n"), "r")
 
 
 def test_strict_mode_checks_rank_against_score():
