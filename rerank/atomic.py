@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -38,17 +39,33 @@ def _remove_empty(folders: list[Path]) -> None:
             folder.rmdir()
 
 
+def _not_a_file(path: str | os.PathLike) -> bool:
+    """A device, FIFO or descriptor (`/dev/stdout`, even when the shell sent it to a file): a stream, not a file
+    to replace."""
+    if os.path.abspath(path).startswith(("/dev/", "/proc/")):
+        return True
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:  # missing (to be created), or a dangling link
+        return False
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[IO]:
     """Yield a file to write; on success it replaces `path`, on error it vanishes.
 
-    `path` None or "-" means stdout, which is written directly (a pipe cannot be rolled back).
+    `path` None or "-" means stdout, which is written directly (a pipe cannot be rolled back), as are
+    devices and FIFOs.
     """
     if path is None or str(path) == "-":
         yield sys.stdout if "b" not in mode else sys.stdout.buffer
         sys.stdout.flush()
         return
-    target = Path(path)
+    if _not_a_file(path):  # /dev/null, /dev/stdout, a FIFO: written to, never replaced
+        with open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
+            yield handle
+        return
+    target = Path(os.path.realpath(path))  # through a symlink: replace the file it points to, keep the link
     created = _make_parents(target.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:

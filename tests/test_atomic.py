@@ -53,3 +53,29 @@ def test_outputs_get_the_permissions_a_plain_write_would(tmp_path):
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "out.run").stat().st_mode) == 0o644
     assert stat.S_IMODE((tmp_path / "ck").stat().st_mode) == 0o755
+
+
+def test_streams_are_written_to_and_links_kept(tmp_path):
+    import os
+    import threading
+
+    real, link = tmp_path / "real.run", tmp_path / "link.run"
+    real.write_text("old\n")
+    link.symlink_to(real)
+    with atomic_output(link) as handle:
+        handle.write("new\n")
+    assert link.is_symlink() and real.read_text() == "new\n"
+
+    with atomic_output(os.devnull) as handle:
+        handle.write("nothing\n")
+    assert not os.path.isfile(os.devnull)
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
+    reader.start()
+    with atomic_output(fifo) as handle:
+        handle.write("through the pipe\n")
+    reader.join(timeout=10)
+    assert received == ["through the pipe\n"] and not fifo.is_file()
