@@ -93,6 +93,18 @@ def check_replaceable(path: str | os.PathLike, marker: str) -> None:
                          "choose a new or empty folder")
 
 
+def check_writable(path: str | os.PathLike) -> None:
+    """Refuse an output that could not be written, before hours of work go into it: make and remove a
+    temporary folder where it would go (permission bits alone do not tell, e.g. for root or read-only mounts)."""
+    folder = Path(path).resolve().parent
+    while not folder.exists():
+        folder = folder.parent
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".rerank-probe.", dir=folder))
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror} in {folder}") from None
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike, marker: str) -> Iterator[Path]:
     """Yield a temporary folder that replaces `path` only when the block succeeds.

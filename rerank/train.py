@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from .atomic import atomic_dir, check_replaceable
+from .atomic import atomic_dir, check_replaceable, check_writable
 from .data import dataset_names, get_dataset
 from .data.formats import Qrels
 from .errors import DataError, UsageError
@@ -225,6 +225,7 @@ class TrainArgs:
         if not 0 <= self.dev_fraction < 1:
             raise UsageError(f"--dev-fraction must be in [0, 1), not {self.dev_fraction}")
         check_replaceable(self.output, CHECKPOINT_FILE)  # now, not after the first dev evaluation
+        check_writable(self.output)
         if sum(map(bool, (self.dev, self.dev_fraction, self.dev_fold))) > 1:
             raise UsageError("give only one of --dev DATASET, --dev-fraction and --dev-fold")
         if self.dev_fold is not None:

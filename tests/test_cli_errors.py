@@ -94,6 +94,16 @@ def test_failed_output_leaves_nothing_behind(rerank, tmp_path, session_home):
     assert not (session_home / "indexes" / "twice").exists()
 
 
+def test_output_that_cannot_be_written(rerank, tmp_path):
+    """One line, not an OSError traceback; and train says so before it trains, not after."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    fails(rerank, "cat", "-o", str(blocker / "out.run"), input="1 Q0 a 1 2.0 t\n", words="Not a directory")
+    fails(rerank, "train", "tk", "--train", "trec-dl-2020", "--steps", "500", "-o", str(blocker / "ck"),
+          words="cannot write")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
 def test_bad_pipeline(rerank, tmp_path):
     spec = tmp_path / "p.toml"
     spec.write_text('dataset = "vaswani"\n[[stage]]\nname = "a"\nkind = "teleport"\n')

@@ -63,3 +63,7 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("rerank: interrupted", err=True)
         sys.exit(130)
+    except OSError as exc:  # the file system said no (permissions, a full disk): the user's to fix, one line
+        where = f": {exc.filename}" if exc.filename else ""
+        click.echo(f"rerank: error: {exc.strerror or exc}{where}", err=True)
+        sys.exit(1)
