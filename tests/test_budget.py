@@ -22,10 +22,10 @@ def _qrels_file(tmp_path) -> str:
     return str(path)
 
 
-def _write_run(tmp_path, model: str, depth: int, ms_per_query: float, found: int) -> str:
+def _write_run(tmp_path, model: str, depth: int, ms_per_query: float, found: int, cache: bool = False) -> str:
     """A run with `found` of the 2 relevant docs on top (the other last), after a 1 ms first stage."""
     header = (RunHeader({"qrels": _qrels_file(tmp_path)}).with_stage({"name": "bm25", "stage": "retrieve"})
-              .with_stage({"name": model, "stage": "score", "depth": depth}))
+              .with_stage({"name": model, "stage": "score", "depth": depth, "cache": cache}))
     path = tmp_path / f"{model}-{depth}.run"
     on_top, at_bottom = ["d1", "d2"][:found], ["d1", "d2"][found:]
     order = on_top + [d for d in DOCS if d not in ("d1", "d2")] + at_bottom
@@ -136,6 +136,9 @@ def test_cli_report_plot_and_errors(tmp_path, rerank):
     assert bad.returncode == 2 and "no runs given" in bad.stderr
     twice = rerank("budget", slow, slow, check=False)
     assert twice.returncode == 2 and "both 'slow' at depth 20" in twice.stderr
+    assert "score cache" not in done.stderr
+    cached = rerank("budget", _write_run(tmp_path, "cached", 20, 0.1, 2, cache=True))
+    assert "stage cached ran with the score cache" in cached.stderr and "--no-cache" in cached.stderr
 
 
 @pytest.mark.data
