@@ -131,7 +131,21 @@ def load_pipeline(path: str | Path) -> dict:
         if stage["name"] in names:
             raise DataError(f"{p}: two stages are named {stage['name']!r}")
         names.add(stage["name"])
+    _check_leaderboard(str(p), spec)
     return spec
+
+
+def _check_leaderboard(source: str, spec: dict) -> None:
+    """Measures, baseline and sort are used only after every stage has run: check them before any does."""
+    from .evaluate.measures import parse_measures
+
+    labels = [m.label for m in parse_measures(spec.get("measures", []), 1)]
+    evaluated = [s["name"] for s in spec["stage"] if s.get("evaluate", True)]
+    if spec.get("baseline", evaluated[0] if evaluated else None) not in evaluated:
+        raise DataError(f"{source}: baseline {spec.get('baseline')!r} is not an evaluated stage "
+                        f"({', '.join(evaluated) or 'none'})")
+    if labels and spec.get("sort", labels[0]) not in labels:
+        raise DataError(f"{source}: sort {spec['sort']!r} is not one of the measures: {', '.join(labels)}")
 
 
 def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False) -> str:

@@ -117,6 +117,11 @@ def test_bad_pipeline(rerank, tmp_path):
         fails(rerank, "run", str(spec), words=words)
     spec.write_text(stage.replace('"bm25"', '"../bm25"'))  # the name becomes a file name under runs/
     fails(rerank, "run", str(spec), words="name '../bm25' must be one word")
+    for extra, words in (('measures = ["nDCG@x"]\n', "cannot read measure 'nDCG@x'"),  # before any stage runs
+                         ('baseline = "bm99"\n', "baseline 'bm99' is not an evaluated stage (bm25)"),
+                         ('measures = ["MAP"]\nsort = "P@5"\n', "sort 'P@5' is not one of the measures: MAP")):
+        spec.write_text(extra + stage)
+        assert "running" not in fails(rerank, "run", str(spec), words=words)
     spec.write_text('dataset = "trecqa-dev"\n[[stage]]\nname = "c"\nkind = "candidates"\n'
                     '[[stage]]\nname = "s"\nkind = "score"\ninput = "c"\nmodel = "minilm-bi"\ncompile = true\n')
     fails(rerank, "run", str(spec), words="--compile is an option of --model bert only")
