@@ -339,9 +339,9 @@ class Teacher:
         return out
 
 
-def read_teacher(path: str, judged: set[str], group_size: int, min_score: float | None = None) -> Teacher:
-    """Teacher scores from a run; its unjudged queries with at least `group_size` candidates (and a best
-    score >= `min_score`, to skip queries whose candidates are all off-topic) become distillation queries."""
+def read_teacher(path: str, args: TrainArgs, judged: set[str], log: Callable[[str], None]) -> Teacher:
+    """Teacher scores from a run; its unjudged queries with at least a group's candidates (and a best score
+    >= --teacher-min-score, to skip queries whose candidates are all off-topic) become distillation queries."""
     from .docstore import doc_store_for, queries_for
 
     try:
@@ -349,6 +349,13 @@ def read_teacher(path: str, judged: set[str], group_size: int, min_score: float 
             run = load_run(handle, path)
     except FileNotFoundError:
         raise DataError(f"teacher run not found: {path}") from None
+    group_size, min_score = 1 + args.negatives, args.teacher_min_score
+    if run.header.dataset is not None and run.header.dataset == args.dev:
+        raise UsageError(f"teacher run {path} is a run of the dev set {args.dev}: training on its queries "
+                         "would leak into early stopping")
+    if run.header.dataset not in (None, args.train):  # legitimate for unlabelled queries; fatal for a test set's
+        log(f"warning: teacher run {path} is a run of {run.header.dataset}, not of {args.train}: its unjudged "
+            "queries are trained on")
     scores = {qid: dict(zip(r.docids, r.scores)) for qid, r in run.queries.items()}
     unjudged = [qid for qid, r in run.queries.items() if qid not in judged and len(r.docids) >= group_size
                 and (min_score is None or max(r.scores) >= min_score)]
@@ -486,8 +493,7 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
     queries, dev = build_dev(args, queries, texts, qrels, min_rel, measures)
     if not any(q.positives and q.negatives for q in queries):
         raise DataError(f"data set {args.train} has no query with both relevant and non-relevant candidates")
-    teacher = (read_teacher(args.teacher, {q.qid for q in queries} | set(qrels), 1 + args.negatives,
-                            args.teacher_min_score) if args.teacher else None)
+    teacher = read_teacher(args.teacher, args, {q.qid for q in queries} | set(qrels), log) if args.teacher else None
     if teacher is not None and teacher.extra:
         log(f"distilling also on {len(teacher.extra)} unjudged queries of the teacher run")
     model = new_trainable(model_name, **args.model_options)

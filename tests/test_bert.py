@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -230,6 +231,10 @@ def test_distillation_on_the_unjudged_queries_of_a_teacher_run(tiny_bert, tmp_pa
                      teacher=str(teacher), distill="kl", model_options={"base": str(tiny_bert), "max_length": 48})
     assert train("bert", args, log=messages.append).steps == 2
     assert f"distilling also on {len(rankings)} unjudged queries of the teacher run" in messages
+    assert any("is a run of trecqa-train, not of trecqa-dev: its unjudged queries are trained on" in m
+               for m in messages)  # fine for unlabelled queries, a leak if they were a test set's
+    with pytest.raises(UsageError, match="is a run of the dev set trecqa-train: training on its queries would leak"):
+        train("bert", replace(args, dev="trecqa-train"))
     messages.clear()
     args.teacher_min_score = 0.5
     train("bert", args, log=messages.append)
