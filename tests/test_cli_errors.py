@@ -69,6 +69,8 @@ def test_bad_measure_and_k(rerank, data_root):
           input="1 Q0 a 1 1.0 t\n", words="unknown measure 'Bogus@3'")
     fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), "-m", "nDCG@0",  # trec_eval would abort()
           input="1 Q0 a 1 1.0 t\n", words="cannot read measure 'nDCG@0'")
+    fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), "--min-rel", "0",  # was taken as 1
+          input="1 Q0 a 1 1.0 t\n", words="--min-rel must be 1 or more, not 0")
     fails(rerank, "retrieve", "vaswani", "--k", "0", words="--k must be a positive")
     fails(rerank, "retrieve", "vaswani", "--k1", "-1", words="--k1 must be >= 0, not -1.0")
     fails(rerank, "retrieve", "vaswani", "--b", "1.5", words="--b must be in [0, 1], not 1.5")

@@ -27,6 +27,8 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None)
     Runs that name different data sets have no qrels in common (CACM's and Vaswani's query ids even
     overlap, so one would silently score 0 against the other's): they are refused unless --qrels says which.
     """
+    if min_rel is not None and min_rel < 1:  # trec_eval -l 0 would count grade-0 judgements as relevant
+        raise UsageError(f"--min-rel must be 1 or more, not {min_rel}: pytrec_eval takes no lower relevance level")
     datasets = {run.header.dataset for run in runs if run.header.dataset}
     if len(datasets) > 1 and not qrels_path:
         named = ", ".join(f"{run.source}: {run.header.dataset}" for run in runs if run.header.dataset)
