@@ -74,6 +74,10 @@ def test_bad_measure_and_k(rerank, data_root):
     fails(rerank, "retrieve", "vaswani", "--k", "0", words="--k must be a positive")
     fails(rerank, "retrieve", "vaswani", "--k1", "-1", words="--k1 must be >= 0, not -1.0")
     fails(rerank, "retrieve", "vaswani", "--b", "1.5", words="--b must be in [0, 1], not 1.5")
+    # another back end's options would be ignored, yet recorded in the header as if they had acted
+    fails(rerank, "retrieve", "vaswani", "--ef-search", "3", words="--backend lucene does not take --ef-search")
+    fails(rerank, "retrieve", "vaswani", "--backend", "dense", "--k1", "1.2", words="--backend dense does not take --k1")
+    fails(rerank, "index", "vaswani", "--hnsw", "16", words="--backend lucene does not take --hnsw")
     fails(rerank, "retrieve", "vaswani", "--threads", "0", words="--threads must be a positive number, not 0")
     fails(rerank, "retrieve", "trec-dl-2019", "--candidates", "bm25", "--k", "0", words="--k must be a positive")
     fails(rerank, "retrieve", "trec-dl-2019", "--candidates", "--topics", str(data_root / "vaswani/query-text.trec"),

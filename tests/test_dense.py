@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from retrieval_fixtures import cacm_slice, rerank_module  # noqa: F401  (fixtures)
+from rerank.errors import UsageError
 from rerank.runs import load_run
 
 
@@ -113,6 +114,8 @@ def test_hnsw_finds_what_exact_search_finds(home, cacm_slice, tiny_encoder):  # 
     for a, b in zip(exact, graph):
         assert a.docids[:5] == b.docids[:5]
         assert a.docids[0] == a.qid  # each document finds itself first
+    with pytest.raises(UsageError, match="--ef-search tunes an HNSW index; exact's is exact"):
+        dense.open_index("exact", encoder=tiny_encoder, ef_search=64)  # it would be ignored, yet recorded
 
 
 @pytest.mark.data

@@ -49,6 +49,15 @@ def _check_options(options: dict) -> None:
         raise UsageError(f"--b must be in [0, 1], not {b}")
 
 
+def _check_backend_options(backend_name: str, options: dict, allowed: frozenset[str]) -> None:
+    """Options of another back end would be ignored, yet recorded in the run's header as if they had acted."""
+    foreign = [key for key, value in options.items()
+               if value is not None and key not in allowed and key not in ("threads", "overwrite")]
+    if foreign:
+        flags = ", ".join("--es-insecure" if key == "es_verify_certs" else "--" + key.replace("_", "-") for key in foreign)
+        raise UsageError(f"--backend {backend_name} does not take {flags}")
+
+
 def _distinct_ids(documents: Iterable[Document], source: str) -> Iterator[Document]:
     """Two documents under one id would both be indexed and both retrieved, and no run may hold a docid twice."""
     seen: set[str] = set()
@@ -65,21 +74,24 @@ def build_index(name: str, backend_name: str = "lucene", corpus: str | None = No
     if collection is None:
         raise DataError(f"{name!r} is not a known data set (known: {', '.join(dataset_names())}); "
                         "give the documents with --corpus FILE")
+    module = backend(backend_name)
+    _check_backend_options(backend_name, options, module.INDEX_OPTIONS)
     source = {"dataset": name} if corpus is None else {"corpus": str(Path(corpus).resolve())}
     documents = _distinct_ids(collection.documents(), corpus or f"data set {name}")
-    return backend(backend_name).build(name, documents, None, source, **options)
+    return module.build(name, documents, None, source, **options)
 
 
 def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str | None = None,
              stage_name: str | None = None, **options) -> Stream:
     _check_k(k)
     _check_options(options)
+    module = backend(backend_name)
+    _check_backend_options(backend_name, options, module.SEARCH_OPTIONS)
     collection = _collection(name, None, topics)
     if collection is None:
         raise DataError(f"{name!r} is not a known data set (known: {', '.join(dataset_names())}); "
                         "for an index of your own, pass --topics FILE")
     queries = collection.topics()
-    module = backend(backend_name)
     index = module.open_index(name, **options)
     stage = stage_name or getattr(module, "STAGE_NAME", "bm25")
     params = {k_: v for k_, v in options.items() if v is not None and not k_.startswith("_")}

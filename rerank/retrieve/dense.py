@@ -32,6 +32,8 @@ from .store import IndexInfo, index_folder
 
 BACKEND = "dense"
 STAGE_NAME = "dense"  # the run tag when --name is not given
+INDEX_OPTIONS = frozenset({"encoder", "hnsw"})
+SEARCH_OPTIONS = frozenset({"encoder", "ef_search"})
 SHARD = 1024  # documents per saved shard: the most work an interruption can lose
 BATCH = 32  # texts per forward pass
 MAX_LENGTH = 256  # the encoder's max_seq_length (sentence_bert_config.json)
@@ -207,8 +209,14 @@ class DenseIndex:
                 yield ranking
 
 
-def open_index(name: str, encoder: str | None = None, threads: int = 2, **_options) -> DenseIndex:
+def open_index(name: str, encoder: str | None = None, threads: int = 2, ef_search: int | None = None,
+               **_options) -> DenseIndex:
     path = index_folder(name) / BACKEND
     if not path.is_dir():
         raise MissingIndexError(f"no dense index {name!r} at {path}; build it with: rerank index {name} --backend dense")
-    return DenseIndex(name, encoder, threads)
+    if ef_search is not None and ef_search < 1:
+        raise UsageError(f"--ef-search must be a positive number, not {ef_search}")
+    index = DenseIndex(name, encoder, threads)
+    if ef_search is not None and not hasattr(index.index, "hnsw"):
+        raise UsageError(f"--ef-search tunes an HNSW index; {name}'s is exact (build one with --hnsw M)")
+    return index

@@ -31,6 +31,9 @@ from ..runs import QueryRanking, Timing
 from .store import MANIFEST, IndexInfo, index_folder
 
 BACKEND = "elasticsearch"
+_CONNECTION = {"es_url", "index_name", "es_ca_certs", "es_verify_certs"}
+INDEX_OPTIONS = frozenset(_CONNECTION | {"shards", "k1", "b"})
+SEARCH_OPTIONS = frozenset(_CONNECTION | {"k1", "b"})  # k1/b only to say they belong to `rerank index`
 DEFAULT_URL = "http://127.0.0.1:9200"
 URL_ENV, API_KEY_ENV, USER_ENV, PASSWORD_ENV = "RERANK_ES_URL", "RERANK_ES_API_KEY", "RERANK_ES_USER", "RERANK_ES_PASSWORD"
 DEFAULT_K1, DEFAULT_B = 0.9, 0.4  # Anserini's, so the two BM25 back ends agree by default

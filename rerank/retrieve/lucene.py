@@ -25,6 +25,8 @@ from . import jvm
 from .store import MANIFEST, IndexInfo, index_folder
 
 BACKEND = "lucene"
+INDEX_OPTIONS: frozenset[str] = frozenset()  # besides threads and overwrite, which every back end takes
+SEARCH_OPTIONS = frozenset({"k1", "b"})
 DEFAULT_K1, DEFAULT_B = 0.9, 0.4  # Anserini's defaults
 _warm_jvms: set[bool] = set()  # holds True once this process's JVM has run a search
 
