@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from ..errors import DataError, UsageError
@@ -37,14 +35,15 @@ def _collection(name: str, corpus: str | None):
 @click.option("--model", "model_name", required=True, help="tk or tkl.")
 @click.option("--checkpoint", required=True, type=click.Path(), help="Checkpoint folder (from rerank train).")
 @click.option("--corpus", type=click.Path(dir_okay=False), help="Documents file (default: the data set NAME's documents).")
-@click.option("-o", "--output", type=click.Path(file_okay=False), default=None,
-              help="Store folder (default: indexes/NAME/MODEL-HASH/).")
 @click.option("--overwrite", is_flag=True, help="Replace existing encodings instead of resuming them.")
 @click.option("--batch-size", default=64, show_default=True, help="Documents per forward pass.")
 @click.option("--threads", type=int, default=None, help="Torch threads.")
-def encode(name, model_name, checkpoint, corpus, output, overwrite, batch_size, threads) -> None:
-    """Store every document's contextualised term vectors of NAME for fast TK/TKL scoring (resumable)."""
-    from ..encodings import encode_collection
+def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads) -> None:
+    """Store every document's contextualised term vectors of NAME for fast TK/TKL scoring (resumable).
+
+    They go to indexes/NAME/MODEL-HASH/ under $RERANK_HOME, where score, budget and explain look for them.
+    """
+    from ..encodings import encode_collection, store_folder
 
     reranker = _load(model_name, checkpoint, threads, batch_size)
     collection = _collection(name, corpus)
@@ -53,11 +52,8 @@ def encode(name, model_name, checkpoint, corpus, output, overwrite, batch_size, 
     def documents():
         return ((d.docid, d.contents) for d in collection.documents())
 
-    manifest = encode_collection(name, documents, total, reranker, Path(output) if output else None, overwrite)
-    folder = Path(output) if output else None
-    from ..encodings import store_folder
-
-    folder = folder or store_folder(name, reranker.name, reranker.checkpoint_hash)
+    manifest = encode_collection(name, documents, total, reranker, overwrite=overwrite)
+    folder = store_folder(name, reranker.name, reranker.checkpoint_hash)
     click.echo(f"rerank: encoded {manifest['documents']} documents, {manifest['tokens']} tokens "
                f"({manifest['dim']}-d float16, {manifest['dim'] * 2} bytes per token) into {folder}", err=True)
 
