@@ -66,6 +66,18 @@ def test_topics_forms_and_gzip(tmp_path):
     assert formats.read_topics(tmp_path / "t.tsv.gz") == {"7": "gz query"}
 
 
+@pytest.mark.parametrize("text, line, words", [
+    ("1\tfirst\n2\t\n", 2, "query 2 has no text"),  # Anserini's topic reader stopped on it with a Java message
+    ("1\tfirst\n1\tagain\n", 2, "query id 1 appears twice"),  # the second replaced the first
+    ("<top>\n<num> 1\n<title> a\n</top>\n<top>\n<num> 2\n<title>\n</top>\n", 5, "query 2 has no text"),
+])
+def test_topics_without_text_or_twice_are_named(tmp_path, text, line, words):
+    (tmp_path / "topics").write_text(text)
+    with pytest.raises(FormatError, match=words) as info:
+        formats.read_topics(tmp_path / "topics")
+    assert info.value.line_no == line
+
+
 def test_qrels_errors_name_the_line(tmp_path):
     path = tmp_path / "qrels"
     path.write_text("1 0 d1 1\n1 0 d2 high\n")

@@ -177,6 +177,15 @@ def read_topics(path: str | Path) -> dict[str, str]:
     return _read_tsv_topics(path)
 
 
+def _add_topic(topics: dict[str, str], qid: str, text: str, path: str | Path, line_no: int) -> None:
+    """A query without text stops Anserini's topic reader, and a repeated id would silently replace the first."""
+    if not text:
+        raise FormatError(str(path), line_no, f"query {qid} has no text")
+    if qid in topics:
+        raise FormatError(str(path), line_no, f"query id {qid} appears twice")
+    topics[qid] = text
+
+
 def _read_tsv_topics(path: str | Path) -> dict[str, str]:
     topics: dict[str, str] = {}
     with open_text(path) as handle:
@@ -186,7 +195,7 @@ def _read_tsv_topics(path: str | Path) -> dict[str, str]:
             qid, sep, text = line.rstrip("\n").partition("\t")
             if not sep or not qid.strip():
                 raise FormatError(str(path), line_no, "expected 'qid<TAB>query text'")
-            topics[qid.strip()] = text.strip()
+            _add_topic(topics, qid.strip(), text.strip(), path, line_no)
     if not topics:
         raise FormatError(str(path), None, "no topics found")
     return topics
@@ -199,10 +208,10 @@ def _read_trec_topics(path: str | Path) -> dict[str, str]:
     for match in _TOP.finditer(content):
         body = match.group(1)
         num, title = _NUM.search(body), _TITLE.search(body)
+        line = content.count("\n", 0, match.start()) + 1
         if not num or not title:
-            line = content.count("\n", 0, match.start()) + 1
             raise FormatError(str(path), line, "<top> without <num> or <title>")
-        topics[num.group(1)] = " ".join(_TAG.sub(" ", title.group(1)).split())
+        _add_topic(topics, num.group(1), " ".join(_TAG.sub(" ", title.group(1)).split()), path, line)
     if not topics:
         raise FormatError(str(path), None, "no <top> records found")
     return topics
