@@ -272,6 +272,10 @@ class JudgedQuery:
 def judged_queries(dataset_name: str, run: str | None) -> tuple[list[JudgedQuery], dict[str, str], Qrels, int, tuple]:
     """Queries of a data set with their candidates split by the data set's relevance threshold."""
     dataset = get_dataset(dataset_name)
+    if not dataset.run_files:
+        trainable = ", ".join(n for n in dataset_names() if get_dataset(n).run_files)
+        raise DataError(f"training reads the candidate runs a data set ships, and {dataset_name} has none; "
+                        f"train on one that has: {trainable}")
     qrels, topics = dataset.qrels(), dataset.topics()
     rankings = dataset.candidates(run)
     texts = dataset.doc_texts()

@@ -64,7 +64,9 @@ def test_runs_of_different_data_sets_are_not_scored_against_one_qrels(rerank, tm
 
 def test_bad_measure_and_k(rerank, data_root):
     stream = rerank("retrieve", "cacm", "--candidates", check=False)  # cacm ships no runs
-    assert stream.returncode != 0 and "ships no candidate runs" in stream.stderr
+    assert stream.returncode != 0 and "ships no candidate runs; search it instead" in stream.stderr
+    fails(rerank, "train", "tk", "--train", "vaswani", "-o", "never-written",  # not: "build an index"
+          words="training reads the candidate runs a data set ships, and vaswani has none")
     fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), "-m", "Bogus@3",
           input="1 Q0 a 1 1.0 t\n", words="unknown measure 'Bogus@3'")
     fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), "-m", "nDCG@0",  # trec_eval would abort()

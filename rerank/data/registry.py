@@ -62,7 +62,8 @@ class Dataset:
     def candidates(self, run: str | None = None) -> list[QueryRanking]:
         """A first-stage ranking shipped with the data set (TREC DL, QA candidate lists)."""
         if not self.run_files:
-            raise DataError(f"data set {self.name} ships no candidate runs; build an index with 'rerank index {self.name}'")
+            raise DataError(f"data set {self.name} ships no candidate runs; search it instead "
+                            f"(rerank index {self.name}, then rerank retrieve {self.name})")
         run = run or next(iter(self.run_files))
         if run not in self.run_files:
             raise DataError(f"data set {self.name} has no run {run!r}; known: {', '.join(self.run_files)}")
