@@ -62,6 +62,9 @@ def test_dl19_leaderboard_matches_trec_eval_with_graded_relevance(rerank, data_r
         assert round(by_run[run]["MAP"], 4) == ref["map"]
     text = rerank("eval", str(tmp_path / "bm25"), str(tmp_path / "rm3")).stdout
     assert "(baseline)" in text and "W/T/L" in text and "0.2807+" in text  # MAP gain is significant
+    csv = rerank("eval", str(tmp_path / "bm25"), str(tmp_path / "rm3"), "--format", "csv", "-m", "MAP").stdout
+    assert csv.splitlines() == ["run,baseline,MAP,MAP vs baseline,MAP W/T/L",  # numbers apart from marks
+                                "bm25-rm3,false,0.2807,+,27/1/15", "bm25,true,0.2476,,"]
 
 
 @pytest.mark.data
@@ -102,6 +105,8 @@ def test_per_query_and_formats(rerank, tmp_path):
     assert csv[0] == "run,qid,MAP,MRR,P@1"
     assert csv[-1].startswith("candidates,all,")
     assert len(csv) == 1 + 65 + 1  # the judged (clean) questions, then the mean
+    rows = json.loads(rerank("eval", "--per-query", "--format", "json", input=stream).stdout)
+    assert rows[-1]["qid"] == "all" and all(isinstance(row["MAP"], float) for row in rows)
     md = rerank("eval", "--format", "markdown", input=stream).stdout
     assert md.startswith("| run | MAP | MRR | P@1 |")
 

@@ -67,6 +67,8 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
                             "unjudged_queries": r.unjudged,
                             "versus_baseline": {k: asdict(v) for k, v in (r.versus or {}).items()}}
                            for r in rows], indent=2) + "\n"
+    if fmt == "csv":
+        return _leaderboard_csv(rows, labels)
     many = len(rows) > 1
     header = ["run", *labels]
     table = []
@@ -81,8 +83,6 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
         for r, cells in zip(rows, table):
             c = (r.versus or {}).get(labels[0])
             cells.append(f"{c.wins}/{c.ties}/{c.losses}" if c else "-")
-    if fmt == "csv":
-        return _csv(header, table)
     out = _markdown(header, table) if fmt == "markdown" else _text(header, table)
     if many:
         out += (f"\n+/- : better/worse than {baseline_name} (paired t-test, Holm-corrected, and randomization "
@@ -90,15 +90,29 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
     return out
 
 
+def _leaderboard_csv(rows: list[Row], labels: list[str]) -> str:
+    """For pandas and spreadsheets: plain numbers, the baseline as a column, significance marks and
+    win/tie/loss counts in columns of their own."""
+    header = ["run", "baseline", *labels, *[f"{label} vs baseline" for label in labels],
+              *[f"{label} W/T/L" for label in labels]]
+    table = []
+    for r in rows:
+        versus = [(r.versus or {}).get(label) for label in labels]
+        table.append([r.run, str(r.versus is None).lower(), *[f"{r.means[label]:.4f}" for label in labels],
+                      *[_mark(c) for c in versus], *[f"{c.wins}/{c.ties}/{c.losses}" if c else "" for c in versus]])
+    return _csv(header, table)
+
+
 def render_per_query(evaluations: list[Evaluation], measures: list[NamedMeasure], fmt: str) -> str:
     header = ["run", "qid", *[m.label for m in measures]]
-    table = []
+    values = []
     for ev in evaluations:
         for qid in ev.per_query[measures[0].label]:
-            table.append([ev.run_name, qid, *[f"{ev.per_query[m.label][qid]:.4f}" for m in measures]])
-        table.append([ev.run_name, "all", *[f"{ev.mean(m.label):.4f}" for m in measures]])
+            values.append([ev.run_name, qid, *[ev.per_query[m.label][qid] for m in measures]])
+        values.append([ev.run_name, "all", *[ev.mean(m.label) for m in measures]])
     if fmt == "json":
-        return json.dumps([dict(zip(header, row)) for row in table], indent=2) + "\n"
+        return json.dumps([dict(zip(header, row)) for row in values], indent=2) + "\n"
+    table = [[run, qid, *[f"{v:.4f}" for v in numbers]] for run, qid, *numbers in values]
     if fmt == "csv":
         return _csv(header, table)
     return _markdown(header, table) if fmt == "markdown" else _text(header, table)
