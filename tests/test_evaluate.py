@@ -92,6 +92,8 @@ def test_measure_names_and_their_errors():
     assert parse_measure("bpref", 2).measure.params["rel"] == 2
     assert "rel" not in parse_measure("NumRet", 2).measure.params  # a count, not a threshold
     assert parse_measure("AP(rel=3)", 2).measure.params["rel"] == 3
+    assert parse_measure("num_rel_ret", 2).measure.params["rel"] == 2  # trec_eval -l 2 counts grade >= 2
+    assert parse_measure("IPrec@0.1", 2).label == "IPrec@0.1"
     for bad, message in (("P.5,10", "names 2 measures"), ("nDCG@0", "cannot read"), ("ndcg_cut.0", "cannot read"),
                          ("gm_map", "unknown measure"), ("SDCG@10", "cannot be computed")):
         with pytest.raises(UsageError, match=message):

@@ -11,6 +11,8 @@ measure, counts too, is averaged over the judged queries, a query missing from t
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from dataclasses import dataclass
 
@@ -27,7 +29,8 @@ _DISPLAY = {"AP": "MAP", "RR": "MRR", "Success": "HITS", "R": "Recall"}
 # what they count).
 _THRESHOLDED = {"AP", "RR", "P", "Success", "R", "Rprec", "RPrec", "Bpref", "BPref", "infAP", "IPrec",
                 "SetP", "SetR", "SetF", "SetAP", "NumRelRet"}
-_NAME = re.compile(r"^([A-Za-z_]+)(\(.*\))?(@[1-9]\d*)?$")  # cutoff >= 1: trec_eval aborts the process on @0
+# A rank cutoff, or a recall level for IPrec@0.1; never 0: trec_eval aborts the process on @0.
+_NAME = re.compile(r"^([A-Za-z_]+)(\(.*\))?(@(?:[1-9]\d*|0?\.\d*[1-9]\d*))?$")
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ def _parse_named(text: str, min_rel: int) -> NamedMeasure:
     except (ValueError, NameError, SyntaxError, TypeError, AttributeError):
         raise UsageError(f"unknown measure {text!r}; {_HINT}") from None
     # The data set's relevance threshold, as trec_eval's -l, unless the name sets rel= itself.
-    if min_rel > 1 and native in _THRESHOLDED and "rel" not in measure.params:
+    if min_rel > 1 and native in _THRESHOLDED and "rel=" not in params:
         measure = measure(rel=min_rel)
     if not _computable(measure):
         raise UsageError(f"measure {text!r} cannot be computed by ir_measures' providers here; {_HINT}")
@@ -73,11 +76,13 @@ def _parse_all(text: str, min_rel: int) -> list[NamedMeasure]:
         return [_parse_named(text, min_rel)]
     except UsageError as not_ours:
         try:
-            translated = ir_measures.parse_trec_measure(text.strip())
+            with contextlib.redirect_stdout(io.StringIO()):  # all_trec prints what it skips onto our output
+                translated = ir_measures.parse_trec_measure(text.strip())
         except ValueError:
             raise not_ours from None
         try:
-            return [_parse_named(str(m), min_rel) for m in translated]
+            # ir_measures spells trec_eval's num_rel_ret with the grade -l would set: leave that to min_rel
+            return [_parse_named("NumRelRet" if str(m) == "NumRet(rel=1)" else str(m), min_rel) for m in translated]
         except UsageError:
             raise not_ours from None
 
