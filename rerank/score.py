@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Iterable, Iterator
 from .docstore import DocStore, doc_store_for, queries_for
 from .errors import DataError, UsageError
 from .models.base import Reranker, load_model
+from .normalise import zscores
 from .paths import cache_dir
 from .runs import QueryRanking, Stream, Timing
 
@@ -95,11 +95,6 @@ class ScoreStats:
         if self.missing:
             text += f"; skipped {self.missing} candidates with no text in the store"
         return text
-
-
-def zscores(values: list[float]) -> list[float]:
-    mean, spread = statistics.fmean(values), statistics.pstdev(values)
-    return [0.0 if spread == 0 else (v - mean) / spread for v in values]
 
 
 def interpolated(head: list[str], model_scores: dict[str, float], first_stage: dict[str, float],

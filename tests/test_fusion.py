@@ -138,3 +138,15 @@ def test_pipeline_fuse_stage(rerank, vaswani_index, session_home, tmp_path):
     pipeline.write_text(pipeline.read_text().replace('inputs = ["bm25", "bm25-long"]', 'inputs = ["bm25", "nope"]'))
     bad = rerank("run", str(pipeline), check=False)
     assert bad.returncode != 0 and "reads 'nope', which no earlier stage makes" in bad.stderr
+
+
+def test_normalisation_survives_scores_at_the_float_limit():
+    """Finite scores are legal in a run; near 1e308 a range or a square overflows, and NaN came out."""
+    import math
+
+    from rerank.normalise import minmax, zscores
+
+    extreme = [1e308, -1e308, 0.0]
+    assert minmax(extreme) == [1.0, 0.0, 0.5]
+    assert all(math.isfinite(z) for z in zscores(extreme)) and zscores(extreme)[2] == 0.0
+    assert minmax([8.6, 2.0]) == [1.0, 0.0] and zscores([3.0, 3.0]) == [0.0, 0.0]

@@ -12,11 +12,11 @@ are carried over unchanged (they ran one after the other, so a query's cost is t
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Iterator
 
 from ..errors import UsageError
+from ..normalise import minmax, zscores
 from ..runs import QueryRanking, Run, RunHeader, Stream, Timing
 
 METHODS = ("rrf", "combsum")
@@ -27,12 +27,7 @@ IDENTITY_FIELDS = ("dataset", "topics")  # fields that must agree: the runs answ
 def _normalise(scores: list[float], norm: str) -> list[float]:
     if norm == "none" or not scores:
         return scores
-    if norm == "minmax":
-        low, high = min(scores), max(scores)
-        return [1.0 if high == low else (s - low) / (high - low) for s in scores]
-    mean = statistics.fmean(scores)
-    spread = statistics.pstdev(scores)
-    return [0.0 if spread == 0 else (s - mean) / spread for s in scores]
+    return minmax(scores) if norm == "minmax" else zscores(scores)
 
 
 def fuse_query(rankings: list[QueryRanking], method: str, k: int, norm: str) -> dict[str, float]:
