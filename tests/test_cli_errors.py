@@ -19,7 +19,8 @@ def test_unknown_data_set_lists_names(rerank):
 
 
 def test_index_that_does_not_exist_says_how_to_build(rerank):
-    fails(rerank, "retrieve", "trec-dl-2020", words="build it with: rerank index trec-dl-2020")
+    error = fails(rerank, "retrieve", "trec-dl-2020", words="build it with: rerank index trec-dl-2020")
+    assert "rerank retrieve trec-dl-2020 --candidates" in error  # its published BM25, not one over the pool
 
 
 def test_missing_files(rerank, tmp_path):

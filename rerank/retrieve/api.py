@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..data import Dataset, Document, dataset_names, files_dataset, get_dataset
-from ..errors import DataError, UsageError
+from ..errors import DataError, MissingIndexError, UsageError
 from ..runs import RunHeader, Stream
 from .store import IndexInfo
 
@@ -92,7 +92,13 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
         raise DataError(f"{name!r} is not a known data set (known: {', '.join(dataset_names())}); "
                         "for an index of your own, pass --topics FILE")
     queries = collection.topics()
-    index = module.open_index(name, **options)
+    try:
+        index = module.open_index(name, **options)
+    except MissingIndexError as missing:
+        if not collection.run_files:
+            raise
+        raise MissingIndexError(f"{missing}; or replay the first stage shipped with {name} (its published top-100): "
+                                f"rerank retrieve {name} --candidates") from None
     stage = stage_name or getattr(module, "STAGE_NAME", "bm25")
     params = {k_: v for k_, v in options.items() if v is not None and not k_.startswith("_")}
     header = RunHeader({"dataset": name} if topics is None else {"topics": str(Path(topics).resolve())})
