@@ -40,9 +40,9 @@ def _remove_empty(folders: list[Path]) -> None:
 
 
 def _not_a_file(path: str | os.PathLike) -> bool:
-    """A device, FIFO or descriptor (`/dev/stdout`, even when the shell sent it to a file): a stream, not a file
-    to replace."""
-    if os.path.abspath(path).startswith(("/dev/", "/proc/")):
+    """A device, FIFO or descriptor alias (`/dev/stdout`, even when the shell sent it to a file): a stream, not a
+    file to replace. (A file in /dev/shm is a file.)"""
+    if os.path.abspath(path).startswith(("/dev/std", "/dev/fd/", "/proc/")):
         return True
     try:
         return not stat.S_ISREG(os.stat(path).st_mode)
