@@ -28,7 +28,7 @@ BACKEND = "lucene"
 INDEX_OPTIONS: frozenset[str] = frozenset()  # besides threads and overwrite, which every back end takes
 SEARCH_OPTIONS = frozenset({"k1", "b"})
 DEFAULT_K1, DEFAULT_B = 0.9, 0.4  # Anserini's defaults
-_warm_jvms: set[bool] = set()  # holds True once this process's JVM has run a search
+_jvm_is_warm = False  # set once this process's JVM has run a search
 
 
 def build(name: str, documents: Iterable[Document], total: int | None, source: dict,
@@ -77,16 +77,17 @@ class LuceneIndex:
         Python values through jnius costs more than the search itself; SearchCollection stays in Java and
         writes a run file, which the pyarrow loader reads back in about a second per million lines.
         """
+        global _jvm_is_warm
         with tempfile.TemporaryDirectory(prefix="rerank-lucene-") as tmp:
             topics_tsv, output = Path(tmp) / "topics.tsv", Path(tmp) / "run.txt"
             topics_tsv.write_text("".join(f"{qid}\t{' '.join(text.split())}\n" for qid, text in topics.items()),
                                   encoding="utf-8")
-            if topics and not _warm_jvms:
+            if topics and not _jvm_is_warm:
                 warm_up = Path(tmp) / "warm-up.tsv"
                 qid, text = next(iter(topics.items()))
                 warm_up.write_text(f"{qid}\t{' '.join(text.split())}\n", encoding="utf-8")
                 anserini_search_collection(self.path, warm_up, Path(tmp) / "warm-up.txt", 1, k1, b, 1)
-                _warm_jvms.add(True)
+                _jvm_is_warm = True
             began = time.perf_counter()
             anserini_search_collection(self.path, topics_tsv, output, k, k1, b, threads)
             share = (time.perf_counter() - began) * 1000 / max(len(topics), 1)
