@@ -86,10 +86,15 @@ def stage_function(kind: str) -> StageKind:
 
 def _fingerprint(dataset: str, params: dict, upstream: str) -> str:
     blob = json.dumps({"dataset": dataset, "params": params, "upstream": upstream}, sort_keys=True)
-    for value in params.values():  # a checkpoint retrained in place must invalidate the run
-        manifest = Path(str(value)) / "checkpoint.json"
-        if isinstance(value, str) and manifest.is_file():
+    for value in params.values():  # a checkpoint retrained or a topics file edited in place must invalidate the run
+        if not isinstance(value, str):
+            continue
+        manifest = Path(value) / "checkpoint.json"
+        if manifest.is_file():
             blob += manifest.read_text()
+        elif Path(value).is_file():  # size and modification time, as make does: corpora can be large
+            status = Path(value).stat()
+            blob += f"{value}:{status.st_size}:{status.st_mtime_ns}"
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -190,7 +195,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False) -> s
         if stage.get("evaluate", True):
             with open(folder / f"{stage['name']}.run", encoding="utf-8") as handle:
                 runs.append(load_run(handle, stage["name"]))
-    judgements = judgements_for(runs, spec.get("qrels"), spec.get("min_rel"))
+    judgements = judgements_for(runs, spec.get("qrels"), spec.get("min_rel"), dataset)
     evaluations, named, warnings = evaluate_runs(runs, judgements, spec.get("measures"))
     for warning in warnings:
         click.echo(f"rerank: note: {warning}", err=True)

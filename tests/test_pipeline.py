@@ -28,6 +28,26 @@ def test_changed_stage_is_recomputed(rerank, session_home, tmp_path):
     assert again.stdout.splitlines()[1].startswith("c ")  # the stage's name labels its row, not the shipped run's
 
 
+def test_a_topics_file_is_followed_and_scored_against_the_pipeline_data_set(rerank, session_home, tmp_path):
+    """Editing a topics file the pipeline names recomputes its stage (the path alone did not change), and runs
+    from it are judged by the pipeline's data set (they named none, and the leaderboard failed)."""
+    import os
+
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("1\tmeasurement of dielectric constant of liquids\n2\tmathematical analysis\n")
+    spec = tmp_path / "mine.toml"
+    spec.write_text(f'dataset = "vaswani"\n[index]\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nk = 10\n'
+                    f'topics = "{topics}"\n')
+    first = rerank("run", str(spec))
+    assert first.stdout.splitlines()[1].startswith("bm25 ")
+    topics.write_text("1\tmeasurement of dielectric constant of liquids\n")
+    os.utime(topics, ns=(topics.stat().st_atime_ns, topics.stat().st_mtime_ns + 10**9))  # a later edit, surely
+    again = rerank("run", str(spec))
+    assert "running retrieve" in again.stderr
+    run = (session_home / "runs" / "mine" / "bm25.run").read_text()
+    assert {line.split()[0] for line in run.splitlines() if not line.startswith("#")} == {"1"}
+
+
 def test_replayed_candidates_take_a_name(rerank):
     named = rerank("retrieve", "trecqa-dev", "--candidates", "--k", "2", "--name", "first").stdout
     assert '"name": "first"' in named and '"run": "candidates"' in named

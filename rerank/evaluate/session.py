@@ -21,8 +21,10 @@ class Judgements:
     source: str
 
 
-def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None) -> Judgements:
-    """Qrels given explicitly, else those of the data set named in the runs' headers.
+def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
+                   fallback_dataset: str | None = None) -> Judgements:
+    """Qrels given explicitly, else those of the data set named in the runs' headers, else `fallback_dataset`'s
+    (a pipeline's, whose runs may come from a topics file of its own).
 
     Runs that name different data sets have no qrels in common (CACM's and Vaswani's query ids even
     overlap, so one would silently score 0 against the other's): they are refused unless --qrels says which.
@@ -34,7 +36,7 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None)
         named = ", ".join(f"{run.source}: {run.header.dataset}" for run in runs if run.header.dataset)
         raise UsageError(f"the runs are of different data sets ({named}); evaluate them apart, or pass --qrels FILE")
     header = next((run.header for run in runs if run.header.dataset or run.header.get("qrels")), runs[0].header)
-    name = header.dataset
+    name = header.dataset or (None if header.get("qrels") else fallback_dataset)
     dataset = get_dataset(name) if name in dataset_names() else None
     if qrels_path:
         level = min_rel if min_rel is not None else (dataset.min_rel if dataset else 1)
