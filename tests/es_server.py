@@ -7,6 +7,7 @@ test module to use it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -14,6 +15,7 @@ import time
 import urllib.request
 from importlib.resources import files
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -35,11 +37,10 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def es_server(tmp_path_factory) -> str:
-    """Start noida-db (Elasticsearch API only) on 127.0.0.1; yield its URL; stop it by its PID."""
+@contextlib.contextmanager
+def running_server(data: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """noida-db (Elasticsearch API only) on a free port of 127.0.0.1: its URL and process; stopped on exit."""
     port = free_port()
-    data = tmp_path_factory.mktemp("noida")
     log = open(data.parent / f"noida-{port}.log", "w")
     process = subprocess.Popen([str(noida_binary()), "start", "--only", "elasticsearch", "--host", "127.0.0.1",
                                 "--elasticsearch-port", str(port), "--data-dir", str(data)],
@@ -56,7 +57,7 @@ def es_server(tmp_path_factory) -> str:
                     log.flush()
                     pytest.fail(f"noida-db did not start on {url}: {Path(log.name).read_text()[-500:]}", pytrace=False)
                 time.sleep(0.1)
-        yield url
+        yield url, process
     finally:
         process.terminate()
         try:
@@ -65,3 +66,10 @@ def es_server(tmp_path_factory) -> str:
             os.kill(process.pid, 9)
             process.wait()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def es_server(tmp_path_factory) -> Iterator[str]:
+    """One server for the session's tests; yields its URL."""
+    with running_server(tmp_path_factory.mktemp("noida")) as (url, _process):
+        yield url

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from es_server import es_server  # noqa: F401  (fixture)
+from es_server import es_server, running_server  # noqa: F401  (fixture)
 from retrieval_fixtures import cacm_slice, rerank_module  # noqa: F401  (fixtures)
 from rerank.retrieve.elastic import public_url
 from rerank.runs import load_run
@@ -104,6 +104,24 @@ def test_partial_bulk_failure_is_reported_and_the_index_refused(rerank, es_serve
     again = rerank("retrieve", "broken", "--backend", "elasticsearch", "--es-url", es_server,
                    "--topics", str(cacm_slice / "topics.tsv"), check=False)
     assert again.returncode != 0 and "is incomplete" in again.stderr and "--overwrite" in again.stderr
+
+
+def test_a_server_lost_while_loading_is_one_error(tmp_path):
+    """The bulk helper raises (it does not report items) when the server goes away mid-load: a traceback before."""
+    from rerank.data.formats import Document
+    from rerank.errors import BackendError
+    from rerank.retrieve import elastic
+
+    with running_server(tmp_path / "data") as (url, process):
+        def documents():
+            for i in range(20 * elastic.BULK_CHUNK):
+                if i == 2 * elastic.BULK_CHUNK:
+                    process.kill()
+                    process.wait()
+                yield Document(f"d{i}", f"document number {i}")
+
+        with pytest.raises(BackendError, match=f"cannot reach Elasticsearch at {url}"):
+            elastic.build("lost", documents(), None, {}, es_url=url)
 
 
 def test_a_failing_query_is_named_and_nothing_is_written(rerank, es_slice, es_server, cacm_slice, tmp_path):  # noqa: F811

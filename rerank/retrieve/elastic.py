@@ -178,18 +178,23 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
                               "properties": {FIELD: {"type": "text", "analyzer": "rerank_english",
                                                      "similarity": "rerank_bm25"}}})
     actions = ({"_index": index_name, "_id": doc.docid, "_source": {FIELD: doc.contents}} for doc in documents)
-    loaded, failed, reasons = 0, 0, []
-    with tqdm(total=total, unit="doc", desc=f"loading {index_name}", disable=None) as bar:
-        results = helpers.streaming_bulk(connection.client, actions, chunk_size=BULK_CHUNK, raise_on_error=False,
-                                         raise_on_exception=False, max_retries=2)
-        for ok, item in results:  # transport failures come back as failed items too
-            if ok:
-                loaded += 1
-            else:
-                failed += 1
-                if len(reasons) < 3:
-                    reasons.append(_bulk_reason(item))
-            bar.update(1)
+
+    def load() -> tuple[int, int, list[str]]:
+        loaded, failed, reasons = 0, 0, []
+        with tqdm(total=total, unit="doc", desc=f"loading {index_name}", disable=None) as bar:
+            results = helpers.streaming_bulk(connection.client, actions, chunk_size=BULK_CHUNK, raise_on_error=False,
+                                             raise_on_exception=False, max_retries=2)
+            for ok, item in results:  # a document's failure comes back as an item; a lost server raises
+                if ok:
+                    loaded += 1
+                else:
+                    failed += 1
+                    if len(reasons) < 3:
+                        reasons.append(_bulk_reason(item))
+                bar.update(1)
+        return loaded, failed, reasons
+
+    loaded, failed, reasons = connection.call(f"load documents into {index_name}", load)
     connection.call(f"refresh {index_name}", connection.client.indices.refresh, index=index_name)
     if failed:
         raise BackendError(f"{failed} of {loaded + failed} documents failed to load into {where}, e.g. "
