@@ -138,7 +138,13 @@ def test_cli_report_plot_and_errors(tmp_path, rerank):
     assert twice.returncode == 2 and "both 'slow' at depth 20" in twice.stderr
     assert "score cache" not in done.stderr
     cached = rerank("budget", _write_run(tmp_path, "cached", 20, 0.1, 2, cache=True))
-    assert "stage cached ran with the score cache" in cached.stderr and "--no-cache" in cached.stderr
+    assert "stage cached ran with the score cache on" in cached.stderr and "--no-cache" in cached.stderr
+    few = tmp_path / "few.run"  # a run of 2 of the 8 judged queries: its mean counts the other 6 as 0
+    qid_of = {True: lambda line: line.split()[2], False: lambda line: line.split()[0]}  # '# time: QID ...' or a record
+    few.write_text("".join(line for line in open(slow) if line.startswith("# ") and not line.startswith("# time:")
+                           or qid_of[line.startswith("# time:")](line) in ("q1", "q2")))
+    partial = rerank("budget", str(few))
+    assert "note: slow: 6 judged queries have no results and count as 0" in partial.stderr
 
 
 @pytest.mark.data

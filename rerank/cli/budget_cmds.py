@@ -75,10 +75,11 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
             run.label = label or (run.header.stages[-1].get("name") if run.header.stages else None) or run.source
             cached = [s.get("name", "score") for s in run.header.stages if s.get("stage") == "score" and s.get("cache")]
             if cached:
-                click.echo(f"rerank: warning: {run.source}: stage {', '.join(cached)} ran with the score cache, so a "
-                           "query whose pairs were cached costs about 0 ms; time it with rerank score --no-cache",
-                           err=True)
-    points, label = budgets_lib.measure_points(loaded, measure, qrels, zero_untimed)
+                click.echo(f"rerank: warning: {run.source}: stage {', '.join(cached)} ran with the score cache on, so "
+                           "a query whose pairs came from the cache costs about 0 ms; time it with rerank score "
+                           "--no-cache", err=True)
+    points, label = budgets_lib.measure_points(loaded, measure, qrels, zero_untimed,
+                                               note=lambda message: click.echo(f"rerank: note: {message}", err=True))
     report = budgets_lib.build_report(points, label, statistic, chosen, pick)
     with atomic_output(output) as handle:
         handle.write(budgets_lib.render(report, fmt))

@@ -16,6 +16,7 @@ import io
 import json
 import math
 from dataclasses import asdict, dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -128,12 +129,16 @@ def run_depth(run: Run) -> int:
 
 
 def measure_points(runs: list[Run], measure: str | None = None, qrels: str | None = None,
-                   zero_untimed: bool = False) -> tuple[list[BudgetPoint], str]:
-    """Evaluate every run with the shared evaluator and attach its per-query cost statistics."""
+                   zero_untimed: bool = False, note: Callable[[str], None] = lambda _m: None
+                   ) -> tuple[list[BudgetPoint], str]:
+    """Evaluate every run with the shared evaluator and attach its per-query cost statistics; `note` hears
+    what eval would print (judged queries a run lacks count as 0 in its effectiveness)."""
     if not runs:
         raise UsageError("give at least one run to the budget report")
     judgements = judgements_for(runs, qrels, None)
     evaluations, named, warnings = evaluate_runs(runs, judgements, [measure] if measure else None)
+    for warning in warnings:
+        note(warning)
     label = named[0].label
     points = []
     for run, evaluation in zip(runs, evaluations):
