@@ -127,6 +127,8 @@ def average_checkpoints(folders: list[str], output: str) -> dict:
 
     if len(folders) < 2:
         raise UsageError("give at least two checkpoints to average")
+    if Path(output).resolve() in {Path(f).resolve() for f in folders}:  # it would lose its own training record
+        raise UsageError(f"{output} is one of the checkpoints to average; write the average to a new folder")
     manifests = [read_checkpoint(f, None) for f in folders]
     model = manifests[0]["model"]
 

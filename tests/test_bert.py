@@ -268,6 +268,10 @@ def test_average_of_checkpoints_is_their_mean_and_scores(tiny_bert, tiny_checkpo
     mixed = rerank("average", str(folder), str(tmp_path / "tk"), "-o", str(tmp_path / "mixed"), check=False)
     assert mixed.returncode != 0 and "not the same model" in mixed.stderr and "Traceback" not in mixed.stderr
     assert not (tmp_path / "lonely").exists() and not (tmp_path / "mixed").exists()
+    before = (tmp_path / "seed7" / "checkpoint.json").read_text()
+    onto = rerank("average", str(tmp_path / "seed7"), str(folder), "-o", str(tmp_path / "seed7"), check=False)
+    assert onto.returncode != 0 and "is one of the checkpoints to average" in onto.stderr
+    assert (tmp_path / "seed7" / "checkpoint.json").read_text() == before  # its training record is kept
 
 
 def test_bad_training_arguments(tmp_path):
