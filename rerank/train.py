@@ -421,7 +421,11 @@ def _usable(queries: list[JudgedQuery]) -> list[JudgedQuery]:
 def _split(queries: list[JudgedQuery], fraction: float) -> tuple[list[JudgedQuery], list[JudgedQuery]]:
     """Hold out a random `fraction` of the usable queries, for early stopping."""
     usable = _usable(queries)
-    held = set(q.qid for q in random.Random(DEV_SPLIT_SEED).sample(usable, max(1, round(len(usable) * fraction))))
+    size = max(1, round(len(usable) * fraction))
+    if size >= len(usable):
+        raise UsageError(f"--dev-fraction {fraction} holds out all {len(usable)} usable training queries; "
+                         "leave some to train on")
+    held = set(q.qid for q in random.Random(DEV_SPLIT_SEED).sample(usable, size))
     return [q for q in queries if q.qid not in held], [q for q in queries if q.qid in held]
 
 

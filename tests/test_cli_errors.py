@@ -68,6 +68,8 @@ def test_bad_measure_and_k(rerank, data_root):
     assert stream.returncode != 0 and "ships no candidate runs; search it instead" in stream.stderr
     fails(rerank, "train", "tk", "--train", "vaswani", "-o", "never-written",  # not: "build an index"
           words="training reads the candidate runs a data set ships, and vaswani has none")
+    fails(rerank, "train", "tk", "--train", "trecqa-train", "--dev-fraction", "0.999", "-o", "never-written",
+          words="--dev-fraction 0.999 holds out all")  # it said: no query with both relevant and non-relevant
     fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), "-m", "Bogus@3",
           input="1 Q0 a 1 1.0 t\n", words="unknown measure 'Bogus@3'")
     fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), "-m", "nDCG@0",  # trec_eval would abort()
