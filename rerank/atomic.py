@@ -33,6 +33,15 @@ def _umask_mode(full: int) -> int:
     return full & ~umask
 
 
+def _share_like_plain_files(folder: Path) -> None:
+    """Give a finished folder, and what writers left owner-only inside it (safetensors writes its weights
+    through a temporary file, 0600), the modes plain writes would have."""
+    os.chmod(folder, _umask_mode(0o777))
+    for path in folder.rglob("*"):
+        if not path.is_symlink() and not path.stat().st_mode & 0o077:
+            os.chmod(path, _umask_mode(0o777 if path.is_dir() else 0o666))
+
+
 def _remove_empty(folders: list[Path]) -> None:
     for folder in folders:
         with contextlib.suppress(OSError):  # not empty (something else wrote there) or already gone
@@ -118,7 +127,7 @@ def atomic_dir(path: str | os.PathLike, marker: str) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         yield tmp
-        os.chmod(tmp, _umask_mode(0o777))
+        _share_like_plain_files(tmp)
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)

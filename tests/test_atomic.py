@@ -49,10 +49,12 @@ def test_outputs_get_the_permissions_a_plain_write_would(tmp_path):
             handle.write("1 Q0 d 1 1.0 x\n")
         with atomic_dir(tmp_path / "ck", "checkpoint.json") as tmp:
             (tmp / "checkpoint.json").write_text("{}")
+            (tmp / "model.safetensors").touch(mode=0o600)  # as safetensors leaves its weights
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "out.run").stat().st_mode) == 0o644
     assert stat.S_IMODE((tmp_path / "ck").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "ck" / "model.safetensors").stat().st_mode) == 0o644
 
 
 def test_streams_are_written_to_and_links_kept(tmp_path):
