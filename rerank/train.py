@@ -568,7 +568,7 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
             bar.update(1)
             bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.4f}")
             if bar.disable and step % 10 == 0:  # no terminal: a line now and then instead of the bar
-                log(f"step {step}/{args.steps}: loss {sum(losses[-10:]) / 10:.4f}, "
+                log(f"step {step}/{args.steps}: mean loss of the last 10 steps {sum(losses[-10:]) / 10:.4f}, "
                     f"{time.perf_counter() - began:.0f} s")
             out_of_time = args.max_minutes is not None and time.perf_counter() - began > args.max_minutes * 60
             if dev is not None and (step % args.eval_every == 0 or step == args.steps or out_of_time):
