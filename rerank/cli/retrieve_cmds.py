@@ -48,9 +48,6 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
     click.echo(f"indexed {info.documents} documents into index {name!r} ({backend_name})", err=True)
 
 
-_FLAGS = {"es_verify_certs": "--es-insecure"}  # option destinations whose flag is not their name
-
-
 @cli.command()
 @click.argument("name")
 @click.option("--backend", "backend_name", default="lucene", show_default=True, help="Index back end.")
@@ -71,7 +68,7 @@ def retrieve(name, backend_name, k, k1, b, topics, candidate_run, threads, stage
     """Retrieve candidates for every topic of NAME and write a run stream."""
     if candidate_run is not None:
         given = {"topics": topics, "k1": k1, "b": b, "backend": backend_name != "lucene" or None, **backend_args}
-        ignored = [_FLAGS.get(key, "--" + key.replace("_", "-")) for key, value in given.items() if value is not None]
+        ignored = [api.option_flag(key) for key, value in given.items() if value is not None]
         if ignored:
             raise UsageError(f"--candidates replays the run shipped with {name}; {', '.join(ignored)} "
                              "would be ignored: drop them, or search instead")

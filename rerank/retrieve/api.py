@@ -49,13 +49,17 @@ def _check_options(options: dict) -> None:
         raise UsageError(f"--b must be in [0, 1], not {b}")
 
 
+def option_flag(key: str) -> str:
+    """The command-line flag of a back-end option (its name, but --es-insecure sets es_verify_certs)."""
+    return "--es-insecure" if key == "es_verify_certs" else "--" + key.replace("_", "-")
+
+
 def _check_backend_options(backend_name: str, options: dict, allowed: frozenset[str]) -> None:
     """Options of another back end would be ignored, yet recorded in the run's header as if they had acted."""
     foreign = [key for key, value in options.items()
                if value is not None and key not in allowed and key not in ("threads", "overwrite")]
     if foreign:
-        flags = ", ".join("--es-insecure" if key == "es_verify_certs" else "--" + key.replace("_", "-") for key in foreign)
-        raise UsageError(f"--backend {backend_name} does not take {flags}")
+        raise UsageError(f"--backend {backend_name} does not take {', '.join(map(option_flag, foreign))}")
 
 
 def _distinct_ids(documents: Iterable[Document], source: str) -> Iterator[Document]:

@@ -80,12 +80,11 @@ class LuceneIndex:
         global _jvm_is_warm
         with tempfile.TemporaryDirectory(prefix="rerank-lucene-") as tmp:
             topics_tsv, output = Path(tmp) / "topics.tsv", Path(tmp) / "run.txt"
-            topics_tsv.write_text("".join(f"{qid}\t{' '.join(text.split())}\n" for qid, text in topics.items()),
-                                  encoding="utf-8")
-            if topics and not _jvm_is_warm:
+            lines = [f"{qid}\t{' '.join(text.split())}\n" for qid, text in topics.items()]
+            topics_tsv.write_text("".join(lines), encoding="utf-8")
+            if lines and not _jvm_is_warm:
                 warm_up = Path(tmp) / "warm-up.tsv"
-                qid, text = next(iter(topics.items()))
-                warm_up.write_text(f"{qid}\t{' '.join(text.split())}\n", encoding="utf-8")
+                warm_up.write_text(lines[0], encoding="utf-8")
                 anserini_search_collection(self.path, warm_up, Path(tmp) / "warm-up.txt", 1, k1, b, 1)
                 _jvm_is_warm = True
             began = time.perf_counter()
