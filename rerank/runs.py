@@ -11,7 +11,8 @@ Format (every extension is a `#` comment line, so it survives `tee`, `grep` and 
 
 - Header: `# key: JSON` lines before the first record; `stage` repeats, one per stage, in order.
 - Timing: `# time: QID STAGE MS DEPTH` — milliseconds one stage spent on one query and how many candidates
-  it handled; written just before that query's records, so a stage can emit them as it streams.
+  it handled; written just before that query's records, so a stage can emit them as it streams. A query
+  the stage found nothing for has its time lines and no records; readers give it an empty ranking.
 - Records: standard six columns. Within a query they are ordered as trec_eval orders them (score
   descending, ties by docid descending) and ranked 1..n, so the rank column never disagrees with what
   an evaluator sees. `rerank cat --trec` drops every `#` line for tools that want pure TREC.
@@ -218,12 +219,24 @@ class RunReader:
             rows.append((line_no, docid, rank, score))
         if current is not None:
             yield self._finish(current, rows, tag)
+        yield from self._without_records(done)
+
+    def _without_records(self, done: set[str]) -> Iterator[QueryRanking]:
+        """At the end, queries with '# time:' lines but no records (the stage found nothing for them) as empty
+        rankings: their cost still counts in budget curves, and eval scores them 0 instead of losing them.
+        (Not where they stand: a time line may come well before its query's records.)"""
+        for qid in [q for q in self._timings if q not in done]:
+            yield _empty_ranking(qid, self._timings.pop(qid))
 
     def _finish(self, qid: str, rows: list[tuple[int, str, int, float]], tag: str) -> QueryRanking:
         _check_rows(qid, rows, self.source, self.strict)
         ranking = QueryRanking.from_scores(qid, (r[1] for r in rows), (r[3] for r in rows), tag=tag)
         ranking.timings = self._timings.pop(qid, [])
         return ranking
+
+
+def _empty_ranking(qid: str, timings: list[Timing]) -> QueryRanking:
+    return QueryRanking(qid, [], [], timings[-1].stage, timings)
 
 
 def _check_rows(qid: str, rows: list[tuple[int, str, int, float]], source: str, strict: bool) -> None:
@@ -308,6 +321,7 @@ def load_run(handle: IO[str], source: str, strict: bool = False) -> Run:
         grouped.setdefault(qid, []).append((line_no, docid, rank, score))
         tags.setdefault(qid, tag)
     queries = {qid: reader._finish(qid, rows, tags[qid]) for qid, rows in grouped.items()}
+    queries.update((ranking.qid, ranking) for ranking in reader._without_records(set(queries)))
     return Run(reader.header, queries, source)
 
 
@@ -393,4 +407,5 @@ def _load_fast(text: str, source: str) -> Run | None:
         if len(set(block)) != len(block):
             return None
         queries[qid] = QueryRanking(qid, block, scores[start:end], tags[start].as_py(), timings.pop(qid, []))
+    queries.update((qid, _empty_ranking(qid, spent)) for qid, spent in timings.items() if qid not in queries)
     return Run(header, queries, source)

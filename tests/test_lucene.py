@@ -54,6 +54,16 @@ def test_stream_header_and_timings(rerank, vaswani_index):
     assert len(records) == 93 * 10
 
 
+def test_query_that_matches_nothing_keeps_its_time_and_scores_zero(rerank, vaswani_index, data_root, tmp_path):
+    (tmp_path / "topics.tsv").write_text("1\tzzqqxx\n2\tcomputer\n")
+    out = rerank("retrieve", "vaswani", "--topics", str(tmp_path / "topics.tsv"), "--k", "5").stdout
+    assert [line.split()[2] for line in out.splitlines() if line.startswith("# time:")] == ["1", "2"]
+    (tmp_path / "nothing.tsv").write_text("1\tzzqqxx\n")
+    nothing = rerank("retrieve", "vaswani", "--topics", str(tmp_path / "nothing.tsv")).stdout
+    scored = rerank("eval", "--qrels", str(data_root / "vaswani/qrels"), "-m", "nDCG@10", input=nothing)
+    assert scored.stdout.split()[-1] == "0.0000" and "93 judged queries have no results" in scored.stderr
+
+
 def test_custom_corpus_and_topics(rerank, data_root, tmp_path):
     corpus = data_root / "cacm" / "cacm.jsonl"
     (tmp_path / "topics.tsv").write_text("q1\tparallel processing\nq2\tcompiler optimisation\n")

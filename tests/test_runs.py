@@ -108,6 +108,18 @@ def test_timing_lines_before_their_query_attach_to_it():
     assert got[0].timings == [] and got[1].timings == [Timing("bm25", 3.0, 5)]
 
 
+def test_query_with_a_time_line_but_no_records_is_an_empty_ranking_at_the_end():
+    """A stage that found nothing for a query still spent time on it: budget curves count that cost, and eval
+    scores the query 0 with a note (both used to lose it)."""
+    text = "# time: 1 s 2.0 9\n1 Q0 a 1 1.0 s\n# time: 2 s 3.0 9\n# time: 3 s 4.0 9\n3 Q0 b 1 1.0 s\n# time: 4 s 5.0 9\n"
+    _, got = read(text)
+    assert [(q.qid, q.docids, [t.ms for t in q.timings]) for q in got] == \
+        [("1", ["a"], [2.0]), ("3", ["b"], [4.0]), ("2", [], [3.0]), ("4", [], [5.0])]
+    assert read(write(got))[1] == got  # and written back with its time line
+    header_only = load_run(io.StringIO("# dataset: \"x\"\n# time: 7 s 1.5 9\n"), "r")
+    assert [(q.qid, q.docids, q.timings) for q in header_only.queries.values()] == [("7", [], [Timing("s", 1.5, 9)])]
+
+
 def test_stream_write_counts_queries():
     buf = io.StringIO()
     n = Stream(RunHeader(), [QueryRanking.from_scores(str(i), ["a"], [1.0]) for i in range(3)]).write(buf)
@@ -120,6 +132,7 @@ def test_stream_write_counts_queries():
     "1 Q0 a#1 1 2.5 t\n",  # '#' inside a docid: only the line-by-line reader handles it
     "1  Q0 a 1 2.5 t\n\n1 Q0 b 2 3 t\n",
     "# dataset: \"x\"\n1 Q0 a 1 2.5 t\n# note: a later comment is not header\n2 Q0 b 1 1 t\n",
+    "# time: 1 s 2.0 3\n1 Q0 a 1 2.5 t\n# time: 2 s 1.0 3\n# time: 3 s 1.0 3\n3 Q0 c 1 1.0 u\n# time: 4 s 1.0 3\n",
 ])
 def test_whole_run_loader_agrees_with_streaming_reader(text):
     fast = load_run(io.StringIO(text), "r")

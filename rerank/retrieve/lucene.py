@@ -94,11 +94,10 @@ class LuceneIndex:
                 raise BackendError(f"Anserini's SearchCollection wrote no run for index {self.path} (see its log above)")
             with open(output, encoding="utf-8") as handle:
                 found = load_run(handle, "SearchCollection").queries if output.stat().st_size else {}
-        for qid in topics:
-            ranking = found.get(qid)
-            if ranking is not None:
-                ranking.tag, ranking.timings = stage, [Timing(stage, share, k)]
-                yield ranking
+        for qid in topics:  # a query that matched nothing still gets its (empty) ranking and its time
+            ranking = found.get(qid) or QueryRanking(qid, [], [])
+            ranking.tag, ranking.timings = stage, [Timing(stage, share, k)]
+            yield ranking
 
     def texts(self, docids: Iterable[str]) -> dict[str, str]:
         """docid -> stored contents (documents not in the index are left out)."""
