@@ -128,7 +128,7 @@ def reduced_precision(args, eager, rankings, fp32_pairs_per_s: float) -> dict:
     n = sum(len(r.docids) for r in rankings)
 
     def ndcg(rs):
-        return evaluate(Run(RunHeader(), {r.qid: r for r in rs}, "x"), qrels, [measure]).mean(measure.label)
+        return evaluate(Run(RunHeader(), {r.qid: r for r in rs}, "x"), qrels, [measure]).overall(measure.label)
 
     full_fp32, _ = rerank_run(eager, every, 100)
     fp32_scores = {(r.qid, d): v for r in full_fp32 for d, v in zip(r.docids, r.scores)}

@@ -35,7 +35,7 @@ def evaluate_dl19(checkpoint: Path, variant: str) -> dict:
     stream = score_stream(candidates("trec-dl-2019", "bm25"), model, 100, cache=False)
     run = Run(stream.header, {r.qid: r for r in stream.rankings}, variant)
     evaluations, named, _ = evaluate_runs([run], judgements_for([run], None, None), ["nDCG@10", "RR@10"])
-    return {m.label: round(evaluations[0].mean(m.label), 4) for m in named}
+    return {m.label: round(evaluations[0].overall(m.label), 4) for m in named}
 
 
 def parse_spec(spec: str, threads: int) -> tuple[str, str, dict]:
@@ -57,7 +57,7 @@ def bm25_fold_means(folds: int) -> list[float]:
     for k in range(1, folds + 1):
         _, held = _fold(queries, k, folds)  # the split `--dev-fold k/folds` holds out
         run = Run(RunHeader(), {q.qid: q.ranking for q in held}, "bm25")
-        means.append(evaluate(run, {q.qid: qrels[q.qid] for q in held}, [measure]).mean(measure.label))
+        means.append(evaluate(run, {q.qid: qrels[q.qid] for q in held}, [measure]).overall(measure.label))
     return means
 
 

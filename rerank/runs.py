@@ -377,7 +377,7 @@ def _load_fast(text: str, source: str) -> Run | None:
     types = {"qid": pa.string(), "docid": pa.string(), "rank": pa.int64(), "score": pa.float64(), "tag": pa.string()}
     try:
         table = pacsv.read_csv(pa.py_buffer(records), read_options=pacsv.ReadOptions(column_names=columns),
-                               parse_options=pacsv.ParseOptions(delimiter=" "),
+                               parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False),
                                convert_options=pacsv.ConvertOptions(column_types=types))
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None

@@ -405,7 +405,7 @@ class DevSet:
                     scores += model.score_batch([query.text], [[self.texts[d] for d in part]])[0].tolist()
                 rankings[query.qid] = QueryRanking.from_scores(query.qid, docids, scores)
         model.train(was_training)
-        return evaluate(Run(RunHeader(), rankings, "dev"), self.qrels, [self.measure]).mean(self.measure.label)
+        return evaluate(Run(RunHeader(), rankings, "dev"), self.qrels, [self.measure]).overall(self.measure.label)
 
 
 # Dev queries are drawn with this seed, not --seed: runs with other seeds, and runs continued with --init,

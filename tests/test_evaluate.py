@@ -82,6 +82,24 @@ def test_trec_eval_names_and_thresholds_match_trec_eval(rerank, data_root):
     assert ref["Rprec"] != trec_eval(qrels, run, ["Rprec"])["Rprec"]  # the threshold matters here
 
 
+@pytest.mark.data
+@pytest.mark.java
+def test_counts_are_summed_as_trec_eval_sums_them(rerank, data_root, tmp_path):
+    """num_q and num_rel_ret were averaged (NumQ 1.0000); a query missing from the run still counts in num_q and
+    num_rel under -c."""
+    dl = data_root / "trec-dl"
+    qrels, lines = dl / "qrels" / "qrels.dl19-passage.txt", (dl / "bm25" / "trec_results_dl19.txt").read_text()
+    first = lines.split()[0]
+    (tmp_path / "run").write_text("".join(line + "\n" for line in lines.splitlines() if line.split()[0] != first))
+    names = ["num_q", "num_rel", "num_ret", "num_rel_ret"]
+    ours = json.loads(rerank("eval", str(tmp_path / "run"), "--qrels", str(qrels), "--min-rel", "2", "--format", "json",
+                             *sum((["-m", m] for m in names), [])).stdout)[0]
+    ref = trec_eval(qrels, tmp_path / "run", names, min_rel=2)
+    assert {"NumQ": 43, "NumRel": ref["num_rel"], "NumRet": 4200, "NumRelRet": ref["num_rel_ret"]} == \
+        {label: ours[label] for label in ("NumQ", "NumRel", "NumRet", "NumRelRet")}
+    assert ref["num_q"] == 43 and ref["num_ret"] == 4200
+
+
 def test_measure_names_and_their_errors():
     from rerank.errors import UsageError
     from rerank.evaluate.measures import parse_measure, parse_measures
@@ -98,6 +116,25 @@ def test_measure_names_and_their_errors():
                          ("gm_map", "unknown measure"), ("SDCG@10", "cannot be computed")):
         with pytest.raises(UsageError, match=message):
             parse_measure(bad, 2)
+
+
+@pytest.mark.java
+def test_tied_scores_rank_alike_in_every_measure(tmp_path):
+    """trec_eval breaks ties by docid descending (b before a); ir_measures' RR@k and Judged@k providers broke
+    them by docid ascending, so MRR@10 said 1.0 where MRR, P@1 and trec_eval say 0.5 and 0."""
+    from rerank.data.formats import read_qrels
+    from rerank.evaluate.measures import evaluate, parse_measures
+    from rerank.runs import load_run
+
+    (tmp_path / "qrels").write_text("1 0 a 1\n1 0 c 0\n")
+    (tmp_path / "run").write_text("1 Q0 a 1 1.0 t\n1 Q0 b 2 1.0 t\n1 Q0 c 3 0.5 t\n")
+    with open(tmp_path / "run") as handle:
+        run = load_run(handle, "run")
+    measures = parse_measures(["MRR", "MRR@10", "MRR@1", "P@1", "Judged@1", "Judged@3"], 1)
+    got = evaluate(run, read_qrels(str(tmp_path / "qrels")), measures)
+    assert {m.label: got.overall(m.label) for m in measures} == \
+        {"MRR": 0.5, "MRR@10": 0.5, "MRR@1": 0.0, "P@1": 0.0, "Judged@1": 0.0, "Judged@3": 2 / 3}
+    assert trec_eval(tmp_path / "qrels", tmp_path / "run", ["recip_rank"]) == {"recip_rank": 0.5}
 
 
 @pytest.mark.data

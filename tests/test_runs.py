@@ -133,6 +133,7 @@ def test_stream_write_counts_queries():
     "1  Q0 a 1 2.5 t\n\n1 Q0 b 2 3 t\n",
     "# dataset: \"x\"\n1 Q0 a 1 2.5 t\n# note: a later comment is not header\n2 Q0 b 1 1 t\n",
     "# time: 1 s 2.0 3\n1 Q0 a 1 2.5 t\n# time: 2 s 1.0 3\n# time: 3 s 1.0 3\n3 Q0 c 1 1.0 u\n# time: 4 s 1.0 3\n",
+    '1 Q0 "a" 1 2.5 t\n1 Q0 b 2 1.0 t\n',  # quotes belong to the docid (pandas/csv writers quote); no CSV quoting
 ])
 def test_whole_run_loader_agrees_with_streaming_reader(text):
     fast = load_run(io.StringIO(text), "r")

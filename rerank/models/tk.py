@@ -625,6 +625,10 @@ class TKReranker(Reranker):
         return {"model": self.name, "checkpoint": str(self.folder), "checkpoint_hash": self.checkpoint_hash,
                 "encodings": self.store_note}
 
+    def forget(self) -> None:
+        if self.module.contextual:  # MiniLM's vectors of the texts encoded on the fly
+            self.module.vocabulary.cache.clear()
+
     def encode_texts(self, texts: list[str]) -> list[torch.Tensor]:
         """Document vectors [len, D] (float16-rounded), batched by similar length."""
         tokens = self.module.doc_ids(texts)
