@@ -114,6 +114,10 @@ def test_hnsw_finds_what_exact_search_finds(home, cacm_slice, tiny_encoder):  # 
     for a, b in zip(exact, graph):
         assert a.docids[:5] == b.docids[:5]
         assert a.docids[0] == a.qid  # each document finds itself first
+    # With efSearch left at 16, faiss returned ~80 of 100 documents for k=100 (~500 of 3,000 for k=1000)
+    deep = list(dense.open_index("graph", encoder=tiny_encoder).search(topics, k=100))
+    assert [len(r) for r in deep] == [100] * 5
+    assert dense.open_index("graph", encoder=tiny_encoder, k=50, ef_search=20).provenance["ef_search"] == 50
     with pytest.raises(UsageError, match="--ef-search tunes an HNSW index; exact's is exact"):
         dense.open_index("exact", encoder=tiny_encoder, ef_search=64)  # it would be ignored, yet recorded
 

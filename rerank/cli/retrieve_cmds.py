@@ -62,7 +62,7 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the run here instead of stdout.")
 @click.option("--trec", "trec_only", is_flag=True, help="Plain trec_eval-compatible lines (no # header or timings).")
 @backend_options
-@click.option("--ef-search", type=int, default=None, help="Dense HNSW: candidates explored per query (faiss efSearch).")
+@click.option("--ef-search", type=int, default=None, help="Dense HNSW: candidates explored per query (faiss efSearch; at least --k).")
 def retrieve(name, backend_name, k, k1, b, topics, candidate_run, threads, stage_name, output, trec_only,
              **backend_args) -> None:
     """Retrieve candidates for every topic of NAME and write a run stream."""

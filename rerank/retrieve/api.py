@@ -2,7 +2,8 @@
 
 A back end is a module registered by name in BACKENDS that provides
 `build(name, documents, total, source, **options) -> IndexInfo` and
-`open_index(name, **options)` whose `.search(topics, k, **options)` yields QueryRankings.
+`open_index(name, k=..., **options)` whose `.search(topics, k, **options)` yields QueryRankings (`k` comes
+to open_index too, for provenance that depends on it).
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
                         "for an index of your own, pass --topics FILE")
     queries = collection.topics()
     try:
-        index = module.open_index(name, **options)
+        index = module.open_index(name, k=k, **options)
     except MissingIndexError as missing:
         if not collection.run_files:
             raise

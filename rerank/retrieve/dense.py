@@ -186,14 +186,23 @@ class DenseIndex:
             self.index = faiss.index_cpu_to_all_gpus(self.index)
         self.docids = (self.path / DOCIDS).read_text().split()
         self.provenance = {"encoder": built_with.get("hash"), "faiss": self.info.source.get("faiss")}
+        self._built_ef = self.index.hnsw.efSearch if hasattr(self.index, "hnsw") else None
         self._encoder = None
+
+    def ef_search(self, k: int, asked: int | None) -> int | None:
+        """The HNSW efSearch a search of depth k uses: at least k, as hnswlib demands. With the 16 set when
+        built, faiss silently returned fewer than k (about 500 of --k 1000, with recall to match)."""
+        if self._built_ef is None:
+            return None
+        return max(asked or self._built_ef, min(int(k), len(self.docids)))
 
     def search(self, topics: dict[str, str], k: int = 1000, stage: str = "dense", ef_search: int | None = None,
                **_options) -> Iterator[QueryRanking]:
         import faiss
 
-        if ef_search and hasattr(self.index, "hnsw"):
-            faiss.ParameterSpace().set_index_parameter(self.index, "efSearch", int(ef_search))
+        ef = self.ef_search(k, ef_search)
+        if ef is not None:
+            faiss.ParameterSpace().set_index_parameter(self.index, "efSearch", ef)
         self._encoder = self._encoder or load_encoder(self.encoder_path, self.threads)
         items = list(topics.items())
         depth = min(int(k), len(self.docids))
@@ -210,7 +219,7 @@ class DenseIndex:
 
 
 def open_index(name: str, encoder: str | None = None, threads: int = 2, ef_search: int | None = None,
-               **_options) -> DenseIndex:
+               k: int | None = None, **_options) -> DenseIndex:
     path = index_folder(name) / BACKEND
     if not path.is_dir():
         raise MissingIndexError(f"no dense index {name!r} at {path}; build it with: rerank index {name} --backend dense")
@@ -219,4 +228,6 @@ def open_index(name: str, encoder: str | None = None, threads: int = 2, ef_searc
     index = DenseIndex(name, encoder, threads)
     if ef_search is not None and not hasattr(index.index, "hnsw"):
         raise UsageError(f"--ef-search tunes an HNSW index; {name}'s is exact (build one with --hnsw M)")
+    if k is not None and index.ef_search(k, ef_search) is not None:
+        index.provenance["ef_search"] = index.ef_search(k, ef_search)
     return index
