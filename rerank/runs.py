@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, field
 from typing import IO, Any, Iterable, Iterator
 
-from .errors import FormatError
+from .errors import FormatError, UsageError
 
 MAGIC_KEY = "rerank-run"
 FORMAT_VERSION = 1
@@ -82,6 +82,9 @@ class RunHeader:
 
     def with_stage(self, stage: dict[str, Any], **fields: Any) -> "RunHeader":
         """A copy with one more stage appended (and optional fields set), for the next stage's output."""
+        name = stage.get("name")
+        if not isinstance(name, str) or not name or name.startswith("#") or any(c.isspace() for c in name):
+            raise UsageError(f"stage name {name!r} must be one word (it becomes the run tag and timing label)")
         merged = {**self.fields, **{k: v for k, v in fields.items() if v is not None}}
         return RunHeader(merged, [*self.stages, stage])
 

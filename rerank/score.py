@@ -160,8 +160,6 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     if interpolate is not None and not 0 <= interpolate <= 1:
         raise UsageError(f"--interpolate is the first stage's weight, between 0 and 1, not {interpolate}")
     stage = stage or model.name
-    if not stage or any(c.isspace() for c in stage):
-        raise UsageError(f"stage name {stage!r} must be one word (it becomes the run tag and timing label)")
     queries = queries if queries is not None else queries_for(stream.header, topics)
     store = store or doc_store_for(stream.header, corpus)
     stats = stats if stats is not None else ScoreStats()

@@ -82,7 +82,7 @@ def test_header_lists_inputs_and_timings_add_up():
 
 def test_runs_of_different_data_sets_are_refused():
     other = DENSE.replace('"vaswani"', '"cacm"')
-    with pytest.raises(UsageError, match="different datasets"):
+    with pytest.raises(UsageError, match="different data sets"):
         fuse([run(BM25, "a"), run(other, "b")])
     with pytest.raises(UsageError, match="at least two"):
         fuse([run(BM25, "a")])
@@ -97,6 +97,11 @@ def test_fuse_cli_reads_stdin_and_files(rerank, tmp_path):
     assert out.queries["1"].docids[:2] == ["c", "a"]
     evaluated = rerank("eval", input=done.stdout).stdout
     assert "fused" in evaluated
+    assert "rerank: note: 2 queries are missing from some of the runs and are fused from the others (2, 3)" in done.stderr
+    for wrong, words in ((["--norm", "zscore"], "reads ranks only"), (["--method", "combsum", "--k", "10"], "has none"),
+                         (["--name", "my run"], "must be one word"), (["--name", ""], "must be one word")):
+        refused = rerank("fuse", str(tmp_path / "bm25.run"), "-", *wrong, input=DENSE, check=False)
+        assert refused.returncode != 0 and words in refused.stderr and not refused.stdout, wrong
     one = rerank("fuse", str(tmp_path / "bm25.run"), check=False)
     assert one.returncode == 2 and "at least two runs" in one.stderr
     bad = rerank("fuse", str(tmp_path / "bm25.run"), str(tmp_path / "nope.run"), check=False)

@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from rerank.errors import FormatError
+from rerank.errors import FormatError, UsageError
 from rerank.runs import QueryRanking, RunHeader, RunReader, RunWriter, Stream, Timing, load_run
 
 
@@ -118,6 +118,13 @@ def test_query_with_a_time_line_but_no_records_is_an_empty_ranking_at_the_end():
     assert read(write(got))[1] == got  # and written back with its time line
     header_only = load_run(io.StringIO("# dataset: \"x\"\n# time: 7 s 1.5 9\n"), "r")
     assert [(q.qid, q.docids, q.timings) for q in header_only.queries.values()] == [("7", [], [Timing("s", 1.5, 9)])]
+
+
+@pytest.mark.parametrize("name", ["my run", "", "#x", None])
+def test_a_stage_name_that_cannot_tag_a_run_line_is_refused(name):
+    """`--name "my run"` wrote 7-column lines that no reader accepts, with exit 0."""
+    with pytest.raises(UsageError, match="must be one word"):
+        RunHeader().with_stage({"name": name, "stage": "retrieve"})
 
 
 def test_stream_write_counts_queries():

@@ -17,9 +17,9 @@ from .io import open_run_input, write_stream
 @click.argument("runs", nargs=-1, required=True)
 @click.option("--method", type=click.Choice(fusion.METHODS), default="rrf", show_default=True,
               help="Reciprocal rank fusion, or CombSUM of normalised scores.")
-@click.option("--k", "rrf_k", default=60, show_default=True, help="RRF: the constant k in 1 / (k + rank).")
-@click.option("--norm", type=click.Choice(fusion.NORMS), default="minmax", show_default=True,
-              help="CombSUM: per-query score normalisation.")
+@click.option("--k", "rrf_k", type=int, default=None, help="RRF: the constant k in 1 / (k + rank)  [default: 60]")
+@click.option("--norm", type=click.Choice(fusion.NORMS), default=None,
+              help="CombSUM: per-query score normalisation  [default: minmax]")
 @click.option("--depth", default=1000, show_default=True, help="Documents kept per query after fusion.")
 @click.option("--name", "stage_name", default="fused", show_default=True, help="Run tag for the fused run.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the run here instead of stdout.")
@@ -37,4 +37,8 @@ def fuse(runs, method, rrf_k, norm, depth, stage_name, output, trec_only) -> Non
         raise UsageError("only one of the runs can come from stdin ('-')")
     with contextlib.ExitStack() as stack:
         loaded = load_runs([stack.enter_context(open_run_input(path)) for path in runs], strict=False)
+    uneven = fusion.uneven_queries(loaded)
+    if uneven:
+        click.echo(f"rerank: note: {len(uneven)} queries are missing from some of the runs and are fused from the "
+                   f"others ({', '.join(uneven[:10])}{' ...' if len(uneven) > 10 else ''})", err=True)
     write_stream(fusion.fuse(loaded, method, rrf_k, norm, depth, stage_name), output, trec_only)

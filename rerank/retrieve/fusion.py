@@ -21,7 +21,7 @@ from ..runs import QueryRanking, Run, RunHeader, Stream, Timing
 
 METHODS = ("rrf", "combsum")
 NORMS = ("minmax", "zscore", "none")
-IDENTITY_FIELDS = ("dataset", "topics")  # fields that must agree: the runs answer the same queries
+IDENTITY_FIELDS = {"dataset": "data sets", "topics": "topics files"}  # must agree: the runs answer the same queries
 
 
 def _normalise(scores: list[float], norm: str) -> list[float]:
@@ -48,22 +48,31 @@ def _header(runs: list[Run], stage: dict) -> RunHeader:
         values = {r.source: r.header.get(key) for r in runs if r.header.get(key) is not None}
         if len(set(map(str, values.values()))) > 1:
             listed = ", ".join(f"{source}: {value}" for source, value in values.items())
-            raise UsageError(f"cannot fuse runs of different {key}s ({listed})")
+            raise UsageError(f"cannot fuse runs of different {IDENTITY_FIELDS[key]} ({listed})")
     first = runs[0].header.fields
     agreed = {key: value for key, value in first.items()
               if key != "fingerprint" and all(r.header.get(key, value) == value for r in runs[1:])}
     for key in IDENTITY_FIELDS:  # a run without the field (plain TREC) defers to one that has it
         agreed.setdefault(key, next((r.header.get(key) for r in runs if r.header.get(key) is not None), None))
-    return RunHeader({k: v for k, v in agreed.items() if v is not None}, [stage])
+    return RunHeader({k: v for k, v in agreed.items() if v is not None}).with_stage(stage)
 
 
-def fuse(runs: list[Run], method: str = "rrf", k: int = 60, norm: str = "minmax", depth: int = 1000,
+def fuse(runs: list[Run], method: str = "rrf", k: int | None = None, norm: str | None = None, depth: int = 1000,
          name: str = "fused") -> Stream:
-    """Fuse whole runs query by query; queries keep the first run's order, then any others'."""
+    """Fuse whole runs query by query; queries keep the first run's order, then any others'.
+
+    `k` (RRF's constant, default 60) and `norm` (CombSUM's, default minmax) belong to one method each: given to
+    the other, they are refused rather than recorded in the header as if they had acted.
+    """
     if len(runs) < 2:
         raise UsageError(f"fusion needs at least two runs, got {len(runs)}")
     if method not in METHODS:
         raise UsageError(f"unknown fusion method {method!r}; known: {', '.join(METHODS)}")
+    if method == "rrf" and norm is not None:
+        raise UsageError("--norm normalises scores for --method combsum; reciprocal rank fusion reads ranks only")
+    if method == "combsum" and k is not None:
+        raise UsageError("--k is reciprocal rank fusion's constant; --method combsum has none")
+    k, norm = 60 if k is None else k, norm or "minmax"
     if norm not in NORMS:
         raise UsageError(f"unknown score normalisation {norm!r}; known: {', '.join(NORMS)}")
     if k < 0 or depth <= 0:
@@ -86,6 +95,13 @@ def fuse(runs: list[Run], method: str = "rrf", k: int = 60, norm: str = "minmax"
     return Stream(header, rankings())
 
 
+def uneven_queries(runs: list[Run]) -> list[str]:
+    """Queries that some runs answer and others do not (fused from the runs that have them, as ranx and
+    PyTerrier do; worth a note, since it usually means runs of different topic sets)."""
+    every = [set(run.queries) for run in runs]
+    return sorted(set.union(*every) - set.intersection(*every))
+
+
 def fuse_stage(dataset: str, params: dict, _input: Stream | None) -> Stream:
     """Pipeline stage `kind = "fuse"`: `inputs = ["bm25", "dense"]` names earlier stages to fuse.
 
@@ -98,8 +114,8 @@ def fuse_stage(dataset: str, params: dict, _input: Stream | None) -> Stream:
     for path in paths:
         with open(path, encoding="utf-8") as handle:
             runs.append(load_run(handle, str(path)))
-    stream = fuse(runs, params.get("method", "rrf"), int(params.get("k", 60)), params.get("norm", "minmax"),
-                  int(params.get("depth", 1000)), params["name"])
+    stream = fuse(runs, params.get("method", "rrf"), params.get("k"), params.get("norm"), int(params.get("depth", 1000)),
+                  params["name"])
     if stream.header.dataset not in (None, dataset):
         raise UsageError(f"fuse stage {params['name']!r}: its inputs are runs of {stream.header.dataset}, not {dataset}")
     return stream
