@@ -32,6 +32,7 @@ from .errors import FormatError, UsageError
 MAGIC_KEY = "rerank-run"
 FORMAT_VERSION = 1
 TIME_KEY = "time"
+BYTE_ORDER_MARK = "\ufeff"  # Windows editors start UTF-8 files with one; it is not part of the first qid
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,8 @@ class RunReader:
     def _lines(self) -> Iterator[str]:
         """The handle's lines; bytes that are not UTF-8 become a FormatError naming the file, not a traceback."""
         try:
-            yield from self.handle
+            for number, line in enumerate(self.handle):
+                yield line.removeprefix(BYTE_ORDER_MARK) if number == 0 else line
         except UnicodeDecodeError as exc:
             raise _not_utf8(self.source, exc) from None
 
@@ -310,7 +312,7 @@ def load_run(handle: IO[str], source: str, strict: bool = False) -> Run:
     read again line by line, which names the offending line.
     """
     try:
-        text = handle.read()
+        text = handle.read().removeprefix(BYTE_ORDER_MARK)
     except UnicodeDecodeError as exc:
         raise _not_utf8(source, exc) from None
     if not strict:

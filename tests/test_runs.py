@@ -127,6 +127,16 @@ def test_a_stage_name_that_cannot_tag_a_run_line_is_refused(name):
         RunHeader().with_stage({"name": name, "stage": "retrieve"})
 
 
+def test_a_byte_order_mark_is_not_part_of_the_first_qid(tmp_path):
+    from rerank.data.formats import read_qrels, read_topics
+
+    text = "\ufeff1 Q0 a 1 2.0 t\n2 Q0 b 1 1.0 t\n"
+    assert [q.qid for q in read(text)[1]] == ["1", "2"] == list(load_run(io.StringIO(text), "r").queries)
+    (tmp_path / "topics.tsv").write_bytes("\ufeff1\tkernel pooling\n".encode())
+    (tmp_path / "qrels").write_bytes("\ufeff1 0 a 1\n".encode())
+    assert read_topics(tmp_path / "topics.tsv") == {"1": "kernel pooling"} and list(read_qrels(tmp_path / "qrels")) == ["1"]
+
+
 def test_stream_write_counts_queries():
     buf = io.StringIO()
     n = Stream(RunHeader(), [QueryRanking.from_scores(str(i), ["a"], [1.0]) for i in range(3)]).write(buf)

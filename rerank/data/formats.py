@@ -41,9 +41,10 @@ def open_text(path: str | Path) -> IO[str]:
     p = Path(path)
     if not p.is_file():
         raise DataError(f"file not found: {p}")
+    # utf-8-sig: a byte-order mark (Windows editors write one) would otherwise become part of the first id
     if p.suffix == ".gz":
-        return gzip.open(p, "rt", encoding="utf-8", errors="replace")
-    return open(p, encoding="utf-8", errors="replace")
+        return gzip.open(p, "rt", encoding="utf-8-sig", errors="replace")
+    return open(p, encoding="utf-8-sig", errors="replace")
 
 
 def _first_non_blank(path: Path, size: int = 4096) -> str:
