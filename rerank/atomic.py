@@ -70,13 +70,22 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
         yield sys.stdout if "b" not in mode else sys.stdout.buffer
         sys.stdout.flush()
         return
+    if not str(path):
+        raise UsageError("the output path is empty")
+    if os.path.isdir(path):
+        raise UsageError(f"{path} is a folder; give the output a file name")
     if _not_a_file(path):  # /dev/null, /dev/stdout, a FIFO: written to, never replaced
         with open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle
         return
     target = Path(os.path.realpath(path))  # through a symlink: replace the file it points to, keep the link
-    created = _make_parents(target.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    created: list[Path] = []
+    try:  # errors name the output, not the temporary sibling that met them
+        created = _make_parents(target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        _remove_empty(created)
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle

@@ -39,6 +39,19 @@ def test_failed_output_takes_back_the_folders_it_made(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_output_that_cannot_be_a_file_is_named(tmp_path, monkeypatch):
+    """Errors named the temporary sibling (`Not a directory: .x.run.nxgavnib.tmp`), and `-o ''` met the current
+    folder."""
+    (tmp_path / "bm25.run").write_text("kept")
+    monkeypatch.chdir(tmp_path)
+    for path, words in ((tmp_path / "bm25.run" / "x.run", f"cannot write {tmp_path / 'bm25.run' / 'x.run'}: "
+                         "Not a directory"), ("", "output path is empty"), (tmp_path, "is a folder")):
+        with pytest.raises(UsageError, match=words):
+            with atomic_output(path):
+                raise AssertionError("not reached")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bm25.run"]
+
+
 def test_outputs_get_the_permissions_a_plain_write_would(tmp_path):
     import os
     import stat
