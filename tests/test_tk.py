@@ -194,6 +194,9 @@ def test_encode_score_explain_budget(tmp_path, rerank):
                    "--docid", docid, "--plot", str(plot))
     assert f"score {a[qid, docid]:.4f}" in shown.stdout and "best-matching document terms" in shown.stdout
     assert plot.read_bytes()[:4] == b"\x89PNG"
+    rerank("explain", "--model", "tk", "--checkpoint", ck, "--dataset", "trecqa-dev", "--qid", qid, "--docid", docid,
+           "--plot", str(tmp_path / "explain.pdf"))
+    assert (tmp_path / "explain.pdf").read_bytes()[:4] == b"%PDF"  # it was PNG bytes under a .pdf name
 
     report = rerank("budget", "--model", "tk", "--checkpoint", ck, "--depths", "2,5", "--format", "json",
                     input=candidates).stdout
@@ -222,6 +225,10 @@ def test_bad_encodings_and_inputs(tmp_path, rerank, session_home):
     missing = rerank("explain", "--model", "tk", "--checkpoint", ck, "--dataset", "trecqa-dev", "--qid", "1.4",
                      "--docid", "nope", check=False)
     assert missing.returncode == 1 and "document nope is not in" in missing.stderr
+    for wrong, words in ((["--query", " "], "--query is empty"), (["--qid", "1.4", "--plot", "m.gif"], "cannot write .gif")):
+        refused = rerank("explain", "--model", "tk", "--checkpoint", ck, "--dataset", "trecqa-dev", *wrong,
+                         "--docid", "x", check=False)
+        assert refused.returncode == 2 and words in refused.stderr, wrong
 
 
 def test_query_stopwords_can_be_dropped():

@@ -65,7 +65,7 @@ def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads)
 @click.option("--qid", default=None, help="Query id in the data set's topics.")
 @click.option("--query", "query_text", default=None, help="Query text instead of --qid.")
 @click.option("--docid", required=True, help="Document id.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a PNG heat map here.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a heat map here (.png, .pdf or .svg).")
 @click.option("--top", default=3, show_default=True, type=click.IntRange(min=1),
               help="Best-matching document terms to list per query term.")
 def explain(model_name, checkpoint, dataset, qid, query_text, docid, plot_path, top) -> None:
@@ -77,6 +77,10 @@ def explain(model_name, checkpoint, dataset, qid, query_text, docid, plot_path, 
 
     if (qid is None) == (query_text is None):
         raise UsageError("give exactly one of --qid and --query")
+    if query_text is not None and not query_text.strip():
+        raise UsageError("--query is empty")
+    if plot_path:
+        tk_explain.plot_format(plot_path)  # before the model loads
     if dataset not in dataset_names():
         raise UsageError(f"unknown data set {dataset!r}; known: {', '.join(dataset_names())}")
     header = RunHeader({"dataset": dataset})

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..errors import UsageError
 
 
 def render_text(explanation: dict[str, Any], top: int = 3) -> str:
@@ -26,6 +29,18 @@ def render_text(explanation: dict[str, Any], top: int = 3) -> str:
         c, d = region["chars"]
         lines.append(f"{rank}. tokens {a}-{b}  chars {c}-{d}  score {region['score']:.4f}  {region['text'][:100]!r}")
     return "\n".join(lines) + "\n"
+
+
+PLOT_FORMATS = ("png", "pdf", "svg")
+
+
+def plot_format(path: str) -> str:
+    """The image format the file name asks for (PNG without a suffix); the atomic write's temporary name has
+    none for matplotlib to go by, so `m.pdf` used to get PNG bytes."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix and suffix not in PLOT_FORMATS:
+        raise UsageError(f"--plot {path}: cannot write .{suffix} images; name a .png, .pdf or .svg file")
+    return suffix or "png"
 
 
 def plot(explanation: dict[str, Any], path: str, title: str) -> None:
@@ -58,5 +73,5 @@ def plot(explanation: dict[str, Any], path: str, title: str) -> None:
     ax.set_title(f"{title}  (score {explanation['score']:.3f})", fontsize=9)
     fig.tight_layout()
     with atomic_output(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=110)
+        fig.savefig(handle, format=plot_format(path), dpi=110)
     plt.close(fig)
