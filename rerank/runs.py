@@ -109,7 +109,11 @@ def _parse_header_line(header: RunHeader, text: str, source: str, line_no: int) 
         if not isinstance(parsed, dict):
             raise FormatError(source, line_no, "a '# stage:' line must hold a JSON object")
         header.stages.append(parsed)
-    elif key != MAGIC_KEY:
+    elif key == MAGIC_KEY:
+        if parsed != FORMAT_VERSION:  # a later format may mean things this reader would get wrong
+            raise FormatError(source, line_no, f"run format version {parsed!r}; this rerank reads version "
+                                               f"{FORMAT_VERSION} (a newer rerank wrote it?)")
+    else:
         header.fields[key] = parsed
 
 

@@ -137,6 +137,11 @@ def test_a_byte_order_mark_is_not_part_of_the_first_qid(tmp_path):
     assert read_topics(tmp_path / "topics.tsv") == {"1": "kernel pooling"} and list(read_qrels(tmp_path / "qrels")) == ["1"]
 
 
+def test_a_run_format_this_reader_does_not_know_is_refused():
+    with pytest.raises(FormatError, match="run.txt:1: run format version 2; this rerank reads version 1"):
+        read("# rerank-run: 2\n1 Q0 a 1 1.0 t\n")
+
+
 def test_stream_write_counts_queries():
     buf = io.StringIO()
     n = Stream(RunHeader(), [QueryRanking.from_scores(str(i), ["a"], [1.0]) for i in range(3)]).write(buf)
