@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 
@@ -32,6 +33,30 @@ def tiny_encoder(tmp_path_factory):
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copy(f"{default_encoder_path()}/{name}", folder / name)
     return str(folder)
+
+
+def test_an_encoder_with_another_recipe_is_refused(tiny_encoder, tmp_path):
+    """A CLS-pooled or dot-product encoder used to be mean-pooled and ranked by cosine without a word."""
+    from rerank.retrieve.dense import encoder_identity
+
+    folder = tmp_path / "cls-encoder"
+    shutil.copytree(tiny_encoder, folder)
+    (folder / "1_Pooling").mkdir()
+    (folder / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "", "type":
+                                                      "sentence_transformers.models.Transformer"},
+                                                     {"idx": 1, "name": "1", "path": "1_Pooling", "type":
+                                                      "sentence_transformers.models.Pooling"}]))
+    pooling = {"pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True}
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    assert encoder_identity(str(folder))["pooling"] == "mean"
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "pooling_mode_cls_token": True,
+                                                                  "pooling_mode_mean_tokens": False}))
+    with pytest.raises(UsageError, match="its pooling is cls_token"):
+        encoder_identity(str(folder))
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    (folder / "config_sentence_transformers.json").write_text(json.dumps({"similarity_fn_name": "dot"}))
+    with pytest.raises(UsageError, match="trained for dot similarity"):
+        encoder_identity(str(folder))
 
 
 def _documents(slice_folder, limit=None):

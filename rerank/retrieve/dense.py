@@ -54,9 +54,29 @@ def encoder_identity(path: str) -> dict:
     folder = Path(path)
     if not (folder / "config.json").is_file():
         raise UsageError(f"--encoder {path}: not a model folder (no config.json)")
+    _check_recipe(folder)
     config = json.loads((folder / "config.json").read_text())
     return {"path": str(folder), "hash": content_hash(folder), "architecture": config.get("model_type"),
             "pooling": "mean", "normalised": True, "max_length": MAX_LENGTH}
+
+
+def _check_recipe(folder: Path) -> None:
+    """Refuse a sentence-transformers folder whose own recipe is not ours (mean pooling, cosine): a CLS-pooled
+    or dot-product encoder (DPR, TAS-B, BGE) would otherwise be searched with the wrong vectors, silently."""
+    modules = folder / "modules.json"
+    for module in json.loads(modules.read_text()) if modules.is_file() else []:
+        pooling = folder / module.get("path", "") / "config.json"
+        if module.get("type", "").endswith(".Pooling") and pooling.is_file():
+            modes = {key.removeprefix("pooling_mode_") for key, on in json.loads(pooling.read_text()).items()
+                     if key.startswith("pooling_mode_") and on is True}
+            if modes != {"mean_tokens"}:
+                raise UsageError(f"--encoder {folder}: its pooling is {', '.join(sorted(modes)) or 'none'}; "
+                                 "dense retrieval here mean-pools token vectors (all-MiniLM's recipe)")
+    settings = folder / "config_sentence_transformers.json"
+    similarity = json.loads(settings.read_text()).get("similarity_fn_name") if settings.is_file() else None
+    if similarity not in (None, "cosine"):
+        raise UsageError(f"--encoder {folder}: it was trained for {similarity} similarity; dense retrieval here "
+                         "ranks by cosine")
 
 
 def load_encoder(path: str, threads: int):
