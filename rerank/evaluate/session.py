@@ -67,6 +67,10 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
     """Per-run evaluations plus warnings (missing / unjudged queries) for stderr."""
     measures = parse_measures(measure_names or list(judgements.measures), judgements.min_rel)
     evaluations, warnings = [], []
+    hopeless = sorted(q for q, grades in judgements.qrels.items() if max(grades.values(), default=0) < judgements.min_rel)
+    if hopeless:  # trec_eval keeps them in its means too (num_q), but nothing says so
+        warnings.append(f"{len(hopeless)} judged queries have no document of grade >= {judgements.min_rel} and score 0 "
+                        f"in most measures ({', '.join(hopeless[:10])}{' ...' if len(hopeless) > 10 else ''})")
     for run in runs:
         if not set(run.queries) & set(judgements.qrels):
             raise DataError(f"{run.source}: none of its {len(run.queries)} queries is judged in {judgements.source} "
