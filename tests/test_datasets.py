@@ -33,6 +33,20 @@ def test_absent_splits_are_listed_not_present(data_root):
         assert not get_dataset(name, data_root).present
 
 
+def test_each_part_needs_only_its_own_files(data_root, tmp_path):
+    """Unjudged test topics are what one retrieves a submission for: without qrels, topics and documents used to
+    be refused too."""
+    import shutil
+
+    from rerank.errors import DataError
+
+    shutil.copytree(data_root / "cacm", tmp_path / "cacm", ignore=shutil.ignore_patterns("qrels*"))
+    cacm = get_dataset("cacm", tmp_path)
+    assert len(cacm.topics()) == 64 and sum(1 for _ in cacm.documents()) == 3204 and not cacm.present
+    with pytest.raises(DataError, match="data set cacm is not present: missing .*qrels"):
+        cacm.qrels()
+
+
 def test_candidates_carry_text_and_order(data_root):
     ds = get_dataset("trec-dl-2019", data_root)
     runs = ds.candidates("bm25")

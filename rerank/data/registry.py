@@ -41,23 +41,25 @@ class Dataset:
     def present(self) -> bool:
         return not self.missing()
 
-    def require(self) -> "Dataset":
-        gone = self.missing()
+    def require(self, *parts: str) -> "Dataset":
+        """This data set, if the files of `parts` (default: all) are in place: as in ir_datasets, a part needs
+        only its own files (unjudged test topics can be searched without qrels)."""
+        gone = [path for path in self.missing() if not parts or path in {self.files[p] for p in parts}]
         if gone:
             raise DataError(f"data set {self.name} is not present: missing {', '.join(map(str, gone))}")
         return self
 
     # Parts. Subclasses override the readers; callers only use these names.
     def documents(self) -> Iterator[Document]:
-        return formats.sniff_documents(self.require().files["corpus"])
+        return formats.sniff_documents(self.require("corpus").files["corpus"])
 
     def topics(self) -> dict[str, str]:
-        return formats.read_topics(self.require().files["topics"])
+        return formats.read_topics(self.require("topics").files["topics"])
 
     def qrels(self) -> Qrels:
         if "qrels" not in self.files:
             raise DataError(f"data set {self.name} has no qrels; pass --qrels FILE")
-        return formats.read_qrels(self.require().files["qrels"])
+        return formats.read_qrels(self.require("qrels").files["qrels"])
 
     def candidates(self, run: str | None = None) -> list[QueryRanking]:
         """A first-stage ranking shipped with the data set (TREC DL, QA candidate lists)."""
@@ -91,7 +93,7 @@ class CandidateDataset(Dataset):
 
     @functools.cached_property
     def _lists(self) -> dict[str, formats.CandidateList]:
-        self.require()
+        self.require(*self.run_files.values())
         return {run: formats.read_dl_candidates(self.files[key]) for run, key in self.run_files.items()}
 
     def documents(self) -> Iterator[Document]:
@@ -113,7 +115,7 @@ class AnswerSelectionDataset(Dataset):
 
     @functools.cached_property
     def _pairs(self) -> AnswerSelection:
-        return self.reader(self.require().files["pairs"])
+        return self.reader(self.require("pairs").files["pairs"])
 
     def documents(self) -> Iterator[Document]:
         return iter(self._pairs.docs.values())
