@@ -125,6 +125,9 @@ def _absorb_comment(line: str, header: RunHeader | None, timings: dict[str, list
     if text.startswith(TIME_KEY + ":"):
         qid, timing = _parse_timing(text[len(TIME_KEY) + 1 :], source, line_no)
         timings.setdefault(qid, []).append(timing)
+    elif header is None and text.startswith(MAGIC_KEY + ":"):
+        raise FormatError(source, line_no, "a second run begins here (runs joined by cat?); give each run as a "
+                                           "file of its own")
     elif header is not None:
         _parse_header_line(header, text, source, line_no)
 

@@ -137,6 +137,14 @@ def test_a_byte_order_mark_is_not_part_of_the_first_qid(tmp_path):
     assert read_topics(tmp_path / "topics.tsv") == {"1": "kernel pooling"} and list(read_qrels(tmp_path / "qrels")) == ["1"]
 
 
+def test_two_runs_joined_into_one_stream_are_named_as_such():
+    """`cat a.run b.run | rerank eval` said 'duplicate document', with no word of the second run."""
+    run = "# rerank-run: 1\n1 Q0 a 1 1.0 t\n"
+    for reader in (read, lambda text: load_run(io.StringIO(text), "run.txt")):
+        with pytest.raises(FormatError, match="run.txt:3: a second run begins here"):
+            reader(run + run)
+
+
 def test_a_run_format_this_reader_does_not_know_is_refused():
     with pytest.raises(FormatError, match="run.txt:1: run format version 2; this rerank reads version 1"):
         read("# rerank-run: 2\n1 Q0 a 1 1.0 t\n")
