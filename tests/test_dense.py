@@ -127,6 +127,31 @@ def test_interrupted_build_resumes_from_saved_shards(home, cacm_slice, tiny_enco
     assert not list((home / "indexes" / "resumed").glob(".dense.partial"))
 
 
+def test_a_repeated_docid_stops_the_build_where_it_appears(home, cacm_slice, tiny_encoder, monkeypatch):  # noqa: F811
+    """It used to be found after every document was encoded."""
+    import torch
+
+    from rerank.errors import BackendError
+    from rerank.retrieve import dense
+
+    monkeypatch.setattr(dense, "SHARD", 20)
+    docs = _documents(cacm_slice, 30)
+    encoded: list[int] = []
+
+    class CountingEncoder:
+        def embed(self, texts):
+            encoded.append(len(texts))
+            return torch.zeros(len(texts), 4)
+
+    monkeypatch.setattr(dense, "load_encoder", lambda path, threads: CountingEncoder())
+    with pytest.raises(BackendError, match=f"repeat docid '{docs[3].docid}'"):
+        dense.build("twice", iter([*docs, docs[3], *docs]), None, {}, encoder=tiny_encoder)
+    assert encoded == [20]  # the first shard; the second holds the repeat and is not encoded
+    with pytest.raises(BackendError, match="no documents"):
+        dense.build("nothing", iter([]), None, {}, encoder=tiny_encoder)
+    assert not (home / "indexes" / "nothing").exists() or not any((home / "indexes" / "nothing").iterdir())
+
+
 def test_hnsw_finds_what_exact_search_finds(home, cacm_slice, tiny_encoder):  # noqa: F811
     from rerank.retrieve import dense
 

@@ -143,11 +143,17 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
 
     model = None
     docids: list[str] = []
+    seen: set[str] = set()
     parts = []
     resumed = 0
     with tqdm(total=total, unit="doc", desc=f"encoding {name}", disable=None) as bar:
         for number, shard in enumerate(_shards(documents)):
             ids = [doc.docid for doc in shard]
+            for docid in ids:  # before encoding the rest (the shards done so far stay, for a rerun)
+                if docid in seen:
+                    raise BackendError(f"the documents of {name!r} repeat docid {docid!r}; a dense index needs "
+                                       "unique ids")
+                seen.add(docid)
             vec_file, ids_file = partial / f"{number:05d}.npy", partial / f"{number:05d}.ids"
             if vec_file.is_file() and ids_file.is_file() and ids_file.read_text().split("\n") == ids:
                 vectors = np.load(vec_file)
@@ -161,9 +167,8 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
             parts.append(vectors)
             bar.update(len(ids))
     if not docids:
+        shutil.rmtree(partial)
         raise BackendError(f"no documents to encode for index {name!r}")
-    if len(set(docids)) != len(docids):
-        raise BackendError(f"the documents of {name!r} repeat docids; a dense index needs unique ids")
     matrix = np.concatenate(parts)
     import faiss
 
