@@ -88,7 +88,8 @@ def test_missing_index_says_how_to_build_it(rerank, es_server, cacm_slice):  # n
     done = rerank("retrieve", "slice", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", "nothing-here",
                   "--topics", str(cacm_slice / "topics.tsv"), check=False)
     assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1
-    assert (f"build it with: rerank index slice --backend elasticsearch --es-url {es_server} --index-name nothing-here"
+    assert (f"build it with: rerank index slice --corpus FILE --backend elasticsearch --es-url {es_server} "
+            "--index-name nothing-here"
             in done.stderr)
 
 

@@ -58,11 +58,13 @@ def test_trec_sgml_documents_and_a_cut_short_copy(tmp_path):
 
 def test_topics_forms_and_gzip(tmp_path):
     (tmp_path / "t.tsv").write_text("1\tfirst query\n2\tsecond\n")
-    (tmp_path / "t.trec").write_text("<top>\n<num> Number: 301\n<title> Topic: foreign minorities\n<desc> ...\n</top>\n")
+    (tmp_path / "t.trec").write_text("<top>\n<num> Number: 301\n<title> Topic: foreign minorities\n<desc> ...\n</top>\n"
+                                     "<top>\n<num> Number: 051\n<title> Topic: airbus subsidies\n</top>\n")
     with gzip.open(tmp_path / "t.tsv.gz", "wt") as handle:
         handle.write("7\tgz query\n")
     assert formats.read_topics(tmp_path / "t.tsv") == {"1": "first query", "2": "second"}
-    assert formats.read_topics(tmp_path / "t.trec") == {"301": "foreign minorities"}
+    # Anserini reads <num> 051 as 51, the id TREC's qrels use; a TSV id is kept as written
+    assert formats.read_topics(tmp_path / "t.trec") == {"301": "foreign minorities", "51": "airbus subsidies"}
     assert formats.read_topics(tmp_path / "t.tsv.gz") == {"7": "gz query"}
 
 
@@ -70,6 +72,9 @@ def test_topics_forms_and_gzip(tmp_path):
     ("1\tfirst\n2\t\n", 2, "query 2 has no text"),  # Anserini's topic reader stopped on it with a Java message
     ("1\tfirst\n1\tagain\n", 2, "query id 1 appears twice"),  # the second replaced the first
     ("<top>\n<num> 1\n<title> a\n</top>\n<top>\n<num> 2\n<title>\n</top>\n", 5, "query 2 has no text"),
+    # ids a TREC run line cannot carry: Anserini's run came back unreadable, or '#1' lost its results silently
+    ("1\tfirst\nq 2\tsecond\n", 2, "query id 'q 2' holds whitespace"),
+    ("#1\tfirst\n", 1, "query id '#1' starts with '#'"),
 ])
 def test_topics_without_text_or_twice_are_named(tmp_path, text, line, words):
     (tmp_path / "topics").write_text(text)
@@ -94,6 +99,21 @@ def test_jsonl_both_layouts(tmp_path):
     path.write_text('{"id": "a", "contents": "x y"}\n{"_id": "b", "title": "T", "text": "body"}\n')
     docs = list(formats.sniff_documents(path))
     assert [(d.docid, d.contents) for d in docs] == [("a", "x y"), ("b", "T body")]
+
+
+@pytest.mark.parametrize("line, words", [
+    ('[1, 2]', "a record must be a JSON object, not list"),  # was an AttributeError traceback
+    ('{"id": "a", "contents": null}', "'contents' must be a string, not null"),  # indexed as the word "null"
+    ('{"id": "a", "contents": 42}', "'contents' must be a string, not 42"),
+    ('{"_id": "a", "title": null, "text": null}', "'text' must be a string, not null"),
+    ('{"_id": "a", "title": ["x"], "text": "body"}', "'title' must be a string"),
+])
+def test_jsonl_records_that_are_not_text_documents_are_named(tmp_path, line, words):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"id": "ok", "contents": "fine"}\n' + line + "\n")
+    with pytest.raises(FormatError, match=words) as info:
+        list(formats.read_jsonl_docs(path))
+    assert info.value.line_no == 2
 
 
 def test_missing_file_and_unknown_format(tmp_path):

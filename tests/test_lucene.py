@@ -72,6 +72,32 @@ def test_custom_corpus_and_topics(rerank, data_root, tmp_path):
     assert len(out) == 10 and out[0].startswith("q1 Q0 CACM-")
 
 
+def test_own_corpus_edge_cases(rerank, session_home, tmp_path):
+    """Documents without text are skipped (as Anserini does) and said so; a query of more than 1,024 distinct
+    terms used to come back empty with a Java stack trace; a damaged index gave a jnius traceback after the
+    stream's header was written; index names could leave indexes/."""
+    import json
+
+    docs = [{"id": "d1", "contents": "w5 computer"}, {"id": "d2", "contents": " "}, {"id": "d3", "contents": "w7 w8"}]
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    built = rerank("index", "edge", "--corpus", str(tmp_path / "c.jsonl"))
+    assert "indexed 2 documents" in built.stderr and "1 documents without text were skipped" in built.stderr
+    (tmp_path / "long.tsv").write_text("1\t" + " ".join(f"w{i}" for i in range(3000)) + "\n")
+    found = rerank("retrieve", "edge", "--topics", str(tmp_path / "long.tsv"), "--trec").stdout.split("\n")
+    assert [line.split()[2] for line in found if line] == ["d3", "d1"]
+    for segments in (session_home / "indexes" / "edge" / "lucene").glob("segments_*"):
+        segments.unlink()
+    broken = rerank("retrieve", "edge", "--topics", str(tmp_path / "long.tsv"), check=False)
+    assert broken.returncode == 1 and "IndexNotFoundException" in broken.stderr and not broken.stdout
+    assert "Traceback" not in broken.stderr
+    for name in ("../escaped", "", ".hidden"):
+        refused = rerank("index", name, "--corpus", str(tmp_path / "c.jsonl"), check=False)
+        assert refused.returncode == 2 and "must be a plain folder name" in refused.stderr, name
+    assert not (session_home / "escaped").exists()
+    missing = rerank("retrieve", "nowhere", "--topics", str(tmp_path / "long.tsv"), check=False)
+    assert "build it with: rerank index nowhere --corpus FILE" in missing.stderr
+
+
 @pytest.mark.parametrize("signal_name, code, said", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")])
 def test_signals_reach_rerank_not_the_jvm(rerank, vaswani_index, session_home, data_root, tmp_path, signal_name,
                                          code, said):

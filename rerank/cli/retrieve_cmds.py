@@ -45,7 +45,9 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
     """Build the index NAME under indexes/NAME/ from a data set or a corpus file."""
     options = {key: value for key, value in backend_args.items() if value is not None}
     info = api.build_index(name, backend_name, corpus=corpus, threads=threads, overwrite=overwrite, **options)
-    click.echo(f"indexed {info.documents} documents into index {name!r} ({backend_name})", err=True)
+    skipped = info.source.get("empty_documents_skipped")
+    click.echo(f"indexed {info.documents} documents into index {name!r} ({backend_name})"
+               + (f"; {skipped} documents without text were skipped, as Anserini does" if skipped else ""), err=True)
 
 
 @cli.command()

@@ -91,15 +91,19 @@ def read_jsonl_docs(path: str | Path) -> Iterator[Document]:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise FormatError(str(path), line_no, f"invalid JSON ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise FormatError(str(path), line_no, f"a record must be a JSON object, not {type(record).__name__}")
             docid = record.get("id", record.get("_id", record.get("docid")))
             if docid is None:
                 raise FormatError(str(path), line_no, "record has no 'id' or '_id'")
-            if "contents" in record:
-                yield Document(str(docid), record["contents"])
-            elif "text" in record:
-                yield Document(str(docid), record["text"], record.get("title", "") or "")
-            else:
+            field_name = "contents" if "contents" in record else "text" if "text" in record else None
+            if field_name is None:
                 raise FormatError(str(path), line_no, "record has no 'contents' or 'text'")
+            title = record.get("title") or "" if field_name == "text" else ""
+            for name, value in ((field_name, record[field_name]), ("title", title)):
+                if not isinstance(value, str):  # null would be indexed as the word "null", a number as digits
+                    raise FormatError(str(path), line_no, f"'{name}' must be a string, not {json.dumps(value)[:40]}")
+            yield Document(str(docid), record[field_name], title)
 
 
 _SMART_FIELD = re.compile(r"^\.([A-Z])(?:\s+(.*))?$")
@@ -178,8 +182,23 @@ def read_topics(path: str | Path) -> dict[str, str]:
     return _read_tsv_topics(path)
 
 
+def id_fault(value: str) -> str | None:
+    """Why `value` cannot be a query or document id in a TREC run line (whose columns are split on whitespace,
+    and where a leading '#' makes a rerank comment), or None."""
+    if not value:
+        return "is empty"
+    if any(c.isspace() for c in value):
+        return "holds whitespace"
+    if value.startswith("#"):
+        return "starts with '#'"
+    return None
+
+
 def _add_topic(topics: dict[str, str], qid: str, text: str, path: str | Path, line_no: int) -> None:
     """A query without text stops Anserini's topic reader, and a repeated id would silently replace the first."""
+    fault = id_fault(qid)
+    if fault:
+        raise FormatError(str(path), line_no, f"query id {qid!r} {fault}: it could not stand in a TREC run line")
     if not text:
         raise FormatError(str(path), line_no, f"query {qid} has no text")
     if qid in topics:
@@ -212,7 +231,9 @@ def _read_trec_topics(path: str | Path) -> dict[str, str]:
         line = content.count("\n", 0, match.start()) + 1
         if not num or not title:
             raise FormatError(str(path), line, "<top> without <num> or <title>")
-        _add_topic(topics, num.group(1), " ".join(_TAG.sub(" ", title.group(1)).split()), path, line)
+        qid = num.group(1)
+        qid = str(int(qid)) if qid.isdigit() else qid  # Anserini reads <num> 051 as 51, as TREC's qrels have it
+        _add_topic(topics, qid, " ".join(_TAG.sub(" ", title.group(1)).split()), path, line)
     if not topics:
         raise FormatError(str(path), None, "no <top> records found")
     return topics

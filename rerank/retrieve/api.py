@@ -9,10 +9,12 @@ to open_index too, for provenance that depends on it).
 from __future__ import annotations
 
 import importlib
+import math
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..data import Dataset, Document, dataset_names, files_dataset, get_dataset
+from ..data.formats import id_fault
 from ..errors import DataError, MissingIndexError, UsageError
 from ..runs import RunHeader, Stream
 from .store import IndexInfo
@@ -35,8 +37,8 @@ def _collection(name: str, corpus: str | None, topics: str | None) -> Dataset | 
 
 
 def _check_k(k: int) -> None:
-    if k <= 0:
-        raise UsageError(f"--k must be a positive number of documents, not {k}")
+    if not 0 < k < 2**31:  # Anserini reads it as a Java int
+        raise UsageError(f"--k must be a positive number of documents below 2^31, not {k}")
 
 
 def _check_options(options: dict) -> None:
@@ -44,7 +46,7 @@ def _check_options(options: dict) -> None:
     k1, b, threads = options.get("k1"), options.get("b"), options.get("threads")
     if threads is not None and threads < 1:
         raise UsageError(f"--threads must be a positive number, not {threads}")
-    if k1 is not None and not k1 >= 0:
+    if k1 is not None and not 0 <= k1 < math.inf:
         raise UsageError(f"--k1 must be >= 0, not {k1}")
     if b is not None and not 0 <= b <= 1:
         raise UsageError(f"--b must be in [0, 1], not {b}")
@@ -67,6 +69,9 @@ def _distinct_ids(documents: Iterable[Document], source: str) -> Iterator[Docume
     """Two documents under one id would both be indexed and both retrieved, and no run may hold a docid twice."""
     seen: set[str] = set()
     for document in documents:
+        fault = id_fault(document.docid)
+        if fault:
+            raise DataError(f"{source}: document id {document.docid!r} {fault}: it could not stand in a TREC run line")
         if document.docid in seen:
             raise DataError(f"{source}: document id {document.docid!r} appears twice; ids must be unique")
         seen.add(document.docid)

@@ -28,7 +28,7 @@ from tqdm import tqdm
 from ..data import Document
 from ..errors import BackendError, MissingIndexError, UsageError
 from ..runs import QueryRanking, Timing
-from .store import IndexInfo, index_folder
+from .store import IndexInfo, build_command, index_folder
 
 BACKEND = "dense"
 STAGE_NAME = "dense"  # the run tag when --name is not given
@@ -247,7 +247,7 @@ def open_index(name: str, encoder: str | None = None, threads: int = 2, ef_searc
                k: int | None = None, **_options) -> DenseIndex:
     path = index_folder(name) / BACKEND
     if not path.is_dir():
-        raise MissingIndexError(f"no dense index {name!r} at {path}; build it with: rerank index {name} --backend dense")
+        raise MissingIndexError(f"no dense index {name!r} at {path}; build it with: {build_command(name, ' --backend dense')}")
     if ef_search is not None and ef_search < 1:
         raise UsageError(f"--ef-search must be a positive number, not {ef_search}")
     index = DenseIndex(name, encoder, threads)

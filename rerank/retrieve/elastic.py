@@ -28,7 +28,7 @@ from ..atomic import atomic_dir
 from ..data import Document
 from ..errors import BackendError, MissingIndexError, UsageError
 from ..runs import QueryRanking, Timing
-from .store import MANIFEST, IndexInfo, index_folder
+from .store import MANIFEST, IndexInfo, build_command, index_folder
 
 BACKEND = "elasticsearch"
 _CONNECTION = {"es_url", "index_name", "es_ca_certs", "es_verify_certs"}
@@ -139,7 +139,7 @@ def default_index_name(name: str) -> str:
 
 def _build_command(name: str, connection: Connection, index_name: str) -> str:
     extra = "" if index_name == default_index_name(name) else f" --index-name {index_name}"
-    return f"rerank index {name} --backend elasticsearch --es-url {connection.shown}{extra}"
+    return build_command(name, f" --backend elasticsearch --es-url {connection.shown}{extra}")
 
 
 def build(name: str, documents: Iterable[Document], total: int | None, source: dict, overwrite: bool = False,

@@ -8,12 +8,14 @@ set-up is then skipped. We talk to Anserini's Java classes through jnius directl
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
 import sys
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import BackendError
 
@@ -78,3 +80,16 @@ def start():
 
 def autoclass(name: str):
     return start().autoclass(name)
+
+
+@contextlib.contextmanager
+def java_errors(doing: str) -> Iterator[None]:
+    """A Java exception (a damaged index, a file Lucene cannot read) as one BackendError line, not a jnius
+    traceback."""
+    jnius = start()
+    try:
+        yield
+    except jnius.JavaException as exc:
+        cause = f"{getattr(exc, 'classname', None) or 'Java error'}: {getattr(exc, 'innermessage', None) or exc}"
+        cause = cause if len(cause) <= 300 else cause[:300] + " ..."  # Lucene lists every file of the index
+        raise BackendError(f"{doing} failed: {cause}") from None

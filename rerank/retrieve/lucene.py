@@ -22,13 +22,14 @@ from ..data import Document
 from ..errors import BackendError, MissingIndexError
 from ..runs import QueryRanking, Timing, load_run
 from . import jvm
-from .store import MANIFEST, IndexInfo, index_folder
+from .store import MANIFEST, IndexInfo, build_command, index_folder
 
 BACKEND = "lucene"
 INDEX_OPTIONS: frozenset[str] = frozenset()  # besides threads and overwrite, which every back end takes
 SEARCH_OPTIONS = frozenset({"k1", "b"})
 DEFAULT_K1, DEFAULT_B = 0.9, 0.4  # Anserini's defaults
 _jvm_is_warm = False  # set once this process's JVM has run a search
+MAX_QUERY_TERMS = 1 << 20
 
 
 def build(name: str, documents: Iterable[Document], total: int | None, source: dict,
@@ -38,13 +39,14 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     if target.exists() and not overwrite:
         raise BackendError(f"index {target} exists; pass --overwrite to rebuild it")
     indexer_class = jvm.autoclass("io.anserini.index.SimpleIndexer")
-    count = 0
-    with atomic_dir(target, MANIFEST) as tmp:
+    count = fed = 0
+    with atomic_dir(target, MANIFEST) as tmp, jvm.java_errors(f"indexing {name}"):
         indexer = indexer_class(["-index", str(tmp), "-storePositions", "-storeDocvectors", "-storeRaw",
                                  "-input", "", "-collection", "JsonCollection", "-threads", str(threads)])
         batch: list[str] = []
         with tqdm(total=total, unit="doc", desc=f"indexing {name}", disable=None) as bar:
             for doc in documents:
+                fed += 1
                 batch.append(json.dumps({"id": doc.docid, "contents": doc.contents}))
                 if len(batch) == 1000:
                     count += indexer.addRawDocuments(batch)
@@ -54,7 +56,8 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
                 count += indexer.addRawDocuments(batch)
                 bar.update(len(batch))
         indexer.close()
-        info = IndexInfo(name, BACKEND, count, source)
+        # Anserini skips documents without text (its 'empty' counter): say so rather than lose them quietly
+        info = IndexInfo(name, BACKEND, count, {**source, **({"empty_documents_skipped": fed - count} if fed > count else {})})
         info.write(tmp)
     if total is not None and count != total:
         raise BackendError(f"indexed {count} of {total} documents into {target}")
@@ -71,7 +74,8 @@ class LuceneIndex:
 
     def search(self, topics: dict[str, str], k: int = 1000, k1: float = DEFAULT_K1, b: float = DEFAULT_B,
                threads: int = 2, stage: str = "bm25", **_options) -> Iterator[QueryRanking]:
-        """All topics in one call of Anserini's SearchCollection, in this process's JVM.
+        """All topics in one call of Anserini's SearchCollection, in this process's JVM, run before this returns
+        (not lazily), so a failure comes before the stream's header is written.
 
         Why not one `search` call per query from Python: turning ~1,000 Java hit objects per query into
         Python values through jnius costs more than the search itself; SearchCollection stays in Java and
@@ -94,15 +98,18 @@ class LuceneIndex:
                 raise BackendError(f"Anserini's SearchCollection wrote no run for index {self.path} (see its log above)")
             with open(output, encoding="utf-8") as handle:
                 found = load_run(handle, "SearchCollection").queries if output.stat().st_size else {}
+        rankings = []
         for qid in topics:  # a query that matched nothing still gets its (empty) ranking and its time
             ranking = found.get(qid) or QueryRanking(qid, [], [])
             ranking.tag, ranking.timings = stage, [Timing(stage, share, k)]
-            yield ranking
+            rankings.append(ranking)
+        return iter(rankings)
 
     def texts(self, docids: Iterable[str]) -> dict[str, str]:
         """docid -> stored contents (documents not in the index are left out)."""
         if self._searcher is None:
-            self._searcher = jvm.autoclass("io.anserini.search.SimpleSearcher")(str(self.path))
+            with jvm.java_errors(f"opening index {self.path}"):
+                self._searcher = jvm.autoclass("io.anserini.search.SimpleSearcher")(str(self.path))
         out = {}
         for docid in docids:
             raw = self._searcher.doc_raw(docid)
@@ -115,13 +122,17 @@ def open_index(name: str, **_options) -> LuceneIndex:
     """Open indexes/NAME/lucene (options meant for other back ends are not needed here)."""
     path = index_folder(name) / BACKEND
     if not path.is_dir():
-        raise MissingIndexError(f"no Lucene index {name!r} at {path}; build it with: rerank index {name}")
+        raise MissingIndexError(f"no Lucene index {name!r} at {path}; build it with: {build_command(name)}")
     return LuceneIndex(name)
 
 
 def anserini_search_collection(index: Path, topics_tsv: Path, output: Path, k: int = 1000,
                                k1: float = DEFAULT_K1, b: float = DEFAULT_B, threads: int = 2) -> None:
     """Run Anserini's own batch searcher (the reference we test and benchmark against)."""
-    jvm.autoclass("io.anserini.search.SearchCollection").main(
-        ["-index", str(index), "-topics", str(topics_tsv), "-topicReader", "TsvString", "-output", str(output),
-         "-bm25", "-bm25.k1", str(k1), "-bm25.b", str(b), "-hits", str(k), "-threads", str(threads)])
+    # One clause per distinct query term: Lucene's default cap of 1,024 left a longer query (a whole document
+    # as the query) with no results and a Java stack trace on stderr.
+    jvm.autoclass("org.apache.lucene.search.IndexSearcher").setMaxClauseCount(MAX_QUERY_TERMS)
+    with jvm.java_errors(f"searching index {index}"):
+        jvm.autoclass("io.anserini.search.SearchCollection").main(
+            ["-index", str(index), "-topics", str(topics_tsv), "-topicReader", "TsvString", "-output", str(output),
+             "-bm25", "-bm25.k1", str(k1), "-bm25.b", str(b), "-hits", str(k), "-threads", str(threads)])

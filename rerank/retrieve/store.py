@@ -7,14 +7,26 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import MissingIndexError
+from ..errors import MissingIndexError, UsageError
 from ..paths import indexes_dir
 
 MANIFEST = "rerank-index.json"
 
 
 def index_folder(name: str) -> Path:
+    """indexes/NAME: the name is one plain folder name, so no index lands outside indexes/ ('../x', '/x') or
+    inside another (''), and none hides among the build's own dot-folders."""
+    if not name or name.startswith(".") or "/" in name or "\\" in name or name != name.strip():
+        raise UsageError(f"index name {name!r} must be a plain folder name (no '/', not starting with '.')")
     return indexes_dir() / name
+
+
+def build_command(name: str, options: str = "") -> str:
+    """The `rerank index` command that builds NAME: an index of one's own needs its documents named."""
+    from ..data import dataset_names
+
+    corpus = "" if name in dataset_names() else " --corpus FILE"
+    return f"rerank index {name}{corpus}{options}"
 
 
 @dataclass
@@ -34,6 +46,7 @@ class IndexInfo:
     def read(cls, folder: Path, name: str, backend: str) -> "IndexInfo":
         path = folder / MANIFEST
         if not path.is_file():
-            raise MissingIndexError(f"{folder} is not a complete {backend} index (no {MANIFEST}); "
-                                    f"rebuild it with: rerank index {name} --backend {backend} --overwrite")
+            raise MissingIndexError(f"{folder} is not a complete {backend} index (no {MANIFEST}: not built, or not "
+                                    f"finished, by rerank); remove it and rebuild it with: "
+                                    f"{build_command(name, f' --backend {backend}')}")
         return cls(**json.loads(path.read_text()))
