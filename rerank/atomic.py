@@ -134,13 +134,22 @@ def atomic_dir(path: str | os.PathLike, marker: str) -> Iterator[Path]:
     target = Path(path).resolve()  # `-o .` too: its temporary sibling goes in the parent folder
     created = _make_parents(target.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    old = None
     try:
         yield tmp
         _share_like_plain_files(tmp)
-        if target.exists():
-            shutil.rmtree(target)
+        # The earlier output moves aside before the new one moves in, and is deleted only then: deleting it first
+        # left, when interrupted there, half an old checkpoint and no new one.
+        old = target.with_name(f".{target.name}.old") if target.exists() else None
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(target, old)
         os.replace(tmp, target)
     except BaseException:
+        if old is not None and old.exists() and not target.exists():  # interrupted between the two renames
+            os.replace(old, target)
         shutil.rmtree(tmp, ignore_errors=True)
         _remove_empty(created)
         raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

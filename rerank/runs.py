@@ -339,9 +339,10 @@ def load_run(handle: IO[str], source: str, strict: bool = False) -> Run:
 
 @dataclass
 class Stream:
-    """What a stage produces: a header and rankings that may be computed lazily, query by query."""
+    """What a stage produces: a header and rankings that may be computed lazily, query by query. A header of
+    None writes no header lines (an empty input stays an empty output)."""
 
-    header: RunHeader
+    header: RunHeader | None
     rankings: Iterable[QueryRanking]
 
     def write(self, handle: IO[str], trec_only: bool = False) -> int:

@@ -45,8 +45,12 @@ class ScoreCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.namespace = namespace
         self._db = sqlite3.connect(self.path, timeout=60)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS scores (key BLOB PRIMARY KEY, score REAL NOT NULL)")
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS scores (key BLOB PRIMARY KEY, score REAL NOT NULL)")
+        except sqlite3.DatabaseError as exc:  # a damaged or foreign file: the user's to remove, not a traceback
+            self._db.close()
+            raise DataError(f"score cache {self.path} cannot be used ({exc}); delete it, or pass --no-cache") from None
 
     def key(self, query: str, text: str) -> bytes:
         blob = "\x00".join((self.namespace, query, text)).encode("utf-8")
@@ -164,9 +168,11 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     store = store or doc_store_for(stream.header, corpus)
     stats = stats if stats is not None else ScoreStats()
     model.attach(stream.header)  # before provenance: a model may pick stored encodings for this collection
+    # Files given for the texts go into the header, so the next stage (or eval) finds them as this one did
+    files = {key: str(Path(value).resolve()) for key, value in (("topics", topics), ("corpus", corpus)) if value}
     header = stream.header.with_stage({"name": stage, "stage": "score", "depth": depth, "cache": cache,
                                        "skip_missing": skip_missing, **model.provenance(),
-                                       **({"interpolate": interpolate} if interpolate is not None else {})})
+                                       **({"interpolate": interpolate} if interpolate is not None else {})}, **files)
 
     def rankings() -> Iterator[QueryRanking]:
         score_cache = ScoreCache(cache_namespace(model)) if cache else None

@@ -107,6 +107,12 @@ def read_checkpoint(folder: str | Path, model: str | None) -> dict:
         raise DataError(f"{manifest_path} is not valid JSON") from None
     if model is not None and manifest.get("model") != model:
         raise UsageError(f"checkpoint {path} was trained for model {manifest.get('model')!r}, not {model!r}")
+    # The hash keys the score cache and goes into run headers: weights edited, copied in or cut short since it
+    # was written would otherwise get another model's cached scores (or a traceback from the weights loader).
+    actual = content_hash(path)
+    if manifest.get("hash") != actual:
+        raise DataError(f"checkpoint {path}: its files are not those {CHECKPOINT_FILE} describes (hash {actual}, "
+                        f"recorded {manifest.get('hash')}): changed or cut short since written; retrain or copy it again")
     return manifest
 
 
@@ -230,6 +236,8 @@ class TrainArgs:
         check_writable(self.output)
         if sum(map(bool, (self.dev, self.dev_fraction, self.dev_fold))) > 1:
             raise UsageError("give only one of --dev DATASET, --dev-fraction and --dev-fold")
+        if self.dev is not None and self.dev == self.train:  # early stopping would pick by the training queries
+            raise UsageError(f"--dev {self.dev} is the training set; hold queries out with --dev-fraction or --dev-fold")
         if self.dev_fold is not None:
             self.fold()
         for label, value in (("--steps", self.steps), ("--batch-groups", self.batch_groups),

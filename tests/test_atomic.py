@@ -31,6 +31,33 @@ def test_folder_output_replaces_only_an_earlier_output_of_its_kind(tmp_path):
             pass
 
 
+def test_a_folder_output_interrupted_while_it_replaces_the_old_keeps_the_old(tmp_path, monkeypatch):
+    """The old folder was deleted before the new one moved in: an interrupt there left half an old checkpoint."""
+    import os
+
+    target = tmp_path / "ck"
+    with atomic_dir(target, "checkpoint.json") as tmp:
+        (tmp / "checkpoint.json").write_text("old")
+        (tmp / "weights").write_text("old weights")
+    real_replace, calls = os.replace, []
+
+    def interrupted_second_rename(source, destination):
+        calls.append(source)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", interrupted_second_rename)
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_dir(target, "checkpoint.json") as tmp:
+            (tmp / "checkpoint.json").write_text("new")
+    monkeypatch.undo()
+    assert (target / "weights").read_text() == "old weights" and sorted(p.name for p in tmp_path.iterdir()) == ["ck"]
+    with atomic_dir(target, "checkpoint.json") as tmp:
+        (tmp / "checkpoint.json").write_text("new")
+    assert sorted(p.name for p in target.iterdir()) == ["checkpoint.json"] and list(tmp_path.iterdir()) == [target]
+
+
 def test_failed_output_takes_back_the_folders_it_made(tmp_path):
     for target in (tmp_path / "a" / "b" / "out.run", tmp_path / "c" / "d" / "ck"):
         with pytest.raises(RuntimeError):

@@ -264,7 +264,8 @@ def test_average_of_checkpoints_is_their_mean_and_scores(tiny_bert, tiny_checkpo
     lonely = rerank("average", str(folder), "-o", str(tmp_path / "lonely"), check=False)
     assert lonely.returncode != 0 and "at least two checkpoints" in lonely.stderr
     (tmp_path / "tk").mkdir()
-    (tmp_path / "tk" / "checkpoint.json").write_text(json.dumps({"model": "tk", "config": {}, "hash": "x"}))
+    (tmp_path / "tk" / "checkpoint.json").write_text(json.dumps({"model": "tk", "config": {},
+                                                               "hash": content_hash(tmp_path / "tk")}))
     mixed = rerank("average", str(folder), str(tmp_path / "tk"), "-o", str(tmp_path / "mixed"), check=False)
     assert mixed.returncode != 0 and "not the same model" in mixed.stderr and "Traceback" not in mixed.stderr
     assert not (tmp_path / "lonely").exists() and not (tmp_path / "mixed").exists()
@@ -272,6 +273,26 @@ def test_average_of_checkpoints_is_their_mean_and_scores(tiny_bert, tiny_checkpo
     onto = rerank("average", str(tmp_path / "seed7"), str(folder), "-o", str(tmp_path / "seed7"), check=False)
     assert onto.returncode != 0 and "is one of the checkpoints to average" in onto.stderr
     assert (tmp_path / "seed7" / "checkpoint.json").read_text() == before  # its training record is kept
+
+
+def test_a_checkpoint_whose_files_changed_is_refused(tiny_checkpoint, tmp_path):
+    """Edited weights kept the recorded hash, so the score cache served the old weights' scores; weights cut short
+    gave a safetensors traceback."""
+    import shutil
+
+    from rerank.errors import DataError
+
+    folder = tmp_path / "edited"
+    shutil.copytree(tiny_checkpoint[0], folder)
+    load_model("bert", str(folder))  # a copy is the same checkpoint
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:-8] + bytes(8))
+    with pytest.raises(DataError, match="its files are not those checkpoint.json describes"):
+        load_model("bert", str(folder))
+    weights.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DataError, match="changed or cut short"):
+        load_model("bert", str(folder))
 
 
 def test_bad_training_arguments(tmp_path):
@@ -292,7 +313,8 @@ def test_bad_training_arguments(tmp_path):
                          ({"max_minutes": 0.0}, "--max-minutes must be positive"),
                          ({"distill_weight": -1.0}, "--distill-weight must be >= 0"),
                          ({"metric": "MAP"}, "--metric is the dev measure: give a dev set too"),
-                         ({"metric": "nDCG@0", "dev_fraction": 0.2}, "cannot read measure 'nDCG@0'")):
+                         ({"metric": "nDCG@0", "dev_fraction": 0.2}, "cannot read measure 'nDCG@0'"),
+                         ({"dev": "trecqa-dev"}, "is the training set")):  # it stopped early on training queries
         with pytest.raises(UsageError, match=words):  # refused before any model loads or step runs
             train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), **wrong))
 

@@ -116,6 +116,23 @@ def test_jsonl_records_that_are_not_text_documents_are_named(tmp_path, line, wor
     assert info.value.line_no == 2
 
 
+def test_qrels_from_a_pipe_and_topics_that_cannot_be(tmp_path):
+    """`--qrels <(zcat q.gz)` was 'file not found'; topics are read twice (format detection), so a pipe is refused."""
+    import os
+    import threading
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text("1 0 a 1\n"))
+    writer.start()
+    assert formats.read_qrels(fifo) == {"1": {"a": 1}}
+    writer.join()
+    with pytest.raises(DataError, match="is not a regular file"):
+        formats.read_topics(fifo)
+    with pytest.raises(DataError, match="is a folder"):
+        formats.read_qrels(tmp_path)
+
+
 def test_missing_file_and_unknown_format(tmp_path):
     with pytest.raises(DataError, match="file not found"):
         formats.read_qrels(tmp_path / "nope")

@@ -148,9 +148,36 @@ def test_cli_bert_only_options(rerank, option):
     assert done.stderr.count("\n") == 1
 
 
-def test_cli_empty_stream_is_empty_output(rerank):
+def test_files_given_for_texts_go_into_the_header(tmp_path):
+    """A run scored with --topics/--corpus could not be scored again, nor evaluated with the qrels its header
+    could have named: the files were not recorded."""
+    (tmp_path / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in QUERIES.items()))
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in TEXTS.items()))
+    plain = Stream(RunHeader(), _stream().rankings)
+    first = score_stream(plain, OverlapReranker(), 3, cache=False, topics=str(tmp_path / "topics.tsv"),
+                         corpus=str(tmp_path / "corpus.jsonl"))
+    assert first.header.get("topics") == str(tmp_path / "topics.tsv") and first.header.get("corpus")
+    again = score_stream(Stream(first.header, list(first.rankings)), OverlapReranker(), 3, cache=False)
+    assert len(list(again.rankings)) == 2
+
+
+def test_a_damaged_score_cache_is_named(tmp_path):
+    from rerank.score import ScoreCache
+
+    (tmp_path / "scores.sqlite").write_text("garbage, not a database\n" * 100)
+    with pytest.raises(DataError, match="scores.sqlite cannot be used .*delete it, or pass --no-cache"):
+        ScoreCache("overlap-v1", tmp_path / "scores.sqlite")
+
+
+def test_cli_empty_stream_is_empty_output(rerank, tmp_path):
     done = rerank("score", "--model", "minilm-bi", input="", check=False)
     assert done.returncode == 0 and done.stdout == ""
+    # -o replaces an earlier run (a make rule would take the old one as up to date); the header goes on
+    (tmp_path / "old.run").write_text(RUN_DL19)
+    rerank("score", "--model", "minilm-bi", "-o", str(tmp_path / "old.run"), input='# dataset: "trec-dl-2019"\n')
+    assert (tmp_path / "old.run").read_text() == '# rerank-run: 1\n# dataset: "trec-dl-2019"\n'
+    unchecked = rerank("score", "--model", "bert", input="", check=False)  # the model is checked all the same
+    assert unchecked.returncode == 2 and "needs --checkpoint" in unchecked.stderr
 
 
 RUN_DL19 = '# rerank-run: 1\n# dataset: "trec-dl-2019"\n19335 Q0 1017759 1 3.0 x\n'

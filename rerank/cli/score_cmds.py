@@ -57,8 +57,11 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
         reader = RunReader(handle, source)
         rankings = iter(reader)
         first = next(rankings, None)
-        if first is None:
+        if first is None:  # still check the model, and replace an -o file rather than leave an older run there
+            load_model(model_name, checkpoint, **options)
             click.echo(f"rerank: note: {source} holds no queries; nothing to score", err=True)
+            had_header = bool(reader.header.fields or reader.header.stages)
+            write_stream(Stream(reader.header if had_header else None, []), output, trec_only)
             return
         queries = queries_for(reader.header, topics)  # fail on a header naming nothing before loading a model
         store = doc_store_for(reader.header, corpus)
@@ -68,7 +71,7 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
         stats = ScoreStats()
         stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), model, depth,
                               cache=not no_cache, skip_missing=skip_missing, stage=stage_name, store=store,
-                              queries=queries, stats=stats, interpolate=interpolate)
+                              queries=queries, stats=stats, interpolate=interpolate, topics=topics, corpus=corpus)
         write_stream(stream, output, trec_only)
     click.echo(f"rerank: {stats.summary(stage_name or model_name)}", err=True)
 

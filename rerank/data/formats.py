@@ -39,8 +39,10 @@ Qrels = dict[str, dict[str, int]]
 def open_text(path: str | Path) -> IO[str]:
     """Open a text file, transparently gunzipping `.gz`; a missing file gets a clear error."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise DataError(f"file not found: {p}")
+    if p.is_dir():
+        raise DataError(f"{p} is a folder, not a file")  # a FIFO or /dev/stdin is read like a file
     # utf-8-sig: a byte-order mark (Windows editors write one) would otherwise become part of the first id
     if p.suffix == ".gz":
         return gzip.open(p, "rt", encoding="utf-8-sig", errors="replace")
@@ -48,6 +50,10 @@ def open_text(path: str | Path) -> IO[str]:
 
 
 def _first_non_blank(path: Path, size: int = 4096) -> str:
+    """The start of a file whose format is told from it: a pipe would lose it to this first read."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise DataError(f"{path} is not a regular file: its format is told from its start, so it is read twice; "
+                        "save it to a file first")
     with open_text(path) as handle:
         return handle.read(size).lstrip()
 
