@@ -57,7 +57,8 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
                 bar.update(len(batch))
         indexer.close()
         # Anserini skips documents without text (its 'empty' counter): say so rather than lose them quietly
-        info = IndexInfo(name, BACKEND, count, {**source, **({"empty_documents_skipped": fed - count} if fed > count else {})})
+        skipped = {"empty_documents_skipped": fed - count} if fed > count else {}
+        info = IndexInfo(name, BACKEND, count, {**source, **skipped})
         info.write(tmp)
     if total is not None and count != total:
         raise BackendError(f"indexed {count} of {total} documents into {target}")
