@@ -52,6 +52,9 @@ def test_empty_input_and_unrelated_qrels(rerank, data_root, tmp_path):
     fails(rerank, "eval", str(tmp_path / "other.run"), "--qrels", str(data_root / "vaswani/qrels"),
           words="none of its 1 queries is judged")
     fails(rerank, "eval", str(tmp_path / "other.run"), words="pass --qrels FILE")
+    (tmp_path / "own-topics.run").write_text('# topics: "mine.tsv"\n# index: "vaswani"\n1 Q0 a 1 1.0 t\n')
+    fails(rerank, "eval", str(tmp_path / "own-topics.run"),
+          words=f"pass --qrels FILE (if its topics are vaswani's, its qrels are {data_root / 'vaswani' / 'qrels'})")
 
 
 def test_runs_of_different_data_sets_are_not_scored_against_one_qrels(rerank, tmp_path):

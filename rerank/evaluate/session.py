@@ -44,7 +44,11 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
     if header.get("qrels"):
         return Judgements(read_qrels(header.get("qrels")), min_rel or 1, ADHOC_MEASURES, header.get("qrels"))
     if dataset is None:
-        raise UsageError("no qrels: the run's header names no known data set; pass --qrels FILE")
+        index = header.get("index")  # `retrieve vaswani --topics mine.tsv`: own topics over a data set's index
+        hint = ""
+        if index in dataset_names() and "qrels" in get_dataset(index).files:
+            hint = f" (if its topics are {index}'s, its qrels are {get_dataset(index).files['qrels']})"
+        raise UsageError(f"no qrels: the run's header names no known data set; pass --qrels FILE{hint}")
     return Judgements(dataset.qrels(), min_rel if min_rel is not None else dataset.min_rel, dataset.measures, name)
 
 
