@@ -127,12 +127,16 @@ def test_interrupted_build_resumes_from_saved_shards(home, cacm_slice, tiny_enco
     assert not list((home / "indexes" / "resumed").glob(".dense.partial"))
 
 
-def test_a_repeated_docid_stops_the_build_where_it_appears(home, cacm_slice, tiny_encoder, monkeypatch):  # noqa: F811
-    """It used to be found after every document was encoded."""
+def test_a_repeated_docid_stops_the_build_where_it_appears(home, cacm_slice, tiny_encoder, monkeypatch,
+                                                           tmp_path):  # noqa: F811
+    """The shared id check (api._distinct_ids) stops a dense build at the repeat, before the rest is encoded;
+    an empty corpus leaves no partial build behind."""
+    import json
+
     import torch
 
-    from rerank.errors import BackendError
-    from rerank.retrieve import dense
+    from rerank.errors import BackendError, DataError
+    from rerank.retrieve import api, dense
 
     monkeypatch.setattr(dense, "SHARD", 20)
     docs = _documents(cacm_slice, 30)
@@ -144,8 +148,10 @@ def test_a_repeated_docid_stops_the_build_where_it_appears(home, cacm_slice, tin
             return torch.zeros(len(texts), 4)
 
     monkeypatch.setattr(dense, "load_encoder", lambda path, threads: CountingEncoder())
-    with pytest.raises(BackendError, match=f"repeat docid '{docs[3].docid}'"):
-        dense.build("twice", iter([*docs, docs[3], *docs]), None, {}, encoder=tiny_encoder)
+    corpus = tmp_path / "twice.jsonl"
+    corpus.write_text("".join(json.dumps({"id": d.docid, "contents": d.contents}) + "\n" for d in [*docs, docs[3]]))
+    with pytest.raises(DataError, match=f"document id '{docs[3].docid}' appears twice"):
+        api.build_index("twice", "dense", corpus=str(corpus), encoder=tiny_encoder)
     assert encoded == [20]  # the first shard; the second holds the repeat and is not encoded
     with pytest.raises(BackendError, match="no documents"):
         dense.build("nothing", iter([]), None, {}, encoder=tiny_encoder)

@@ -7,7 +7,7 @@ import contextlib
 import click
 
 from ..errors import UsageError
-from ..evaluate.session import load_runs
+from ..evaluate.session import load_runs, some_ids
 from ..retrieve import fusion
 from . import cli
 from .io import open_run_input, write_stream
@@ -40,5 +40,5 @@ def fuse(runs, method, rrf_k, norm, depth, stage_name, output, trec_only) -> Non
     uneven = fusion.uneven_queries(loaded)
     if uneven:
         click.echo(f"rerank: note: {len(uneven)} queries are missing from some of the runs and are fused from the "
-                   f"others ({', '.join(uneven[:10])}{' ...' if len(uneven) > 10 else ''})", err=True)
+                   f"others {some_ids(uneven)}", err=True)
     write_stream(fusion.fuse(loaded, method, rrf_k, norm, depth, stage_name), output, trec_only)

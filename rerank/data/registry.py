@@ -203,8 +203,6 @@ def files_dataset(corpus: str | None = None, topics: str | None = None, qrels: s
     """A data set made of files the user names directly (formats detected from content)."""
     files = {k: Path(v) for k, v in (("corpus", corpus), ("topics", topics), ("qrels", qrels)) if v}
     for path in files.values():
-        if not path.exists():
+        if not path.exists():  # a folder or a pipe is named when read (formats.open_text, _first_non_blank)
             raise DataError(f"file not found: {path}")
-        if not path.is_file():  # a folder, or a pipe (whose start format detection would consume)
-            raise DataError(f"{path} is not a regular file; save it to a file first")
     return Dataset(name, "files given on the command line", files)

@@ -13,6 +13,11 @@ from ..runs import Run, load_run
 from .measures import Evaluation, NamedMeasure, evaluate, parse_measures
 
 
+def some_ids(ids: list[str], shown: int = 10) -> str:
+    """'(a, b, c ...)': the first few of a list of query ids, for a one-line note."""
+    return f"({', '.join(ids[:shown])}{' ...' if len(ids) > shown else ''})"
+
+
 @dataclass
 class Judgements:
     qrels: Qrels
@@ -45,9 +50,8 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
         return Judgements(read_qrels(header.get("qrels")), min_rel or 1, ADHOC_MEASURES, header.get("qrels"))
     if dataset is None:
         index = header.get("index")  # `retrieve vaswani --topics mine.tsv`: own topics over a data set's index
-        hint = ""
-        if index in dataset_names() and "qrels" in get_dataset(index).files:
-            hint = f" (if its topics are {index}'s, its qrels are {get_dataset(index).files['qrels']})"
+        qrels_of_index = get_dataset(index).files.get("qrels") if index in dataset_names() else None
+        hint = f" (if its topics are {index}'s, its qrels are {qrels_of_index})" if qrels_of_index else ""
         raise UsageError(f"no qrels: the run's header names no known data set; pass --qrels FILE{hint}")
     return Judgements(dataset.qrels(), min_rel if min_rel is not None else dataset.min_rel, dataset.measures, name)
 
@@ -74,7 +78,7 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
     hopeless = sorted(q for q, grades in judgements.qrels.items() if max(grades.values(), default=0) < judgements.min_rel)
     if hopeless:  # trec_eval keeps them in its means too (num_q), but nothing says so
         warnings.append(f"{len(hopeless)} judged queries have no document of grade >= {judgements.min_rel} and score 0 "
-                        f"in most measures ({', '.join(hopeless[:10])}{' ...' if len(hopeless) > 10 else ''})")
+                        f"in most measures {some_ids(hopeless)}")
     for run in runs:
         if not set(run.queries) & set(judgements.qrels):
             raise DataError(f"{run.source}: none of its {len(run.queries)} queries is judged in {judgements.source} "
@@ -82,9 +86,9 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
         ev = evaluate(run, judgements.qrels, measures)
         if ev.missing:
             warnings.append(f"{ev.run_name}: {len(ev.missing)} judged queries have no results and count as 0 "
-                            f"({', '.join(ev.missing[:10])}{' ...' if len(ev.missing) > 10 else ''})")
+                            + some_ids(ev.missing))
         if ev.unjudged:
             warnings.append(f"{ev.run_name}: {len(ev.unjudged)} queries are not in the qrels and are ignored "
-                            f"({', '.join(ev.unjudged[:10])}{' ...' if len(ev.unjudged) > 10 else ''})")
+                            + some_ids(ev.unjudged))
         evaluations.append(ev)
     return evaluations, measures, warnings

@@ -143,17 +143,11 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
 
     model = None
     docids: list[str] = []
-    seen: set[str] = set()
     parts = []
     resumed = 0
     with tqdm(total=total, unit="doc", desc=f"encoding {name}", disable=None) as bar:
         for number, shard in enumerate(_shards(documents)):
             ids = [doc.docid for doc in shard]
-            for docid in ids:  # before encoding the rest (the shards done so far stay, for a rerun)
-                if docid in seen:
-                    raise BackendError(f"the documents of {name!r} repeat docid {docid!r}; a dense index needs "
-                                       "unique ids")
-                seen.add(docid)
             vec_file, ids_file = partial / f"{number:05d}.npy", partial / f"{number:05d}.ids"
             if vec_file.is_file() and ids_file.is_file() and ids_file.read_text().split("\n") == ids:
                 vectors = np.load(vec_file)
@@ -253,6 +247,7 @@ def open_index(name: str, encoder: str | None = None, threads: int = 2, ef_searc
     index = DenseIndex(name, encoder, threads)
     if ef_search is not None and not hasattr(index.index, "hnsw"):
         raise UsageError(f"--ef-search tunes an HNSW index; {name}'s is exact (build one with --hnsw M)")
-    if k is not None and index.ef_search(k, ef_search) is not None:
-        index.provenance["ef_search"] = index.ef_search(k, ef_search)
+    ef = index.ef_search(k, ef_search) if k is not None else None
+    if ef is not None:
+        index.provenance["ef_search"] = ef
     return index
