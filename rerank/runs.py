@@ -2,12 +2,13 @@
 
 Format (every extension is a `#` comment line, so it survives `tee`, `grep` and files alike)::
 
-    # rerank-run: 1
+    # rerank-run: 2
     # dataset: "vaswani"
     # stage: {"name": "bm25", "backend": "lucene", "index": "indexes/vaswani", "k": 1000}
     # time: 1 bm25 12.874 1000
     1 Q0 1239 1 12.3456 bm25
     1 Q0 4462 2 11.0021 bm25
+    # end of run
 
 - Header: `# key: JSON` lines before the first record; `stage` repeats, one per stage, in order.
 - Timing: `# time: QID STAGE MS DEPTH` — milliseconds one stage spent on one query and how many candidates
@@ -16,6 +17,9 @@ Format (every extension is a `#` comment line, so it survives `tee`, `grep` and 
 - Records: standard six columns. Within a query they are ordered as trec_eval orders them (score
   descending, ties by docid descending) and ranked 1..n, so the rank column never disagrees with what
   an evaluator sees. `rerank cat --trec` drops every `#` line for tools that want pure TREC.
+- End: `# end of run`, written once every query is out (format 2 on). A stage that fails mid-stream leaves
+  its partial output without it, so the next stage in a pipe refuses to score half a run (format 1 files,
+  written before the line existed, are read without it).
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ from typing import IO, Any, Iterable, Iterator
 from .errors import FormatError, UsageError
 
 MAGIC_KEY = "rerank-run"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+END_TEXT = "end of run"  # from format 2 on, the last line of a complete stream
 TIME_KEY = "time"
 BYTE_ORDER_MARK = "\ufeff"  # Windows editors start UTF-8 files with one; it is not part of the first qid
 
@@ -73,6 +79,12 @@ class RunHeader:
 
     fields: dict[str, Any] = field(default_factory=dict)
     stages: list[dict[str, Any]] = field(default_factory=list)
+    version: int | None = None  # the format version read (None: no '# rerank-run' line, a plain TREC run)
+
+    @property
+    def promises_end(self) -> bool:
+        """Whether a complete stream with this header ends with the end line (format 2 on)."""
+        return self.version is not None and self.version >= 2
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.fields.get(key, default)
@@ -110,18 +122,22 @@ def _parse_header_line(header: RunHeader, text: str, source: str, line_no: int) 
             raise FormatError(source, line_no, "a '# stage:' line must hold a JSON object")
         header.stages.append(parsed)
     elif key == MAGIC_KEY:
-        if parsed != FORMAT_VERSION:  # a later format may mean things this reader would get wrong
-            raise FormatError(source, line_no, f"run format version {parsed!r}; this rerank reads version "
-                                               f"{FORMAT_VERSION} (a newer rerank wrote it?)")
+        if parsed not in READABLE_VERSIONS:  # a later format may mean things this reader would get wrong
+            raise FormatError(source, line_no, f"run format version {parsed!r}; this rerank reads versions "
+                                               f"{', '.join(map(str, READABLE_VERSIONS))} (a newer rerank wrote it?)")
+        header.version = parsed
     else:
         header.fields[key] = parsed
 
 
 def _absorb_comment(line: str, header: RunHeader | None, timings: dict[str, list[Timing]], source: str,
-                    line_no: int | None) -> None:
+                    line_no: int | None) -> bool:
     """One '#' line: a timing goes to its query; a `key: value` line goes to the header while the header
-    is still open (`header` given: before the first record), and is a free comment after that."""
+    is still open (`header` given: before the first record), and is a free comment after that.
+    Returns whether the line is the end line."""
     text = line[1:].strip()
+    if text == END_TEXT:
+        return True
     if text.startswith(TIME_KEY + ":"):
         qid, timing = _parse_timing(text[len(TIME_KEY) + 1 :], source, line_no)
         timings.setdefault(qid, []).append(timing)
@@ -130,6 +146,14 @@ def _absorb_comment(line: str, header: RunHeader | None, timings: dict[str, list
                                            "file of its own")
     elif header is not None:
         _parse_header_line(header, text, source, line_no)
+    return False
+
+
+def _check_ended(header: RunHeader, ended: bool, source: str) -> None:
+    if header.promises_end and not ended:
+        raise FormatError(source, None, f"the run stops before its '# {END_TEXT}' line: the stage that wrote it "
+                                        "failed (see its error) or the file was cut short; rerun that stage "
+                                        "(grep -v '^#' drops the header, and this check, from a run cut on purpose)")
 
 
 def _parse_timing(text: str, source: str, line_no: int) -> tuple[str, Timing]:
@@ -160,6 +184,7 @@ class RunReader:
         self.handle, self.source, self.strict = handle, source, strict
         self.header = RunHeader()
         self._line_no = 0
+        self._ended = False
         self._pending: str | None = None
         self._timings: dict[str, list[Timing]] = {}
         self._line_iter = self._lines()
@@ -181,7 +206,14 @@ class RunReader:
                     self._pending = line
                     return
                 continue
-            _absorb_comment(line, self.header, self._timings, self.source, self._line_no)
+            self._absorb(line, self.header)
+
+    def _absorb(self, line: str, header: RunHeader | None) -> None:
+        if _absorb_comment(line, header, self._timings, self.source, self._line_no):
+            self._ended = True
+        elif self._ended and line[1:].strip().startswith(MAGIC_KEY + ":"):
+            raise FormatError(self.source, self._line_no, "a second run begins here (runs joined by cat?); give "
+                                                          "each run as a file of its own")
 
     def _records(self) -> Iterator[tuple[int, str, str, int, float, str]]:
         lines: Iterable[str] = self._line_iter
@@ -191,7 +223,7 @@ class RunReader:
         for line in lines:
             self._line_no += 1
             if line.startswith("#"):
-                _absorb_comment(line, None, self._timings, self.source, self._line_no)
+                self._absorb(line, None)
                 continue
             parts = line.split()
             if not parts:
@@ -232,6 +264,7 @@ class RunReader:
         if current is not None:
             yield self._finish(current, rows, tag)
         yield from self._without_records(done)
+        _check_ended(self.header, self._ended, self.source)
 
     def _without_records(self, done: set[str]) -> Iterator[QueryRanking]:
         """At the end, queries with '# time:' lines but no records (the stage found nothing for them) as empty
@@ -271,12 +304,23 @@ def _check_rows(qid: str, rows: list[tuple[int, str, int, float]], source: str, 
 
 
 class RunWriter:
-    """Writes a header once, then query rankings (timings first, then records ranked 1..n)."""
+    """Writes a header once, then query rankings (timings first, then records ranked 1..n), then the end line.
+
+    The end line goes out when the writer is closed: by `write_all`, or on leaving a `with RunWriter(...)`
+    block without an exception, so a failure part-way leaves the stream visibly incomplete."""
 
     def __init__(self, handle: IO[str], header: RunHeader | None = None, trec_only: bool = False):
         self.handle, self.trec_only = handle, trec_only
-        if header is not None and not trec_only:
+        self.wrote_header = header is not None and not trec_only
+        if self.wrote_header:
             handle.write("\n".join(header.lines()) + "\n")
+
+    def __enter__(self) -> "RunWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
 
     def write(self, ranking: QueryRanking) -> None:
         out = []
@@ -286,11 +330,17 @@ class RunWriter:
         out += [f"{qid} Q0 {d} {i} {s!r} {tag}\n" for i, (d, s) in enumerate(zip(ranking.docids, ranking.scores), 1)]
         self.handle.write("".join(out))
 
+    def close(self) -> None:
+        """Mark the stream complete (a stream without a header, plain TREC, has no end line)."""
+        if self.wrote_header:
+            self.handle.write(f"# {END_TEXT}\n")
+
     def write_all(self, rankings: Iterable[QueryRanking]) -> int:
         count = 0
         for ranking in rankings:
             self.write(ranking)
             count += 1
+        self.close()
         return count
 
 
@@ -334,6 +384,7 @@ def load_run(handle: IO[str], source: str, strict: bool = False) -> Run:
         tags.setdefault(qid, tag)
     queries = {qid: reader._finish(qid, rows, tags[qid]) for qid, rows in grouped.items()}
     queries.update((ranking.qid, ranking) for ranking in reader._without_records(set(queries)))
+    _check_ended(reader.header, reader._ended, source)
     return Run(reader.header, queries, source)
 
 
@@ -400,10 +451,15 @@ def _load_fast(text: str, source: str) -> Run | None:
         return None
     header = RunHeader()
     timings: dict[str, list[Timing]] = {}
+    ended = False
     try:
         for in_header, comment in comments:
-            _absorb_comment(comment, header if in_header else None, timings, source, None)
+            if ended and comment[1:].strip().startswith(MAGIC_KEY + ":"):
+                return None  # a second run after the first's end: the slow path names the line
+            ended = _absorb_comment(comment, header if in_header else None, timings, source, None) or ended
     except FormatError:
+        return None
+    if header.promises_end and not ended:
         return None
     # Queries in order of first appearance; within each, trec_eval's order: score descending, ties by
     # docid descending. Sorting on integer query codes is cheaper than on the qid strings.

@@ -198,8 +198,8 @@ def test_pairwise_loss_with_distillation(tiny_bert, tmp_path, data_root, monkeyp
     from rerank.data import get_dataset
 
     teacher = tmp_path / "teacher.run"
-    with open(teacher, "w") as handle:  # the shipped candidate scores stand in for a teacher's
-        writer = RunWriter(handle, RunHeader({"dataset": "trecqa-dev"}))
+    # the shipped candidate scores stand in for a teacher's
+    with open(teacher, "w") as handle, RunWriter(handle, RunHeader({"dataset": "trecqa-dev"})) as writer:
         for ranking in get_dataset("trecqa-dev").candidates():
             writer.write(QueryRanking.from_scores(ranking.qid, ranking.docids,
                                                  [len(d) * 0.1 for d in ranking.docids]))
@@ -221,8 +221,7 @@ def test_distillation_on_the_unjudged_queries_of_a_teacher_run(tiny_bert, tmp_pa
     dev = get_dataset("trecqa-dev")
     judged = set(dev.qrels()) | {r.qid for r in dev.candidates()}
     rankings = [r for r in get_dataset("trecqa-train").candidates() if len(r.docids) >= 3 and r.qid not in judged]
-    with open(teacher, "w") as handle:
-        writer = RunWriter(handle, RunHeader({"dataset": "trecqa-train"}))
+    with open(teacher, "w") as handle, RunWriter(handle, RunHeader({"dataset": "trecqa-train"})) as writer:
         for i, ranking in enumerate(rankings):
             writer.write(QueryRanking.from_scores(ranking.qid, ranking.docids,
                                                  [float(i % 2)] + [0.0] * (len(ranking.docids) - 1)))

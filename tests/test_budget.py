@@ -29,8 +29,7 @@ def _write_run(tmp_path, model: str, depth: int, ms_per_query: float, found: int
     path = tmp_path / f"{model}-{depth}.run"
     on_top, at_bottom = ["d1", "d2"][:found], ["d1", "d2"][found:]
     order = on_top + [d for d in DOCS if d not in ("d1", "d2")] + at_bottom
-    with open(path, "w") as handle:
-        writer = RunWriter(handle, header)
+    with open(path, "w") as handle, RunWriter(handle, header) as writer:
         for i, qid in enumerate(QIDS):
             ranking = QueryRanking.from_scores(qid, order, range(len(order), 0, -1), tag=model)
             ranking.timings = [Timing("bm25", 1.0, 20), Timing(model, ms_per_query + i * 0.01, depth)]
@@ -101,7 +100,7 @@ def test_p95_statistic_uses_the_tail(tmp_path):
 def test_untimed_run_names_the_stage(tmp_path):
     header = RunHeader({"qrels": _qrels_file(tmp_path)}).with_stage({"name": "bm25", "stage": "candidates"})
     handle = io.StringIO()
-    RunWriter(handle, header).write(QueryRanking.from_scores("q1", DOCS, range(20, 0, -1)))
+    RunWriter(handle, header).write_all([QueryRanking.from_scores("q1", DOCS, range(20, 0, -1))])
     handle.seek(0)
     run = load_run(handle, "plain.run")
     with pytest.raises(DataError, match=r"plain.run: the run has no per-query timings.*'bm25' \(candidates\)"):
@@ -159,8 +158,8 @@ def test_real_dl2019_candidates(tmp_path, rerank):
     with open(candidates) as handle:
         run = load_run(handle, str(candidates))
     timed = tmp_path / "cut10.run"
-    with open(timed, "w") as handle:
-        writer = RunWriter(handle, run.header.with_stage({"name": "cut", "stage": "score", "depth": 10}))
+    with open(timed, "w") as handle, \
+            RunWriter(handle, run.header.with_stage({"name": "cut", "stage": "score", "depth": 10})) as writer:
         for ranking in run.queries.values():
             ranking.timings = [Timing("cut", 3.0, 10)]
             writer.write(ranking)
@@ -182,9 +181,8 @@ def test_each_depth_pays_for_every_passage_it_scores(tmp_path, monkeypatch):
                                                    for d in DOCS[:4]))
     header = RunHeader({"topics": str(tmp_path / "topics.tsv"), "corpus": str(tmp_path / "corpus.jsonl")})
     buffer = io.StringIO()
-    writer = RunWriter(buffer, header.with_stage({"name": "bm25", "stage": "retrieve"}))
-    for qid in ("q1", "q2"):
-        writer.write(QueryRanking.from_scores(qid, DOCS[:4], [4, 3, 2, 1], timings=[Timing("bm25", 1.0, 4)]))
+    RunWriter(buffer, header.with_stage({"name": "bm25", "stage": "retrieve"})).write_all(
+        QueryRanking.from_scores(qid, DOCS[:4], [4, 3, 2, 1], timings=[Timing("bm25", 1.0, 4)]) for qid in ("q1", "q2"))
     embedded: list[int] = []
     real_embed = BiEncoderReranker.embed
     monkeypatch.setattr(BiEncoderReranker, "embed", lambda self, texts: embedded.append(len(texts)) or

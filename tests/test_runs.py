@@ -146,8 +146,60 @@ def test_two_runs_joined_into_one_stream_are_named_as_such():
 
 
 def test_a_run_format_this_reader_does_not_know_is_refused():
-    with pytest.raises(FormatError, match="run.txt:1: run format version 2; this rerank reads version 1"):
-        read("# rerank-run: 2\n1 Q0 a 1 1.0 t\n")
+    with pytest.raises(FormatError, match="run.txt:1: run format version 3; this rerank reads versions 1, 2"):
+        read("# rerank-run: 3\n1 Q0 a 1 1.0 t\n# end of run\n")
+
+
+def _load(text):
+    return load_run(io.StringIO(text), "run.txt")
+
+
+def test_a_written_stream_ends_with_the_end_line_and_reads_back_whole():
+    text = write([QueryRanking.from_scores("1", ["a"], [1.0])], RunHeader({"dataset": "x"}))
+    assert text.startswith("# rerank-run: 2\n") and text.endswith("1 Q0 a 1 1.0 rerank\n# end of run\n")
+    assert [q.qid for q in read(text)[1]] == ["1"] == list(_load(text).queries)
+    assert write([], RunHeader()).splitlines() == ["# rerank-run: 2", "# end of run"]  # a stage that found nothing
+    assert write([QueryRanking.from_scores("1", ["a"], [1.0])], RunHeader(), trec_only=True) == "1 Q0 a 1 1.0 rerank\n"
+
+
+def test_a_writer_left_by_an_error_writes_no_end_line():
+    buf = io.StringIO()
+    with pytest.raises(KeyError):
+        with RunWriter(buf, RunHeader()) as writer:
+            writer.write(QueryRanking.from_scores("1", ["a"], [1.0]))
+            raise KeyError("the model failed on the second query")
+    assert "end of run" not in buf.getvalue()
+    with RunWriter(buf, None) as writer:  # no header: plain TREC, which has no end line
+        writer.write(QueryRanking.from_scores("2", ["a"], [1.0]))
+    assert buf.getvalue().endswith("2 Q0 a 1 1.0 rerank\n")
+
+
+@pytest.mark.parametrize("cut", [
+    "# rerank-run: 2\n",  # the stage failed before its first query
+    "# rerank-run: 2\n# time: 1 s 2.0 3\n1 Q0 a 1 2.5 t\n",  # ... or after some
+])
+def test_a_stream_cut_before_its_end_line_is_refused_by_every_reader(cut):
+    """A stage that failed mid-pipe left a partial run that the next stage scored as if whole."""
+    for reader in (lambda text: read(text)[1], _load):
+        with pytest.raises(FormatError, match="run.txt: the run stops before its '# end of run' line"):
+            reader(cut)
+
+
+def test_end_line_is_not_asked_of_format_1_runs_or_plain_trec_runs():
+    assert list(_load("# rerank-run: 1\n1 Q0 a 1 1.0 t\n").queries) == ["1"] == [q.qid for q in read("1 Q0 a 1 1.0 t\n")[1]]
+
+
+def test_a_run_sorted_by_qid_keeps_its_end_line_valid():
+    """`sort -s -k1,1` (the advice for non-contiguous queries) moves every '#' line to the top."""
+    text = "# rerank-run: 2\n# time: 1 s 2.0 3\n# end of run\n1 Q0 a 1 2.5 t\n"
+    assert [q.qid for q in read(text)[1]] == ["1"] == list(_load(text).queries)
+
+
+def test_a_second_run_after_a_run_with_no_records_is_named():
+    empty = "# rerank-run: 2\n# end of run\n"
+    for reader in (lambda text: read(text)[1], _load):
+        with pytest.raises(FormatError, match="run.txt:3: a second run begins here"):
+            reader(empty + "# rerank-run: 2\n1 Q0 a 1 1.0 t\n# end of run\n")
 
 
 def test_stream_write_counts_queries():

@@ -175,7 +175,7 @@ def test_cli_empty_stream_is_empty_output(rerank, tmp_path):
     # -o replaces an earlier run (a make rule would take the old one as up to date); the header goes on
     (tmp_path / "old.run").write_text(RUN_DL19)
     rerank("score", "--model", "minilm-bi", "-o", str(tmp_path / "old.run"), input='# dataset: "trec-dl-2019"\n')
-    assert (tmp_path / "old.run").read_text() == '# rerank-run: 1\n# dataset: "trec-dl-2019"\n'
+    assert (tmp_path / "old.run").read_text() == '# rerank-run: 2\n# dataset: "trec-dl-2019"\n# end of run\n'
     unchecked = rerank("score", "--model", "bert", input="", check=False)  # the model is checked all the same
     assert unchecked.returncode == 2 and "needs --checkpoint" in unchecked.stderr
 
@@ -204,6 +204,21 @@ def test_cli_missing_docids(rerank, tmp_path):
     assert not out.exists()  # nothing half-written
     done = rerank("score", "--model", "minilm-bi", "--no-cache", "--skip-missing", input=run)
     assert "skipped 1 candidates" in done.stderr and "19335 Q0 no-such-passage 1" in done.stdout
+
+
+def test_cli_a_stage_that_fails_mid_pipe_does_not_get_its_partial_output_scored(rerank):
+    """Needs ../shared/data (TREC DL 2019). `score | eval` without pipefail used to print figures for the
+    queries the failed stage got through, as if they were the whole run."""
+    run = '# rerank-run: 1\n# dataset: "trec-dl-2019"\n264014 Q0 5611210 1 3.0 x\n1037798 Q0 no-such-passage 1 3.0 x\n'
+    failed = rerank("score", "--model", "minilm-bi", "--no-cache", input=run, check=False)
+    assert failed.returncode != 0 and "no-such-passage is not in the document store" in failed.stderr
+    assert "264014 Q0 5611210 1" in failed.stdout  # the first query went out before the failure
+    evaluated = rerank("eval", input=failed.stdout, check=False)
+    assert evaluated.returncode != 0 and evaluated.stdout == ""
+    assert evaluated.stderr.strip().endswith("<stdin>: the run stops before its '# end of run' line: the stage that "
+                                             "wrote it failed (see its error) or the file was cut short; rerun that "
+                                             "stage (grep -v '^#' drops the header, and this check, from a run cut on "
+                                             "purpose)")
 
 
 # ------------------------------------------------------------------------------------------ integration
