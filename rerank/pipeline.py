@@ -30,11 +30,13 @@ from pathlib import Path
 from typing import Callable
 
 from .atomic import atomic_output
-from .errors import DataError, UsageError
+from .data import dataset_names, get_dataset
+from .errors import DataError, RerankError, UsageError
 from .evaluate import report
 from .evaluate.session import evaluate_runs, judgements_for
 from .paths import indexes_dir, runs_dir
 from .retrieve import api
+from .retrieve.store import MANIFEST
 from .runs import Run, RunReader, Stream, load_run
 from .score import MODEL_OPTIONS
 
@@ -48,6 +50,14 @@ STAGE_KINDS: dict[str, str] = {
     "fuse": "rerank.retrieve.fusion:fuse_stage",
 }
 StageKind = Callable[[str, dict, Stream | None], Stream]
+# kind -> "module:function" taking (dataset, stage parameters): what the stage would refuse, refused before any
+# stage runs (a misspelt model must not wait for an hour of retrieval).
+STAGE_CHECKS: dict[str, str] = {
+    "retrieve": "rerank.retrieve.api:check_retrieve_stage",
+    "candidates": "rerank.retrieve.api:check_candidates_stage",
+    "score": "rerank.score:check_score_stage",
+    "fuse": "rerank.retrieve.fusion:check_fuse_stage",
+}
 
 # The parameters each kind takes, with their TOML types (a float also takes an integer): a misspelt or
 # mistyped one is refused when the file is read, before any stage runs, instead of being ignored.
@@ -79,30 +89,63 @@ def _check_types(where: str, table: dict, schema: dict[str, type]) -> None:
             raise DataError(f"{where}: {key} must be {_TYPE_WORDS[wanted]}, not {value!r}")
 
 
-def stage_function(kind: str) -> StageKind:
-    module, _, function = STAGE_KINDS[kind].partition(":")
+def _function(where: str) -> Callable:
+    module, _, function = where.partition(":")
     return getattr(importlib.import_module(module), function)
 
 
-def _fingerprint(dataset: str, params: dict, upstream: str) -> str:
-    blob = json.dumps({"dataset": dataset, "params": params, "upstream": upstream}, sort_keys=True)
-    for value in params.values():  # a checkpoint retrained or a topics file edited in place must invalidate the run
+def stage_function(kind: str) -> StageKind:
+    return _function(STAGE_KINDS[kind])
+
+
+def check_stages(spec: dict) -> None:
+    """Every stage's parameters and the files the pipeline names, before any stage runs."""
+    for stage in spec["stage"]:
+        params = {k: v for k, v in stage.items() if k not in ("kind", "input", "evaluate")}
+        try:
+            _function(STAGE_CHECKS[stage["kind"]])(spec["dataset"], params)
+        except RerankError as error:  # a pipeline file's mistake, named by its stage
+            raise DataError(f"stage {stage['name']!r}: {error}") from None
+    if spec.get("qrels") is not None and not Path(spec["qrels"]).is_file():
+        raise DataError(f"qrels file not found: {spec['qrels']}")
+
+
+def _file_state(path: Path) -> str:
+    """Size and modification time, as make does: corpora can be large."""
+    status = path.stat()
+    return f"{path.resolve()}:{status.st_size}:{status.st_mtime_ns}"
+
+
+def _fingerprint(dataset: str, stage: dict, upstream: str) -> str:
+    """What a run depends on: its parameters, its upstream runs, and the files it reads. A checkpoint retrained,
+    a topics file edited, the data set's files changed (or another --data-root), or the index rebuilt must
+    invalidate it."""
+    blob = json.dumps({"dataset": dataset, "params": stage, "upstream": upstream}, sort_keys=True)
+    for value in stage.values():
         if not isinstance(value, str):
             continue
         manifest = Path(value) / "checkpoint.json"
         if manifest.is_file():
             blob += manifest.read_text()
-        elif Path(value).is_file():  # size and modification time, as make does: corpora can be large
-            status = Path(value).stat()
-            blob += f"{value}:{status.st_size}:{status.st_mtime_ns}"
+        elif Path(value).is_file():
+            blob += _file_state(Path(value))
+    if dataset in dataset_names():
+        blob += "".join(_file_state(p) for p in get_dataset(dataset).files.values() if p.is_file())
+    if stage["kind"] == "retrieve":  # every build writes a new manifest (its creation time among it)
+        index = indexes_dir() / dataset / stage.get("backend", "lucene") / MANIFEST
+        blob += index.read_text() if index.is_file() else ""
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def _existing_fingerprint(path: Path) -> str | None:
+    """The fingerprint a saved run records; None (run it again) if there is none or the file cannot be read."""
     if not path.is_file():
         return None
-    with open(path, encoding="utf-8") as handle:
-        return RunReader(handle, str(path)).header.get("fingerprint")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return RunReader(handle, str(path)).header.get("fingerprint")
+    except (RerankError, OSError):
+        return None
 
 
 def load_pipeline(path: str | Path) -> dict:
@@ -130,6 +173,7 @@ def load_pipeline(path: str | Path) -> dict:
         if stage["kind"] not in STAGE_KINDS:
             raise DataError(f"{p}: stage {stage['name']!r} has unknown kind {stage['kind']!r}; known: {', '.join(STAGE_KINDS)}")
         _check_types(f"{p}: stage {stage['name']!r}", stage, {**EVERY_STAGE, **STAGE_PARAMETERS[stage["kind"]]})
+        _check_inputs(str(p), stage)
         for upstream in [stage["input"]] if stage.get("input") is not None else stage.get("inputs", []):
             if upstream not in names:
                 raise DataError(f"{p}: stage {stage['name']!r} reads {upstream!r}, which no earlier stage makes")
@@ -140,11 +184,30 @@ def load_pipeline(path: str | Path) -> dict:
     return spec
 
 
+def _check_inputs(source: str, stage: dict) -> None:
+    """A stage reads what its kind reads: a score stage one `input`, a fuse stage two or more `inputs` (names of
+    earlier stages), a first stage nothing (an `input` there would be ignored, yet change its fingerprint)."""
+    where = f"{source}: stage {stage['name']!r}"
+    kind = stage["kind"]
+    if kind == "fuse":
+        inputs = stage.get("inputs", [])
+        if "input" in stage or len(inputs) < 2 or not all(isinstance(i, str) for i in inputs):
+            raise DataError(f"{where}: a fuse stage reads `inputs`, a list of two or more earlier stages' names")
+    elif kind == "score":
+        if "input" not in stage:
+            raise DataError(f"{where}: a score stage needs `input`, the earlier stage whose run it re-ranks")
+    elif "input" in stage:
+        raise DataError(f"{where}: a {kind} stage reads no earlier stage's run; remove `input`")
+
+
 def _check_leaderboard(source: str, spec: dict) -> None:
     """Measures, baseline and sort are used only after every stage has run: check them before any does."""
     from .evaluate.measures import parse_measures
 
-    labels = [m.label for m in parse_measures(spec.get("measures", []), 1)]
+    from .data.registry import ADHOC_MEASURES
+
+    default = get_dataset(spec["dataset"]).measures if spec["dataset"] in dataset_names() else ADHOC_MEASURES
+    labels = [m.label for m in parse_measures(spec.get("measures") or list(default), 1)]
     evaluated = [s["name"] for s in spec["stage"] if s.get("evaluate", True)]
     if spec.get("baseline", evaluated[0] if evaluated else None) not in evaluated:
         raise DataError(f"{source}: baseline {spec.get('baseline')!r} is not an evaluated stage "
@@ -157,6 +220,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False) -> s
     import click
 
     spec = load_pipeline(path)
+    check_stages(spec)
     dataset = spec["dataset"]
     folder = runs_dir() / Path(path).stem
     if "index" in spec and not (indexes_dir() / dataset / spec["index"].get("backend", "lucene")).is_dir():

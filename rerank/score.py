@@ -150,6 +150,13 @@ def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Rer
     return QueryRanking.from_scores(ranking.qid, docids, values, tag=stage, timings=[*ranking.timings, timing])
 
 
+def check_score_options(depth: int, interpolate: float | None) -> None:
+    if depth <= 0:
+        raise UsageError(f"--depth must be a positive number of candidates, not {depth}")
+    if interpolate is not None and not 0 <= interpolate <= 1:
+        raise UsageError(f"--interpolate is the first stage's weight, between 0 and 1, not {interpolate}")
+
+
 def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool = True,
                  skip_missing: bool = False, stage: str | None = None, topics: str | None = None,
                  corpus: str | None = None, store: DocStore | None = None, queries: dict[str, str] | None = None,
@@ -159,10 +166,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     Query and document texts come from `queries`/`store` when given, else from what the stream's
     header (or the `topics`/`corpus` files) name.
     """
-    if depth <= 0:
-        raise UsageError(f"--depth must be a positive number of candidates, not {depth}")
-    if interpolate is not None and not 0 <= interpolate <= 1:
-        raise UsageError(f"--interpolate is the first stage's weight, between 0 and 1, not {interpolate}")
+    check_score_options(depth, interpolate)
     stage = stage or model.name
     queries = queries if queries is not None else queries_for(stream.header, topics)
     store = store or doc_store_for(stream.header, corpus)
@@ -194,12 +198,27 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
 MODEL_OPTIONS = {"max_length": int, "batch_size": int, "threads": int, "quantize": bool, "precision": str, "compile": bool}
 
 
+def check_score_stage(_dataset: str, params: dict) -> None:
+    """What a pipeline's score stage can get wrong, checked before any stage runs: the model, its options and
+    checkpoint, depth, interpolation and the files it names."""
+    from .data import files_dataset
+    from .models.base import checked_model_options
+    from .train import read_checkpoint
+
+    if "model" not in params:
+        raise UsageError(f"score stage {params.get('name')!r} needs `model`")
+    checked_model_options(params["model"], {k: params[k] for k in MODEL_OPTIONS if k in params})
+    if "checkpoint" in params:
+        read_checkpoint(params["checkpoint"], params["model"])
+    check_score_options(int(params.get("depth", 100)), params.get("interpolate"))
+    files_dataset(corpus=params.get("corpus"), topics=params.get("topics"))  # names a file that is not there
+
+
 def score_stage(dataset: str, params: dict, input: Stream | None) -> Stream:
     """Pipeline stage `kind = "score"`: `model`, optional `checkpoint`, `depth`, `cache`, `interpolate`, model options."""
     if input is None:
         raise UsageError(f"score stage {params.get('name')!r} needs an `input` stage to re-rank")
-    if "model" not in params:
-        raise UsageError(f"score stage {params.get('name')!r} needs `model`")
+    check_score_stage(dataset, params)
     options = {k: params[k] for k in MODEL_OPTIONS if k in params}
     model = load_model(params["model"], params.get("checkpoint"), **options)
     return score_stream(input, model, int(params.get("depth", 100)), bool(params.get("cache", True)),

@@ -108,6 +108,34 @@ def test_untimed_run_names_the_stage(tmp_path):
     assert budget.query_costs(run, zero_untimed=True) == {"q1": 0.0}
 
 
+def test_zero_untimed_does_not_hide_a_partly_timed_run(tmp_path):
+    """--zero-untimed counted the one query that had lost its time line as 0 ms, lowering the median."""
+    with open(_write_run(tmp_path, "bert", 10, 50.0, 2)) as handle:
+        run = load_run(handle, "part.run")
+    run.queries["q3"].timings = []
+    for zero in (False, True):
+        with pytest.raises(DataError, match=r"part.run: 1 of 8 queries have no '# time:' line \(first: q3\)"):
+            budget.query_costs(run, zero_untimed=zero)
+
+
+def test_crossings_in_milliseconds_are_never_in_scientific_notation():
+    assert budget.Crossing("deep", "bm25", 2103.4, 12.25).sentence() == \
+        "deep is better than bm25 from 12.2 to 2103 ms per query"
+    assert budget.Lead("deep", "bm25", 1500.0, False).sentence().endswith("from 1500 ms per query on")
+
+
+def test_labels_files_and_cached_stages_inside_a_fusion(tmp_path, monkeypatch):
+    from rerank.cli.budget_cmds import _cached_score_stages, _split_label
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k=5.run").write_text("")
+    assert _split_label("k=5.run") == (None, "k=5.run") and _split_label("bert=k5.run") == ("bert", "k5.run")
+    fused = [{"name": "bm25", "stage": "retrieve"},
+             {"name": "rrf", "stage": "fuse", "inputs": [{"run": "bi.run", "stages": [
+                 {"name": "bm25", "stage": "retrieve"}, {"name": "bi", "stage": "score", "cache": True}]}]}]
+    assert _cached_score_stages(fused) == ["bi"]
+
+
 @pytest.mark.parametrize("text", ["0", "-5", "abc", "5,,10", "nan"])
 def test_non_positive_numbers_are_refused(text):
     with pytest.raises(UsageError):

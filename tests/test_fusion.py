@@ -80,6 +80,16 @@ def test_header_lists_inputs_and_timings_add_up():
     assert [t.stage for t in out["3"].timings] == ["dense", "hybrid"]
 
 
+def test_an_upstream_stage_shared_by_the_inputs_is_timed_once():
+    """Fusing bm25 with its own re-ranking used to count bm25's time twice, doubling the cost in budget curves."""
+    reranked = BM25.replace('"backend": "lucene"}', '"backend": "lucene"}\n# stage: {"name": "bi", "stage": "score"}') \
+        .replace("# time: 1 bm25 10.000 3", "# time: 1 bm25 10.000 3\n# time: 1 bi 2.000 3")
+    stream = fuse([run(BM25, "bm25.run"), run(reranked, "bi.run")], "rrf", name="hybrid")
+    timings = {r.qid: [(t.stage, t.ms) for t in r.timings] for r in stream.rankings}
+    assert timings["1"][:2] == [("bm25", 10.0), ("bi", 2.0)] and [t[0] for t in timings["1"]] == ["bm25", "bi", "hybrid"]
+    assert [t[0] for t in timings["2"]] == ["bm25", "hybrid"]
+
+
 def test_runs_of_different_data_sets_are_refused():
     other = DENSE.replace('"vaswani"', '"cacm"')
     with pytest.raises(UsageError, match="different data sets"):

@@ -52,3 +52,87 @@ def test_replayed_candidates_take_a_name(rerank):
     named = rerank("retrieve", "trecqa-dev", "--candidates", "--k", "2", "--name", "first").stdout
     assert '"name": "first"' in named and '"run": "candidates"' in named
     assert {line.split()[-1] for line in named.splitlines() if not line.startswith("#")} == {"first"}
+
+
+def test_a_changed_data_set_or_rebuilt_index_invalidates_runs(tmp_path, monkeypatch):
+    """Only parameters and files named as parameters were fingerprinted: a rebuilt index or edited topics under
+    the data root kept serving the old run ('up to date')."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    from rerank.pipeline import _fingerprint
+
+    root = tmp_path / "data"
+    shutil.copytree(Path(os.environ.get("RERANK_DATA", "../shared/data")) / "vaswani", root / "vaswani")
+    monkeypatch.setenv("RERANK_DATA", str(root))
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path / "home"))
+    manifest = tmp_path / "home" / "indexes" / "vaswani" / "lucene" / "rerank-index.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text('{"created": "2026-11-26T10:00:00"}')
+    retrieve, score = {"kind": "retrieve", "name": "bm25"}, {"kind": "score", "name": "bi", "model": "minilm-bi"}
+    before = _fingerprint("vaswani", retrieve, ""), _fingerprint("vaswani", score, "u")
+    assert before == (_fingerprint("vaswani", retrieve, ""), _fingerprint("vaswani", score, "u"))
+    manifest.write_text('{"created": "2026-11-26T11:00:00"}')  # rebuilt
+    assert _fingerprint("vaswani", retrieve, "") != before[0] and _fingerprint("vaswani", score, "u") == before[1]
+    rebuilt = _fingerprint("vaswani", retrieve, "")
+    topics = root / "vaswani" / "query-text.trec"
+    topics.write_text(topics.read_text().replace("MEASUREMENT", "ZEBRA", 1))
+    assert _fingerprint("vaswani", retrieve, "") != rebuilt and _fingerprint("vaswani", score, "u") != before[1]
+
+
+def test_an_unreadable_saved_run_is_run_again(tmp_path):
+    from rerank.pipeline import _existing_fingerprint
+
+    saved = tmp_path / "tk.run"
+    saved.write_bytes(b"# rerank-run: 2\n# fingerprint: \"abc\"\n\xff\xfe not text\n")
+    assert _existing_fingerprint(saved) is None
+
+
+@pytest.mark.parametrize("top, extra, message", [
+    ('sort = "FOO"\n', "", "sort 'FOO' is not one of the measures: MAP, MRR, P@1, nDCG@10, Recall@100"),
+    ("", '[[stage]]\nname = "f"\nkind = "fuse"\ninputs = [{a = 1}, "bm25"]\n', "a fuse stage reads `inputs`, a list of two"),
+    ("", '[[stage]]\nname = "f"\nkind = "fuse"\ninputs = ["bm25"]\n', "a fuse stage reads `inputs`, a list of two"),
+    ("", '[[stage]]\nname = "b2"\nkind = "retrieve"\ninput = "bm25"\n', "a retrieve stage reads no earlier stage's run"),
+    ("", '[[stage]]\nname = "s"\nkind = "score"\nmodel = "minilm-bi"\n', "a score stage needs `input`"),
+])
+def test_pipeline_shape_mistakes_are_refused_when_read(tmp_path, top, extra, message):
+    """A sort without measures and fuse inputs that are not names gave tracebacks (the sort one after every stage
+    had run); an `input` on a first stage was ignored."""
+    from rerank.errors import DataError
+    from rerank.pipeline import load_pipeline
+
+    spec = tmp_path / "p.toml"
+    spec.write_text(f'dataset = "vaswani"\n{top}[[stage]]\nname = "bm25"\nkind = "retrieve"\n{extra}')
+    with pytest.raises(DataError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_pipeline(spec)
+
+
+@pytest.mark.parametrize("stage, message", [
+    ('kind = "score"\ninput = "bm25"\nmodel = "nosuch"', "stage 's': unknown model 'nosuch'; known:"),
+    ('kind = "score"\ninput = "bm25"\nmodel = "bert"\ncheckpoint = "/nonexistent/ck"', "stage 's': .*/nonexistent/ck"),
+    ('kind = "score"\ninput = "bm25"\nmodel = "minilm-bi"\ndepth = 0', "stage 's': --depth must be a positive"),
+    ('kind = "retrieve"\nbackend = "nosuch"', "stage 's': unknown back end 'nosuch'"),
+    ('kind = "retrieve"\nk = -5', "stage 's': --k must be a positive number"),
+    ('kind = "retrieve"\ntopics = "/nonexistent/t.tsv"', "stage 's': file not found: /nonexistent/t.tsv"),
+    ('kind = "candidates"', "stage 's': data set vaswani ships no candidate runs"),
+    ('kind = "fuse"\ninputs = ["bm25", "bm25"]\nmethod = "x"', "stage 's': unknown fusion method 'x'"),
+])
+def test_stage_mistakes_stop_the_pipeline_before_any_stage_runs(rerank, session_home, tmp_path, stage, message):
+    """Each of these used to surface only after the stages before it had run (an hour of retrieval, on a big
+    collection)."""
+    import re
+
+    spec = tmp_path / "early.toml"
+    spec.write_text(f'dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nk = 10\n'
+                    f'[[stage]]\nname = "s"\n{stage}\n')
+    done = rerank("run", str(spec), check=False)
+    assert done.returncode != 0 and re.search(message, done.stderr) and "Traceback" not in done.stderr
+    assert "running" not in done.stderr and not (session_home / "runs" / "early").exists()
+
+
+def test_an_unknown_data_set_stops_the_pipeline_before_any_stage_runs(rerank, tmp_path):
+    spec = tmp_path / "p.toml"
+    spec.write_text('dataset = "nosuch"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n')
+    done = rerank("run", str(spec), check=False)
+    assert done.returncode != 0 and "'nosuch' is not a known data set" in done.stderr and "running" not in done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import click
 
@@ -14,9 +15,23 @@ from .io import open_run_input
 
 
 def _split_label(argument: str) -> tuple[str | None, str]:
-    """'LABEL=FILE' -> (LABEL, FILE); a plain FILE has no label."""
+    """'LABEL=FILE' -> (LABEL, FILE); a plain FILE (even one with '=' in its name) has no label."""
     label, sep, path = argument.partition("=")
-    return (label, path) if sep and label and "/" not in label else (None, argument)
+    if Path(argument).exists() or not (sep and label and "/" not in label):
+        return None, argument
+    return label, path
+
+
+def _cached_score_stages(stages: list[dict]) -> list[str]:
+    """Score stages that ran with the cache on, including those inside the inputs of a fusion."""
+    found = []
+    for stage in stages:
+        if stage.get("stage") == "score" and stage.get("cache"):
+            found.append(stage.get("name", "score"))
+        for fused in stage.get("inputs", []) if isinstance(stage.get("inputs"), list) else []:
+            if isinstance(fused, dict):
+                found += _cached_score_stages(fused.get("stages", []))
+    return list(dict.fromkeys(found))
 
 
 @cli.command("budget")
@@ -73,7 +88,7 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
             loaded = load_runs(inputs, strict=False)
         for run, (label, _) in zip(loaded, labelled):
             run.label = label or (run.header.stages[-1].get("name") if run.header.stages else None) or run.source
-            cached = [s.get("name", "score") for s in run.header.stages if s.get("stage") == "score" and s.get("cache")]
+            cached = _cached_score_stages(run.header.stages)
             if cached:
                 click.echo(f"rerank: warning: {run.source}: stage {', '.join(cached)} ran with the score cache on, so "
                            "a query whose pairs came from the cache costs about 0 ms; time it with rerank score "

@@ -44,15 +44,12 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
     """Re-score the top DEPTH candidates of each query in RUN (default stdin) with a model."""
     from ..docstore import doc_store_for, queries_for
     from ..models.base import checked_model_options, load_model
-    from ..score import ScoreStats, score_stream
+    from ..score import ScoreStats, check_score_options, score_stream
 
     given = {"threads": threads, "batch_size": batch_size, "max_length": max_length, "quantize": quantize,
              "precision": precision, "compile": compile_model}
     options = checked_model_options(model_name, {k: v for k, v in given.items() if v is not None})
-    if depth <= 0:
-        raise UsageError(f"--depth must be a positive number of candidates, not {depth}")
-    if interpolate is not None and not 0 <= interpolate <= 1:
-        raise UsageError(f"--interpolate is the first stage's weight, between 0 and 1, not {interpolate}")
+    check_score_options(depth, interpolate)
     with open_run_input(run) as (handle, source):
         reader = RunReader(handle, source)
         rankings = iter(reader)

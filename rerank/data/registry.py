@@ -61,14 +61,19 @@ class Dataset:
             raise DataError(f"data set {self.name} has no qrels; pass --qrels FILE")
         return formats.read_qrels(self.require("qrels").files["qrels"])
 
-    def candidates(self, run: str | None = None) -> list[QueryRanking]:
-        """A first-stage ranking shipped with the data set (TREC DL, QA candidate lists)."""
+    def candidate_run(self, run: str | None = None) -> str:
+        """The name of a first-stage ranking shipped with the data set (default: its first)."""
         if not self.run_files:
             raise DataError(f"data set {self.name} ships no candidate runs; search it instead "
                             f"(rerank index {self.name}, then rerank retrieve {self.name})")
         run = run or next(iter(self.run_files))
         if run not in self.run_files:
             raise DataError(f"data set {self.name} has no run {run!r}; known: {', '.join(self.run_files)}")
+        return run
+
+    def candidates(self, run: str | None = None) -> list[QueryRanking]:
+        """A first-stage ranking shipped with the data set (TREC DL, QA candidate lists)."""
+        run = self.candidate_run(run)
         return [QueryRanking.from_scores(qid, [d for d, _ in hits], [s for _, s in hits], tag=run)
                 for qid, hits in self._ranking(run).items()]
 

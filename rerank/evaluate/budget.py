@@ -56,8 +56,8 @@ class Crossing:
     from_ms: float | None = None
 
     def sentence(self) -> str:
-        where = (f"below {self.below_ms:.3g}" if self.from_ms is None
-                 else f"from {self.from_ms:.3g} to {self.below_ms:.3g}")
+        where = (f"below {_ms(self.below_ms)}" if self.from_ms is None
+                 else f"from {_ms(self.from_ms)} to {_ms(self.below_ms)}")
         return f"{self.better} is better than {self.other} {where} ms per query"
 
 
@@ -73,7 +73,12 @@ class Lead:
 
     def sentence(self) -> str:
         how = "at least as good as" if self.ties else "better than"
-        return f"{self.better} is {how} {self.other} at every budget from {self.from_ms:.3g} ms per query on"
+        return f"{self.better} is {how} {self.other} at every budget from {_ms(self.from_ms)} ms per query on"
+
+
+def _ms(value: float) -> str:
+    """Milliseconds for a sentence: three significant digits, but never '2.1e+03'."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def positive_numbers(text: str, what: str, kind: type = float) -> list:
@@ -106,13 +111,14 @@ def query_costs(run: Run, zero_untimed: bool = False) -> dict[str, float]:
     """
     costs = {qid: sum(t.ms for t in ranking.timings) for qid, ranking in run.queries.items()}
     untimed = [qid for qid, ranking in run.queries.items() if not ranking.timings]
-    if untimed and not zero_untimed:
+    if untimed and not (zero_untimed and len(untimed) == len(costs)):  # a partly timed run lost some timings
         if len(untimed) == len(costs):
             raise DataError(f"{run.source}: the run has no per-query timings ('# time:' lines); the stage that "
                             f"produced it ({_stage_names(run)}) must record them, e.g. re-score it with "
                             "'rerank score' or retrieve from an index; or pass --zero-untimed to count it as 0 ms")
         raise DataError(f"{run.source}: {len(untimed)} of {len(costs)} queries have no '# time:' line "
-                        f"(first: {untimed[0]}); every stage must time every query")
+                        f"(first: {untimed[0]}); every stage must time every query (--zero-untimed is for runs "
+                        "with no timings at all)")
     return costs
 
 
@@ -290,7 +296,7 @@ def render(report: BudgetReport, fmt: str) -> str:
         notes.append(c.sentence())
         following = report.crossings[i + 1] if i + 1 < len(report.crossings) else None
         if following is None or {following.better, following.other} != {c.better, c.other}:
-            notes.append(f"{c.other} is better than {c.better} from {c.below_ms:.3g} ms per query on")
+            notes.append(f"{c.other} is better than {c.better} from {_ms(c.below_ms)} ms per query on")
     notes += [lead.sentence() for lead in report.leads]
     bullet = "- " if fmt == "markdown" else ""
     return (table(point_header, point_rows) + "\n" + table(budget_header, budget_rows) + "\n"

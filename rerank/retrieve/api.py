@@ -91,8 +91,8 @@ def build_index(name: str, backend_name: str = "lucene", corpus: str | None = No
     return module.build(name, documents, None, source, **options)
 
 
-def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str | None = None,
-             stage_name: str | None = None, **options) -> Stream:
+def check_retrieve(name: str, backend_name: str, k: int, topics: str | None, options: dict):
+    """Everything retrieval can refuse before it searches: returns the back end's module and the topics' source."""
     _check_k(k)
     _check_options(options)
     module = backend(backend_name)
@@ -101,6 +101,12 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
     if collection is None:
         raise DataError(f"{name!r} is not a known data set (known: {', '.join(dataset_names())}); "
                         "for an index of your own, pass --topics FILE")
+    return module, collection
+
+
+def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str | None = None,
+             stage_name: str | None = None, **options) -> Stream:
+    module, collection = check_retrieve(name, backend_name, k, topics, options)
     queries = collection.topics()
     try:
         index = module.open_index(name, k=k, **options)
@@ -122,8 +128,8 @@ def candidates(name: str, run: str | None = None, k: int | None = None, stage_na
     """Replay a candidate run shipped with the data set (TREC DL top-100, QA candidate lists), tagged with
     `stage_name` (default: the run's own name)."""
     dataset = get_dataset(name)
+    run = dataset.candidate_run(run)
     rankings = dataset.candidates(run)
-    run = run or next(iter(dataset.run_files))
     if k is not None:
         _check_k(k)
         rankings = [r.head(k) for r in rankings]
@@ -135,11 +141,27 @@ def candidates(name: str, run: str | None = None, k: int | None = None, stage_na
     return Stream(header, rankings)
 
 
+def _retrieve_arguments(params: dict) -> tuple[str, int, dict]:
+    """A pipeline stage's table as `retrieve`'s back end, k and options (topics among them)."""
+    options = {k: v for k, v in params.items() if k not in ("backend", "k", "name")}
+    return params.get("backend", "lucene"), params.get("k", 1000), options
+
+
+def check_retrieve_stage(dataset: str, params: dict) -> None:
+    backend_name, k, options = _retrieve_arguments(params)
+    check_retrieve(dataset, backend_name, k, options.pop("topics", None), options)
+
+
 def retrieve_stage(dataset: str, params: dict, _input: Stream | None) -> Stream:
     """Pipeline stage `kind = "retrieve"`: parameters as for `rerank retrieve`."""
-    params = dict(params)
-    return retrieve(dataset, params.pop("backend", "lucene"), params.pop("k", 1000),
-                    stage_name=params.pop("name"), **params)
+    backend_name, k, options = _retrieve_arguments(params)
+    return retrieve(dataset, backend_name, k, stage_name=params["name"], **options)
+
+
+def check_candidates_stage(dataset: str, params: dict) -> None:
+    if params.get("k") is not None:
+        _check_k(params["k"])
+    get_dataset(dataset).candidate_run(params.get("run"))
 
 
 def candidates_stage(dataset: str, params: dict, _input: Stream | None) -> Stream:

@@ -57,15 +57,14 @@ def _header(runs: list[Run], stage: dict) -> RunHeader:
     return RunHeader({k: v for k, v in agreed.items() if v is not None}).with_stage(stage)
 
 
-def fuse(runs: list[Run], method: str = "rrf", k: int | None = None, norm: str | None = None, depth: int = 1000,
-         name: str = "fused") -> Stream:
-    """Fuse whole runs query by query; queries keep the first run's order, then any others'.
+def check_fusion(count: int, method: str, k: int | None, norm: str | None, depth: int) -> tuple[int, str]:
+    """Refuse what fusion cannot do (before any run is read, in a pipeline); returns k and norm with defaults.
 
     `k` (RRF's constant, default 60) and `norm` (CombSUM's, default minmax) belong to one method each: given to
     the other, they are refused rather than recorded in the header as if they had acted.
     """
-    if len(runs) < 2:
-        raise UsageError(f"fusion needs at least two runs, got {len(runs)}")
+    if count < 2:
+        raise UsageError(f"fusion needs at least two runs, got {count}")
     if method not in METHODS:
         raise UsageError(f"unknown fusion method {method!r}; known: {', '.join(METHODS)}")
     if method == "rrf" and norm is not None:
@@ -77,6 +76,19 @@ def fuse(runs: list[Run], method: str = "rrf", k: int | None = None, norm: str |
         raise UsageError(f"unknown score normalisation {norm!r}; known: {', '.join(NORMS)}")
     if k < 0 or depth <= 0:
         raise UsageError(f"--k must be >= 0 and --depth > 0 (got k={k}, depth={depth})")
+    return k, norm
+
+
+def check_fuse_stage(_dataset: str, params: dict) -> None:
+    """A pipeline's fuse stage, checked before any stage runs."""
+    check_fusion(len(params.get("inputs", [])), params.get("method", "rrf"), params.get("k"), params.get("norm"),
+                 int(params.get("depth", 1000)))
+
+
+def fuse(runs: list[Run], method: str = "rrf", k: int | None = None, norm: str | None = None, depth: int = 1000,
+         name: str = "fused") -> Stream:
+    """Fuse whole runs query by query; queries keep the first run's order, then any others'."""
+    k, norm = check_fusion(len(runs), method, k, norm, depth)
     params = {"method": method, "depth": depth, **({"k": k} if method == "rrf" else {"norm": norm})}
     inputs = [{"run": r.source, "name": r.name, "stages": r.header.stages} for r in runs]
     header = _header(runs, {"name": name, "stage": "fuse", **params, "inputs": inputs})
@@ -89,7 +101,10 @@ def fuse(runs: list[Run], method: str = "rrf", k: int | None = None, norm: str |
             fused = fuse_query(present, method, k, norm)
             ranking = QueryRanking.from_scores(qid, fused.keys(), fused.values(), tag=name).head(depth)
             spent = (time.perf_counter() - began) * 1000
-            ranking.timings = [t for r in present for t in r.timings] + [Timing(name, spent, len(ranking))]
+            # a stage upstream of several inputs (bm25 under both bm25 and bm25>bert) ran once: its timing,
+            # the same line in each input, counts once
+            upstream = dict.fromkeys(t for r in present for t in r.timings)
+            ranking.timings = [*upstream, Timing(name, spent, len(ranking))]
             yield ranking
 
     return Stream(header, rankings())
