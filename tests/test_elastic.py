@@ -170,3 +170,80 @@ def test_wrong_credentials_are_one_line(rerank, cacm_slice):
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
     assert f"Elasticsearch at {url} rejected the credentials (HTTP 401)" in done.stderr
     assert "wrong" not in done.stderr
+
+
+@pytest.mark.parametrize("given, env, named", [
+    (["--es-url", "http://[::1"], {}, "--es-url"),
+    ([], {"RERANK_ES_URL": "http://u:s3cret@127.0.0.1:99999"}, "$RERANK_ES_URL"),
+])
+def test_a_malformed_url_is_one_line(rerank, cacm_slice, given, env, named):  # noqa: F811
+    done = rerank("retrieve", "slice", "--backend", "elasticsearch", *given, "--topics", str(cacm_slice / "topics.tsv"),
+                  env=env, check=False)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.startswith(f"rerank: error: {named} is not a usable URL") and "s3cret" not in done.stderr
+
+
+@pytest.mark.parametrize("url, ca_file, says", [
+    ("http://127.0.0.1:9", "ca.pem", "TLS options (--es-ca-certs) need an https URL, not http://127.0.0.1:9"),
+    ("https://127.0.0.1:9", "missing.pem", "missing.pem: no such file"),
+])
+def test_tls_option_problems_are_not_blamed_on_the_url(rerank, cacm_slice, tmp_path, url, ca_file, says):  # noqa: F811
+    (tmp_path / "ca.pem").write_text("")
+    done = rerank("retrieve", "slice", "--backend", "elasticsearch", "--es-url", url, "--es-ca-certs",
+                  str(tmp_path / ca_file), "--topics", str(cacm_slice / "topics.tsv"), check=False)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and says in done.stderr
+
+
+def test_server_errors_say_why(rerank, es_server, cacm_slice):  # noqa: F811
+    """The client's message is only the error's type ('invalid_index_name_exception')."""
+    done = rerank("index", "slice", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", "Small",
+                  "--corpus", str(cacm_slice / "corpus.jsonl"), check=False)
+    assert done.returncode == 1 and "failed to create index Small: Invalid index name [Small]" in done.stderr
+
+
+class _Restricted(http.server.BaseHTTPRequestHandler):
+    """An Elasticsearch 8 cluster whose user may connect but neither look up 'forbidden' nor create indexes."""
+
+    def _answer(self, status, body=None):
+        data = json.dumps(body).encode() if body else b""
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("X-Elastic-Product", "Elasticsearch")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self._answer(200, {"name": "es", "version": {"number": "8.15.0", "build_flavor": "default"},
+                           "tagline": "You Know, for Search"})
+
+    def do_HEAD(self):
+        self._answer(403 if self.path.startswith("/forbidden") else 404)
+
+    def do_PUT(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self._answer(403, {"error": {"type": "security_exception",
+                                     "reason": "action [indices:admin/create] is unauthorized for user [alice]"},
+                           "status": 403})
+
+    def log_message(self, *args):
+        pass
+
+
+def test_refusals_say_why_or_nothing(rerank, cacm_slice):
+    """A 403 said '(HTTP 403: None)' for a HEAD request and only 'security_exception' for others."""
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Restricted)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    try:
+        look = rerank("retrieve", "slice", "--backend", "elasticsearch", "--es-url", url, "--index-name", "forbidden",
+                      "--topics", str(cacm_slice / "topics.tsv"), check=False)
+        create = rerank("index", "slice", "--backend", "elasticsearch", "--es-url", url,
+                        "--corpus", str(cacm_slice / "corpus.jsonl"), check=False)
+    finally:
+        server.shutdown()
+    assert look.returncode == 1 and look.stderr.strip().splitlines() == [
+        f"rerank: error: Elasticsearch at {url} refused to look up index forbidden with these credentials (HTTP 403)"]
+    assert create.returncode == 1 and create.stderr.strip().endswith(
+        "refused to create index rerank-slice with these credentials: action [indices:admin/create] is unauthorized "
+        "for user [alice] (HTTP 403)")

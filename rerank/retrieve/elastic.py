@@ -54,11 +54,9 @@ ANALYSIS = {
 def public_url(url: str) -> str:
     """The URL without any user:password@ part, for messages and provenance."""
     parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
+    if "@" not in parts.netloc:
         return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def server_profile(info: dict) -> dict:
@@ -83,7 +81,19 @@ class Connection:
         from elasticsearch import Elasticsearch
 
         self.url = es_url or os.environ.get(URL_ENV) or DEFAULT_URL
+        given = "--es-url" if es_url else f"${URL_ENV}"
+        try:  # the client says no more than that it cannot parse the URL, and quotes it, password and all
+            parts = urlsplit(self.url)
+            parts.port  # out of range: ValueError
+        except ValueError as exc:
+            raise UsageError(f"{given} is not a usable URL ({exc})") from None
         self.shown = public_url(self.url)
+        tls = [flag for flag, value in (("--es-ca-certs", es_ca_certs), ("--es-insecure", es_verify_certs is False))
+               if value]
+        if tls and parts.scheme != "https":
+            raise UsageError(f"TLS options ({', '.join(tls)}) need an https URL, not {self.shown}")
+        if es_ca_certs and not os.path.isfile(es_ca_certs):  # the client would say the server cannot be reached
+            raise UsageError(f"--es-ca-certs {es_ca_certs}: no such file")
         # No retry on timeout: a slow server would get the same work twice.
         kwargs: dict = {"request_timeout": 600, "max_retries": 1, "retry_on_timeout": False}
         if os.environ.get(API_KEY_ENV):
@@ -97,7 +107,8 @@ class Connection:
         try:
             self.client = Elasticsearch(self.url, **kwargs)
         except ValueError as exc:
-            raise UsageError(f"--es-url {self.shown!r} is not a usable URL ({exc})") from None
+            reason = str(exc).replace(self.url, self.shown)
+            raise UsageError(f"{given} {self.shown!r} is not a usable URL ({reason})") from None
         self.profile = server_profile(self.call("connect to", self.client.info).body)
 
     def call(self, doing: str, function, *args, **kwargs):
@@ -113,16 +124,23 @@ class Connection:
             raise BackendError(f"Elasticsearch at {self.shown} rejected the credentials (HTTP 401); set "
                                f"{API_KEY_ENV}, or {USER_ENV} and {PASSWORD_ENV}") from None
         except elasticsearch.AuthorizationException as exc:
-            raise BackendError(f"Elasticsearch at {self.shown} refused to {doing} with these credentials "
-                               f"(HTTP 403: {exc.message})") from None
+            raise BackendError(f"Elasticsearch at {self.shown} refused to {doing} with these credentials"
+                               f"{_api_reason(exc)} (HTTP 403)") from None
         except elasticsearch.UnsupportedProductError:
             raise BackendError(f"{self.shown} does not answer as Elasticsearch") from None
         except elasticsearch.ApiError as exc:
-            raise BackendError(f"Elasticsearch at {self.shown} failed to {doing}: {exc.message} "
+            raise BackendError(f"Elasticsearch at {self.shown} failed to {doing}{_api_reason(exc)} "
                                f"(HTTP {exc.meta.status})") from None
 
     def exists(self, index_name: str) -> bool:
         return bool(self.call(f"look up index {index_name}", self.client.indices.exists, index=index_name))
+
+
+def _api_reason(exc) -> str:
+    """': ' and the reason an error response gives (the client's message is only the error's type), or nothing
+    for a response without a body (HEAD requests)."""
+    error = exc.body.get("error") if isinstance(exc.body, dict) else None
+    return f": {_error_reason(error)}" if error else ""
 
 
 def _reason(exc: Exception) -> str:
