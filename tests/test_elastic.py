@@ -172,6 +172,40 @@ def test_wrong_credentials_are_one_line(rerank, cacm_slice):
     assert "wrong" not in done.stderr
 
 
+def _client(url):
+    from elasticsearch import Elasticsearch
+
+    return Elasticsearch(url)
+
+
+def test_an_index_not_built_by_rerank_is_refused(rerank, es_server, cacm_slice):  # noqa: F811
+    """Searching another application's index (no `contents` field) gave an empty run and exit 0."""
+    _client(es_server).indices.create(index="foreign", mappings={"properties": {"title": {"type": "text"}}})
+    done = rerank("retrieve", "slice", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", "foreign",
+                  "--topics", str(cacm_slice / "topics.tsv"), check=False)
+    assert done.returncode == 2 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
+    assert "'foreign'" in done.stderr and "was not built by `rerank index`" in done.stderr
+
+
+def test_an_index_built_for_another_name_is_refused(rerank, es_slice, es_server, cacm_slice):  # noqa: F811
+    """Another NAME's documents came under this NAME's header; default index names are lowercased, so SLICE
+    searched, and with --overwrite would have deleted, the index of slice."""
+    topics = str(cacm_slice / "topics.tsv")
+    other = rerank("retrieve", "other", "--backend", "elasticsearch", "--es-url", es_server,
+                   "--index-name", "rerank-slice", "--topics", topics, check=False)
+    assert other.returncode == 2 and other.stdout == "" and "was built for 'slice', not 'other'" in other.stderr
+    upper = rerank("retrieve", "SLICE", "--backend", "elasticsearch", "--es-url", es_server, "--topics", topics,
+                   check=False)
+    assert upper.returncode == 2 and "was built for 'slice', not 'SLICE'" in upper.stderr
+    assert "--index-name" in upper.stderr
+    rebuild = rerank("index", "SLICE", "--backend", "elasticsearch", "--es-url", es_server, "--overwrite",
+                     "--corpus", str(cacm_slice / "corpus.jsonl"), check=False)
+    assert rebuild.returncode == 2 and len(rebuild.stderr.strip().splitlines()) == 1
+    assert "was built for 'slice', not 'SLICE'" in rebuild.stderr
+    meta = _client(es_server).indices.get_mapping(index="rerank-slice")["rerank-slice"]["mappings"]["_meta"]
+    assert meta["rerank"]["name"] == "slice" and meta["rerank"]["complete"]
+
+
 @pytest.mark.parametrize("given, env, named", [
     (["--es-url", "http://[::1"], {}, "--es-url"),
     ([], {"RERANK_ES_URL": "http://u:s3cret@127.0.0.1:99999"}, "$RERANK_ES_URL"),

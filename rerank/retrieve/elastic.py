@@ -3,9 +3,10 @@
 Building creates the index with an explicit mapping (one `contents` text field, English analyzer:
 standard tokenizer, possessive and Porter stemming, Lucene's English stop words — the same chain as
 Anserini's default) and a BM25 similarity with the given k1/b, bulk-loads with the client's
-`streaming_bulk`, refreshes and checks the count. Whether the build finished is recorded in the
-index's own mapping `_meta` (so any machine that searches it can tell), and a copy of the manifest is
-kept under indexes/NAME/elasticsearch/ for the record.
+`streaming_bulk`, refreshes and checks the count. The NAME it was built for and whether the build finished
+are recorded in the index's own mapping `_meta` (so any machine that searches it can tell, and an index
+without that record, or built for another NAME, is refused), and a copy of the manifest is kept under
+indexes/NAME/elasticsearch/ for the record.
 
 Searching sends queries in `msearch` batches; per-query times are the batch's wall time shared out
 evenly, as for Lucene. Credentials come from RERANK_ES_API_KEY, or RERANK_ES_USER and
@@ -155,6 +156,21 @@ def default_index_name(name: str) -> str:
     return f"rerank-{name}".lower()
 
 
+def _mapping(connection: Connection, index_name: str) -> dict:
+    """The index's mappings: its fields, and the `_meta` where rerank records what it built."""
+    answer = connection.call(f"read the mapping of {index_name}", connection.client.indices.get_mapping,
+                             index=index_name)
+    return next(iter(answer.body.values()), {}).get("mappings", {})
+
+
+def _check_built_for(name: str, where: str, record: dict) -> None:
+    """An index holds the documents of the NAME it was built for; default index names are lowercased, so
+    'SMALL' and 'small' would share one."""
+    if record.get("name") != name:
+        raise UsageError(f"{where} was built for {record.get('name')!r}, not {name!r}; "
+                         f"give {name!r} an index of its own with --index-name")
+
+
 def _build_command(name: str, connection: Connection, index_name: str) -> str:
     extra = "" if index_name == default_index_name(name) else f" --index-name {index_name}"
     return build_command(name, f" --backend elasticsearch --es-url {connection.shown}{extra}")
@@ -176,6 +192,9 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     b = DEFAULT_B if b is None else b
     where = f"Elasticsearch index {index_name!r} at {connection.shown}"
     if connection.exists(index_name):
+        record = _mapping(connection, index_name).get("_meta", {}).get("rerank")
+        if record:
+            _check_built_for(name, where, record)
         if not overwrite:
             raise BackendError(f"{where} exists; pass --overwrite to rebuild it")
         connection.call(f"delete index {index_name}", connection.client.indices.delete, index=index_name)
@@ -260,10 +279,13 @@ class ElasticIndex:
         where = f"Elasticsearch index {index_name!r} at {connection.shown}"
         if not connection.exists(index_name):
             raise MissingIndexError(f"no {where}; build it with: {_build_command(name, connection, index_name)}")
-        mapping = connection.call(f"read the mapping of {index_name}", connection.client.indices.get_mapping,
-                                  index=index_name)
-        meta = next(iter(mapping.body.values()), {}).get("mappings", {}).get("_meta", {}).get("rerank", {})
-        if meta and not meta.get("complete"):
+        mappings = _mapping(connection, index_name)
+        meta = mappings.get("_meta", {}).get("rerank")
+        if not meta or mappings.get("properties", {}).get(FIELD, {}).get("type") != "text":
+            raise UsageError(f"{where} was not built by `rerank index` (its mapping lacks rerank's _meta record or "
+                             f"the text field {FIELD!r}); name one that was with --index-name")
+        _check_built_for(name, where, meta)
+        if not meta.get("complete"):
             raise MissingIndexError(f"{where} is incomplete (its build failed part-way); rebuild it with: "
                                     f"{_build_command(name, connection, index_name)} --overwrite")
         settings = connection.call(f"read the settings of {index_name}", connection.client.indices.get_settings,
