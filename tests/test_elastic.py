@@ -125,12 +125,30 @@ def test_a_server_lost_while_loading_is_one_error(tmp_path):
             elastic.build("lost", documents(), None, {}, es_url=url)
 
 
-def test_a_failing_query_is_named_and_nothing_is_written(rerank, es_slice, es_server, cacm_slice, tmp_path):  # noqa: F811
+def test_a_failing_query_is_named_and_nothing_is_written(es_slice, es_server, cacm_slice, tmp_path):  # noqa: F811
+    """The server refuses a query (open_index would have refused this --k up front, so the index is opened
+    directly)."""
+    from rerank.cli.io import write_stream
+    from rerank.errors import BackendError
+    from rerank.retrieve import elastic
+    from rerank.runs import RunHeader, Stream
+
+    index = elastic.ElasticIndex(es_slice, elastic.Connection(es_server), "rerank-slice")
+    first = (cacm_slice / "topics.tsv").read_text().split("\t")[0]
+    out = tmp_path / "out.run"
+    with pytest.raises(BackendError, match=f"failed on query {first}: Result window"):
+        write_stream(Stream(RunHeader({}), index.search({first: "computer", "2": "language"}, k=20000)), str(out))
+    assert not out.exists()
+
+
+def test_k_beyond_the_result_window_is_refused_before_searching(rerank, es_slice, es_server, cacm_slice,  # noqa: F811
+                                                               tmp_path):
+    """The server's own refusal came per query, cut at 200 characters before it named the setting."""
     out = tmp_path / "out.run"
     done = rerank("retrieve", es_slice, "--backend", "elasticsearch", "--es-url", es_server, "--k", "20000",
                   "--topics", str(cacm_slice / "topics.tsv"), "-o", str(out), check=False)
-    first = (cacm_slice / "topics.tsv").read_text().split("\t")[0]
-    assert done.returncode != 0 and f"failed on query {first}:" in done.stderr and "Result window" in done.stderr
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "--k 20000 is more than" in done.stderr and "index.max_result_window is 10000" in done.stderr
     assert not out.exists()
 
 

@@ -3,7 +3,7 @@
 A back end is a module registered by name in BACKENDS that provides
 `build(name, documents, total, source, **options) -> IndexInfo` and
 `open_index(name, k=..., **options)` whose `.search(topics, k, **options)` yields QueryRankings (`k` comes
-to open_index too, for provenance that depends on it).
+to open_index too, for provenance that depends on it and limits to check before searching).
 """
 
 from __future__ import annotations

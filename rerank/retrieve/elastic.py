@@ -41,6 +41,7 @@ DEFAULT_K1, DEFAULT_B = 0.9, 0.4  # Anserini's, so the two BM25 back ends agree 
 FIELD = "contents"
 BULK_CHUNK = 500  # documents per bulk request
 BATCH = 16  # queries per msearch request: a few seconds' work on a busy test server, well inside the timeout
+MAX_RESULT_WINDOW = 10_000  # Elasticsearch's default index.max_result_window: the most hits one search returns
 ANALYSIS = {
     "filter": {
         "rerank_possessive": {"type": "stemmer", "language": "possessive_english"},
@@ -276,7 +277,7 @@ class ElasticIndex:
 
     def __init__(self, name: str, connection: Connection, index_name: str):
         self.connection, self.index_name = connection, index_name
-        where = f"Elasticsearch index {index_name!r} at {connection.shown}"
+        self.where = where = f"Elasticsearch index {index_name!r} at {connection.shown}"
         if not connection.exists(index_name):
             raise MissingIndexError(f"no {where}; build it with: {_build_command(name, connection, index_name)}")
         mappings = _mapping(connection, index_name)
@@ -290,7 +291,9 @@ class ElasticIndex:
                                     f"{_build_command(name, connection, index_name)} --overwrite")
         settings = connection.call(f"read the settings of {index_name}", connection.client.indices.get_settings,
                                    index=index_name)
-        self.shards = int(next(iter(settings.body.values()))["settings"]["index"].get("number_of_shards", 1))
+        index_settings = next(iter(settings.body.values()))["settings"]["index"]
+        self.shards = int(index_settings.get("number_of_shards", 1))
+        self.max_window = int(index_settings.get("max_result_window", MAX_RESULT_WINDOW))
         self.info = IndexInfo(name, BACKEND, int(meta.get("documents", 0)), meta.get("source", {}))
         similarity = meta.get("similarity", {})
         self.provenance = {"es_url": connection.shown, "index_name": index_name, "server": connection.profile["server"],
@@ -334,8 +337,14 @@ class ElasticIndex:
 
 def open_index(name: str, es_url: str | None = None, index_name: str | None = None, es_ca_certs: str | None = None,
                es_verify_certs: bool | None = None, k1: float | None = None, b: float | None = None,
-               **_options) -> ElasticIndex:
+               k: int = 1000, **_options) -> ElasticIndex:
+    """Open the index and check `k` against its result window before searching: the server's own refusal
+    would come with the first batch, after the run's header has gone out."""
     if k1 is not None or b is not None:
         raise UsageError("Elasticsearch fixes BM25 k1/b when the index is built: pass --k1/--b to rerank index")
     connection = Connection(es_url, es_ca_certs, es_verify_certs)
-    return ElasticIndex(name, connection, index_name or default_index_name(name))
+    index = ElasticIndex(name, connection, index_name or default_index_name(name))
+    if k > index.max_window:
+        raise UsageError(f"--k {k} is more than {index.where} returns for one query: its setting "
+                         f"index.max_result_window is {index.max_window}; lower --k, or raise that setting")
+    return index
