@@ -246,6 +246,19 @@ def test_tls_option_problems_are_not_blamed_on_the_url(rerank, cacm_slice, tmp_p
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and says in done.stderr
 
 
+def test_documents_without_text_are_skipped_as_lucene_skips_them(rerank, es_server, tmp_path):  # noqa: F811
+    """Both back ends hold the same documents and say how many were left out (a no-break space is text to Anserini)."""
+    texts = {"a": "alpha beta", "b": "", "c": " \t\n", "d": "\u00a0"}
+    (tmp_path / "blank.jsonl").write_text("".join(json.dumps({"id": i, "contents": t}) + "\n" for i, t in texts.items()))
+    said = {}
+    for backend, options in (("lucene", []), ("elasticsearch", ["--es-url", es_server])):
+        done = rerank("index", "blank", "--backend", backend, *options, "--corpus", str(tmp_path / "blank.jsonl"))
+        said[backend] = done.stderr.strip().splitlines()[-1]
+    assert said["lucene"].endswith("; 2 documents without text were skipped, as Anserini does")
+    assert said["elasticsearch"] == said["lucene"].replace("(lucene)", "(elasticsearch)")
+    assert _client(es_server).count(index="rerank-blank")["count"] == 2
+
+
 def test_server_errors_say_why(rerank, es_server, cacm_slice):  # noqa: F811
     """The client's message is only the error's type ('invalid_index_name_exception')."""
     done = rerank("index", "slice", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", "Small",

@@ -6,6 +6,7 @@ import click
 
 from ..errors import UsageError
 from ..retrieve import api
+from ..retrieve.store import EMPTY_SKIPPED
 from ..runs import RunReader, Stream
 from . import cli
 from .io import open_run_input, write_stream
@@ -45,7 +46,7 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
     """Build the index NAME under indexes/NAME/ from a data set or a corpus file."""
     options = {key: value for key, value in backend_args.items() if value is not None}
     info = api.build_index(name, backend_name, corpus=corpus, threads=threads, overwrite=overwrite, **options)
-    skipped = info.source.get("empty_documents_skipped")
+    skipped = info.source.get(EMPTY_SKIPPED)
     click.echo(f"indexed {info.documents} documents into index {name!r} ({backend_name})"
                + (f"; {skipped} documents without text were skipped, as Anserini does" if skipped else ""), err=True)
 

@@ -3,10 +3,10 @@
 Building creates the index with an explicit mapping (one `contents` text field, English analyzer:
 standard tokenizer, possessive and Porter stemming, Lucene's English stop words — the same chain as
 Anserini's default) and a BM25 similarity with the given k1/b, bulk-loads with the client's
-`streaming_bulk`, refreshes and checks the count. The NAME it was built for and whether the build finished
-are recorded in the index's own mapping `_meta` (so any machine that searches it can tell, and an index
-without that record, or built for another NAME, is refused), and a copy of the manifest is kept under
-indexes/NAME/elasticsearch/ for the record.
+`streaming_bulk` (documents without text are skipped, as Anserini skips them), refreshes and checks the
+count. The NAME it was built for and whether the build finished are recorded in the index's own mapping
+`_meta` (so any machine that searches it can tell, and an index without that record, or built for another
+NAME, is refused), and a copy of the manifest is kept under indexes/NAME/elasticsearch/ for the record.
 
 Searching sends queries in `msearch` batches; per-query times are the batch's wall time shared out
 evenly, as for Lucene. Credentials come from RERANK_ES_API_KEY, or RERANK_ES_USER and
@@ -29,7 +29,7 @@ from ..atomic import atomic_dir
 from ..data import Document
 from ..errors import BackendError, MissingIndexError, UsageError
 from ..runs import QueryRanking, Timing
-from .store import MANIFEST, IndexInfo, build_command, index_folder
+from .store import MANIFEST, IndexInfo, build_command, empty_skipped, index_folder
 
 BACKEND = "elasticsearch"
 _CONNECTION = {"es_url", "index_name", "es_ca_certs", "es_verify_certs"}
@@ -172,6 +172,11 @@ def _check_built_for(name: str, where: str, record: dict) -> None:
                          f"give {name!r} an index of its own with --index-name")
 
 
+def _has_text(document: Document) -> bool:
+    """Anserini's test (something is left after Java's String.trim(), which strips characters up to ' ')."""
+    return any(character > " " for character in document.contents)
+
+
 def _build_command(name: str, connection: Connection, index_name: str) -> str:
     extra = "" if index_name == default_index_name(name) else f" --index-name {index_name}"
     return build_command(name, f" --backend elasticsearch --es-url {connection.shown}{extra}")
@@ -215,12 +220,21 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
                     mappings={"_meta": meta, "dynamic": "strict",
                               "properties": {FIELD: {"type": "text", "analyzer": "rerank_english",
                                                      "similarity": "rerank_bm25"}}})
-    actions = ({"_index": index_name, "_id": doc.docid, "_source": {FIELD: doc.contents}} for doc in documents)
+    empty = 0
+
+    def actions() -> Iterator[dict]:
+        """Documents without text are skipped and counted, as Anserini does, so both back ends hold the same."""
+        nonlocal empty
+        for doc in documents:
+            if _has_text(doc):
+                yield {"_index": index_name, "_id": doc.docid, "_source": {FIELD: doc.contents}}
+            else:
+                empty += 1
 
     def load() -> tuple[int, int, list[str]]:
         loaded, failed, reasons = 0, 0, []
         with tqdm(total=total, unit="doc", desc=f"loading {index_name}", disable=None) as bar:
-            results = helpers.streaming_bulk(connection.client, actions, chunk_size=BULK_CHUNK, raise_on_error=False,
+            results = helpers.streaming_bulk(connection.client, actions(), chunk_size=BULK_CHUNK, raise_on_error=False,
                                              raise_on_exception=False, max_retries=2)
             for ok, item in results:  # a document's failure comes back as an item; a lost server raises
                 if ok:
@@ -241,7 +255,8 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     if counted != loaded:
         raise BackendError(f"{where} holds {counted} documents after loading {loaded}; the index is incomplete — "
                            "rebuild with --overwrite (repeated docids collapse into one)")
-    meta["rerank"].update(complete=True, documents=loaded)
+    source = {**source, **empty_skipped(empty)}
+    meta["rerank"].update(complete=True, documents=loaded, source=source)
     connection.call(f"finish {index_name}", connection.client.indices.put_mapping, index=index_name, meta=meta)
     connection.call(f"finish {index_name}", connection.client.indices.put_settings, index=index_name,
                     settings={"index": {"refresh_interval": None}})

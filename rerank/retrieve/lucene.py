@@ -22,7 +22,7 @@ from ..data import Document
 from ..errors import BackendError, MissingIndexError
 from ..runs import QueryRanking, Timing, load_run
 from . import jvm
-from .store import MANIFEST, IndexInfo, build_command, index_folder
+from .store import MANIFEST, IndexInfo, build_command, empty_skipped, index_folder
 
 BACKEND = "lucene"
 INDEX_OPTIONS: frozenset[str] = frozenset()  # besides threads and overwrite, which every back end takes
@@ -57,8 +57,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
                 bar.update(len(batch))
         indexer.close()
         # Anserini skips documents without text (its 'empty' counter): say so rather than lose them quietly
-        skipped = {"empty_documents_skipped": fed - count} if fed > count else {}
-        info = IndexInfo(name, BACKEND, count, {**source, **skipped})
+        info = IndexInfo(name, BACKEND, count, {**source, **empty_skipped(fed - count)})
         info.write(tmp)
     if total is not None and count != total:
         raise BackendError(f"indexed {count} of {total} documents into {target}")

@@ -11,6 +11,7 @@ from ..errors import MissingIndexError, UsageError
 from ..paths import indexes_dir
 
 MANIFEST = "rerank-index.json"
+EMPTY_SKIPPED = "empty_documents_skipped"
 
 
 def index_folder(name: str) -> Path:
@@ -27,6 +28,12 @@ def build_command(name: str, options: str = "") -> str:
 
     corpus = "" if name in dataset_names() else " --corpus FILE"
     return f"rerank index {name}{corpus}{options}"
+
+
+def empty_skipped(count: int) -> dict:
+    """The manifest's record of documents without text left out of an index, as Anserini leaves them out
+    (no record when there were none)."""
+    return {EMPTY_SKIPPED: count} if count else {}
 
 
 @dataclass
