@@ -59,6 +59,7 @@ def test_provenance_names_the_index_never_credentials(rerank, es_slice, es_serve
     stage = run.header.stages[-1]
     assert stage["backend"] == "elasticsearch" and stage["es_url"] == es_server
     assert stage["index_name"] == "rerank-slice" and "noida-db" in stage["server"]
+    assert "threads" not in stage  # the CLI passes it to every back end; Elasticsearch has no use for it
     assert "s3cret-pw" not in done.stdout and "alice" not in done.stdout
     assert all(len(r) == 5 and [t.stage for t in r.timings] == ["bm25"] for r in run.queries.values())
 

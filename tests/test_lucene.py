@@ -47,7 +47,7 @@ def test_stream_header_and_timings(rerank, vaswani_index):
     out = rerank("retrieve", "vaswani", "--k", "10").stdout.splitlines()
     assert out[0] == "# rerank-run: 2" and out[-1] == "# end of run"
     assert '# dataset: "vaswani"' in out
-    assert any(line.startswith("# stage:") and '"backend": "lucene"' in line for line in out)
+    assert any(line.startswith("# stage:") and '"backend": "lucene"' in line and '"threads": 2' in line for line in out)
     timing = [line for line in out if line.startswith("# time: 1 bm25 ")]
     assert len(timing) == 1 and timing[0].split()[-1] == "10"
     records = [line for line in out if not line.startswith("#")]

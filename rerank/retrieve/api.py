@@ -3,7 +3,8 @@
 A back end is a module registered by name in BACKENDS that provides
 `build(name, documents, total, source, **options) -> IndexInfo` and
 `open_index(name, k=..., **options)` whose `.search(topics, k, **options)` yields QueryRankings (`k` comes
-to open_index too, for provenance that depends on it and limits to check before searching).
+to open_index too, for provenance that depends on it and limits to check before searching). The run's header
+records the options a back end names in SEARCH_OPTIONS.
 """
 
 from __future__ import annotations
@@ -116,7 +117,8 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
         raise MissingIndexError(f"{missing}; or replay the first stage shipped with {name} (its published top-100): "
                                 f"rerank retrieve {name} --candidates") from None
     stage = stage_name or getattr(module, "STAGE_NAME", "bm25")
-    params = {k_: v for k_, v in options.items() if v is not None and not k_.startswith("_")}
+    # Only the options this back end uses: every one is given threads, which Elasticsearch has no use for.
+    params = {k_: v for k_, v in options.items() if v is not None and k_ in module.SEARCH_OPTIONS}
     header = RunHeader({"dataset": name} if topics is None else {"topics": str(Path(topics).resolve())})
     fields = {"index": name, **({"corpus": index.info.source["corpus"]} if "corpus" in index.info.source else {})}
     header = header.with_stage({"name": stage, "stage": "retrieve", "backend": backend_name, "k": k,

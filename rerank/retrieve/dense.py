@@ -33,7 +33,7 @@ from .store import IndexInfo, build_command, index_folder
 BACKEND = "dense"
 STAGE_NAME = "dense"  # the run tag when --name is not given
 INDEX_OPTIONS = frozenset({"encoder", "hnsw"})
-SEARCH_OPTIONS = frozenset({"encoder", "ef_search"})
+SEARCH_OPTIONS = frozenset({"encoder", "ef_search", "threads"})
 SHARD = 1024  # documents per saved shard: the most work an interruption can lose
 BATCH = 32  # texts per forward pass
 MAX_LENGTH = 256  # the encoder's max_seq_length (sentence_bert_config.json)

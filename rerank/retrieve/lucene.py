@@ -26,7 +26,7 @@ from .store import MANIFEST, IndexInfo, build_command, empty_skipped, index_fold
 
 BACKEND = "lucene"
 INDEX_OPTIONS: frozenset[str] = frozenset()  # besides threads and overwrite, which every back end takes
-SEARCH_OPTIONS = frozenset({"k1", "b"})
+SEARCH_OPTIONS = frozenset({"k1", "b", "threads"})
 DEFAULT_K1, DEFAULT_B = 0.9, 0.4  # Anserini's defaults
 _jvm_is_warm = False  # set once this process's JVM has run a search
 MAX_QUERY_TERMS = 1 << 20
