@@ -52,3 +52,10 @@ def data_root(explicit: str | os.PathLike | None = None) -> Path:
             "in the layout described in docs (the sibling ../shared/data was not found)"
         )
     return root
+
+
+def file_state(path: Path) -> str:
+    """A file's identity for 'has it changed?': path, size and modification time, as make uses (corpora are
+    too large to hash on every run)."""
+    status = path.stat()
+    return f"{path.resolve()}:{status.st_size}:{status.st_mtime_ns}"

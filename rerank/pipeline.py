@@ -34,9 +34,9 @@ from .data import dataset_names, get_dataset
 from .errors import DataError, RerankError, UsageError
 from .evaluate import report
 from .evaluate.session import evaluate_runs, judgements_for
-from .paths import indexes_dir, runs_dir
+from .paths import file_state, indexes_dir, runs_dir
 from .retrieve import api
-from .retrieve.store import MANIFEST
+from .retrieve.store import MANIFEST, source_state
 from .runs import Run, RunReader, Stream, load_run
 from .score import MODEL_OPTIONS
 
@@ -110,12 +110,6 @@ def check_stages(spec: dict) -> None:
         raise DataError(f"qrels file not found: {spec['qrels']}")
 
 
-def _file_state(path: Path) -> str:
-    """Size and modification time, as make does: corpora can be large."""
-    status = path.stat()
-    return f"{path.resolve()}:{status.st_size}:{status.st_mtime_ns}"
-
-
 def _fingerprint(dataset: str, stage: dict, upstream: str) -> str:
     """What a run depends on: its parameters, its upstream runs, and the files it reads. A checkpoint retrained,
     a topics file edited, the data set's files changed (or another --data-root), or the index rebuilt must
@@ -128,9 +122,8 @@ def _fingerprint(dataset: str, stage: dict, upstream: str) -> str:
         if manifest.is_file():
             blob += manifest.read_text()
         elif Path(value).is_file():
-            blob += _file_state(Path(value))
-    if dataset in dataset_names():
-        blob += "".join(_file_state(p) for p in get_dataset(dataset).files.values() if p.is_file())
+            blob += file_state(Path(value))
+    blob += "".join(source_state({"dataset": dataset}))
     if stage["kind"] == "retrieve":  # every build writes a new manifest (its creation time among it)
         index = indexes_dir() / dataset / stage.get("backend", "lucene") / MANIFEST
         blob += index.read_text() if index.is_file() else ""

@@ -127,6 +127,32 @@ def test_interrupted_build_resumes_from_saved_shards(home, cacm_slice, tiny_enco
     assert not list((home / "indexes" / "resumed").glob(".dense.partial"))
 
 
+def test_a_build_resumed_after_its_corpus_changed_encodes_it_again(home, cacm_slice, tiny_encoder, monkeypatch,
+                                                                    tmp_path):  # noqa: F811
+    """The shards were matched by docids alone: a corpus whose texts were corrected after an interruption got the
+    old texts' vectors back."""
+    import json
+    import os
+
+    from rerank.retrieve import dense
+
+    monkeypatch.setattr(dense, "SHARD", 20)
+    docs = _documents(cacm_slice, 30)
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"id": d.docid, "contents": d.contents}) + "\n" for d in docs))
+
+    def interrupted():
+        yield from docs[:25]
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        dense.build("edited", interrupted(), None, {"corpus": str(corpus)}, encoder=tiny_encoder)
+    corpus.write_text(corpus.read_text().upper())
+    os.utime(corpus, ns=(corpus.stat().st_atime_ns, corpus.stat().st_mtime_ns + 10**9))
+    info = dense.build("edited", iter(docs), None, {"corpus": str(corpus)}, encoder=tiny_encoder)
+    assert info.source["resumed_documents"] == 0
+
+
 def test_a_repeated_docid_stops_the_build_where_it_appears(home, cacm_slice, tiny_encoder, monkeypatch,
                                                            tmp_path):  # noqa: F811
     """The shared id check (api._distinct_ids) stops a dense build at the repeat, before the rest is encoded;
@@ -153,6 +179,7 @@ def test_a_repeated_docid_stops_the_build_where_it_appears(home, cacm_slice, tin
     with pytest.raises(DataError, match=f"document id '{docs[3].docid}' appears twice"):
         api.build_index("twice", "dense", corpus=str(corpus), encoder=tiny_encoder)
     assert encoded == [20]  # the first shard; the second holds the repeat and is not encoded
+    assert not (home / "indexes" / "twice" / ".dense.partial").exists()  # the corrected corpus starts afresh
     with pytest.raises(BackendError, match="no documents"):
         dense.build("nothing", iter([]), None, {}, encoder=tiny_encoder)
     assert not (home / "indexes" / "nothing").exists() or not any((home / "indexes" / "nothing").iterdir())

@@ -204,6 +204,10 @@ def test_an_index_not_built_by_rerank_is_refused(rerank, es_server, cacm_slice):
                   "--topics", str(cacm_slice / "topics.tsv"), check=False)
     assert done.returncode == 2 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
     assert "'foreign'" in done.stderr and "was not built by `rerank index`" in done.stderr
+    rebuild = rerank("index", "slice", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", "foreign",
+                     "--overwrite", "--corpus", str(cacm_slice / "corpus.jsonl"), check=False)
+    assert rebuild.returncode == 2 and "exists and was not built by `rerank index`; it is left alone" in rebuild.stderr
+    assert _client(es_server).indices.exists(index="foreign")  # --overwrite deleted another application's index
 
 
 def test_an_index_built_for_another_name_is_refused(rerank, es_slice, es_server, cacm_slice):  # noqa: F811

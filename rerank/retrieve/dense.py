@@ -16,6 +16,7 @@ faiss-cpu) exact indexes are searched on every visible GPU; nothing else changes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,9 +27,9 @@ from typing import Iterable, Iterator
 from tqdm import tqdm
 
 from ..data import Document
-from ..errors import BackendError, MissingIndexError, UsageError
+from ..errors import BackendError, DataError, MissingIndexError, UsageError
 from ..runs import QueryRanking, Timing
-from .store import IndexInfo, build_command, index_folder
+from .store import IndexInfo, build_command, index_folder, source_state
 
 BACKEND = "dense"
 STAGE_NAME = "dense"  # the run tag when --name is not given
@@ -121,6 +122,17 @@ def _faiss_index(vectors, hnsw: int | None):
     return index
 
 
+@contextlib.contextmanager
+def _discarded_on(error: type[Exception], partial: Path) -> Iterator[None]:
+    """A build stopped by its documents (a repeated id, a malformed record) has nothing worth resuming: the
+    corrected documents are another source. An interruption keeps the shards encoded so far."""
+    try:
+        yield
+    except error:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+
+
 def build(name: str, documents: Iterable[Document], total: int | None, source: dict, threads: int = 2,
           overwrite: bool = False, encoder: str | None = None, hnsw: int | None = None, **_options) -> IndexInfo:
     """Encode `documents` shard by shard (resumable), then write vectors + faiss index + manifest."""
@@ -134,7 +146,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     path = encoder or default_encoder_path()
     identity = encoder_identity(path)
     partial = index_folder(name) / f".{BACKEND}.partial"
-    state = {"encoder": identity["hash"], "source": source, "shard": SHARD}
+    state = {"encoder": identity["hash"], "source": source, "files": source_state(source), "shard": SHARD}
     state_file = partial / BUILD_STATE
     if partial.is_dir() and (not state_file.is_file() or json.loads(state_file.read_text()) != state):
         shutil.rmtree(partial)  # made from other documents or another encoder: nothing to resume
@@ -145,7 +157,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     docids: list[str] = []
     parts = []
     resumed = 0
-    with tqdm(total=total, unit="doc", desc=f"encoding {name}", disable=None) as bar:
+    with tqdm(total=total, unit="doc", desc=f"encoding {name}", disable=None) as bar, _discarded_on(DataError, partial):
         for number, shard in enumerate(_shards(documents)):
             ids = [doc.docid for doc in shard]
             vec_file, ids_file = partial / f"{number:05d}.npy", partial / f"{number:05d}.ids"

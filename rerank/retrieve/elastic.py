@@ -199,8 +199,10 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     where = f"Elasticsearch index {index_name!r} at {connection.shown}"
     if connection.exists(index_name):
         record = _mapping(connection, index_name).get("_meta", {}).get("rerank")
-        if record:
-            _check_built_for(name, where, record)
+        if not record:  # another application's data: not for --overwrite to delete
+            raise UsageError(f"{where} exists and was not built by `rerank index`; it is left alone: choose "
+                             "another --index-name, or delete it yourself")
+        _check_built_for(name, where, record)
         if not overwrite:
             raise BackendError(f"{where} exists; pass --overwrite to rebuild it")
         connection.call(f"delete index {index_name}", connection.client.indices.delete, index=index_name)

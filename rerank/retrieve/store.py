@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import MissingIndexError, UsageError
-from ..paths import indexes_dir
+from ..paths import file_state, indexes_dir
 
 MANIFEST = "rerank-index.json"
 EMPTY_SKIPPED = "empty_documents_skipped"
@@ -28,6 +28,17 @@ def build_command(name: str, options: str = "") -> str:
 
     corpus = "" if name in dataset_names() else " --corpus FILE"
     return f"rerank index {name}{corpus}{options}"
+
+
+def source_state(source: dict) -> list[str]:
+    """The files an index is built from (a data set's, or a corpus file), as `paths.file_state` sees them: a
+    resumed build must not reuse what it encoded from an earlier version of them."""
+    from ..data import dataset_names, get_dataset
+
+    paths = [Path(source["corpus"])] if "corpus" in source else []
+    if source.get("dataset") in dataset_names():
+        paths += get_dataset(source["dataset"]).files.values()
+    return [file_state(path) for path in paths if path.is_file()]
 
 
 def empty_skipped(count: int) -> dict:
