@@ -98,6 +98,18 @@ def test_own_corpus_edge_cases(rerank, session_home, tmp_path):
     assert "build it with: rerank index nowhere --corpus FILE" in missing.stderr
 
 
+def test_bytes_that_are_not_utf8_are_read_as_anserini_reads_them_and_said(rerank, tmp_path):
+    """Latin-1 bytes in a corpus or topics file became U+FFFD without a word (the text changed silently)."""
+    (tmp_path / "latin.jsonl").write_bytes(b'{"id": "a", "contents": "caf\xe9 cr\xe8me"}\n{"id": "b", "contents": "tea"}\n')
+    (tmp_path / "topics.tsv").write_bytes(b"1\tcaf\xe9 tea\n")
+    built = rerank("index", "latin", "--corpus", str(tmp_path / "latin.jsonl"))
+    assert "indexed 2 documents" in built.stderr
+    assert f"{tmp_path / 'latin.jsonl'}: 2 invalid UTF-8 byte sequence(s) read as U+FFFD" in built.stderr
+    found = rerank("retrieve", "latin", "--topics", str(tmp_path / "topics.tsv"), "--trec")
+    assert f"{tmp_path / 'topics.tsv'}: 1 invalid UTF-8 byte sequence(s)" in found.stderr  # one note, read twice
+    assert found.stderr.count("invalid UTF-8") == 1 and {line.split()[2] for line in found.stdout.splitlines()} == {"a", "b"}
+
+
 @pytest.mark.parametrize("signal_name, code, said", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")])
 def test_signals_reach_rerank_not_the_jvm(rerank, vaswani_index, session_home, data_root, tmp_path, signal_name,
                                          code, said):

@@ -39,6 +39,21 @@ def _terminated(signum: int, _frame) -> None:
 
 
 def main() -> None:
+    try:
+        _main()
+    finally:
+        _note_undecodable()
+
+
+def _note_undecodable() -> None:
+    from ..data.formats import undecodable_counts
+
+    for path, count in undecodable_counts().items():
+        click.echo(f"rerank: note: {path}: {count} invalid UTF-8 byte sequence(s) read as U+FFFD, the "
+                   "replacement character", err=True)
+
+
+def _main() -> None:
     from . import commands  # noqa: F401  (registers the commands on `cli`)
 
     signal.signal(signal.SIGTERM, _terminated)

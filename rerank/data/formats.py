@@ -9,6 +9,7 @@ pseudo-XML and WikiQA TSVs, turned into queries, candidate "documents" and qrels
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import hashlib
 import itertools
@@ -45,8 +46,34 @@ def open_text(path: str | Path) -> IO[str]:
         raise DataError(f"{p} is a folder, not a file")  # a FIFO or /dev/stdin is read like a file
     # utf-8-sig: a byte-order mark (Windows editors write one) would otherwise become part of the first id
     if p.suffix == ".gz":
-        return gzip.open(p, "rt", encoding="utf-8-sig", errors="replace")
-    return open(p, encoding="utf-8-sig", errors="replace")
+        return gzip.open(p, "rt", encoding="utf-8-sig", errors=_replacing(str(p)))
+    return open(p, encoding="utf-8-sig", errors=_replacing(str(p)))
+
+
+_UNDECODABLE: dict[str, list[int]] = {}  # file -> per reading of it, byte sequences that were not UTF-8
+
+
+def _replacing(path: str) -> str:
+    """A codecs error handler for one reading of `path`: bytes that are not UTF-8 become U+FFFD, as Anserini's
+    Java readers make them (old collections hold Latin-1 bytes; refusing them would make them unusable), and
+    are counted so the command can say so instead of changing the text silently. (Per reading: a file whose
+    format is sniffed first is read twice, and must not count twice.)"""
+    readings = _UNDECODABLE.setdefault(path, [])
+    reading = len(readings)
+    readings.append(0)
+
+    def replace(error: UnicodeDecodeError) -> tuple[str, int]:
+        readings[reading] += 1
+        return "\ufffd", error.end
+
+    name = f"rerank-replace:{path}:{reading}"
+    codecs.register_error(name, replace)
+    return name
+
+
+def undecodable_counts() -> dict[str, int]:
+    """Files read so far with bytes that are not UTF-8, and how many such sequences each had."""
+    return {path: max(readings) for path, readings in _UNDECODABLE.items() if max(readings)}
 
 
 def _first_non_blank(path: Path, size: int = 4096) -> str:
