@@ -6,6 +6,7 @@ Vaswani/CACM parity figures are in benchmarks/results/retrieval_parity.md.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import threading
@@ -176,16 +177,22 @@ class _Secured(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_wrong_credentials_are_one_line(rerank, cacm_slice):
-    server = http.server.HTTPServer(("127.0.0.1", 0), _Secured)
+@contextlib.contextmanager
+def _fake_server(handler):
+    """A local HTTP server answering with `handler` (what noida cannot play: auth, refusals); yields its URL."""
+    server = http.server.HTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}"
     try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+
+
+def test_wrong_credentials_are_one_line(rerank, cacm_slice):
+    with _fake_server(_Secured) as url:
         done = rerank("retrieve", "slice", "--backend", "elasticsearch", "--es-url", url,
                       "--topics", str(cacm_slice / "topics.tsv"), check=False,
                       env={"RERANK_ES_USER": "alice", "RERANK_ES_PASSWORD": "wrong"})
-    finally:
-        server.shutdown()
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
     assert f"Elasticsearch at {url} rejected the credentials (HTTP 401)" in done.stderr
     assert "wrong" not in done.stderr
@@ -302,16 +309,11 @@ class _Restricted(http.server.BaseHTTPRequestHandler):
 
 def test_refusals_say_why_or_nothing(rerank, cacm_slice):
     """A 403 said '(HTTP 403: None)' for a HEAD request and only 'security_exception' for others."""
-    server = http.server.HTTPServer(("127.0.0.1", 0), _Restricted)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}"
-    try:
+    with _fake_server(_Restricted) as url:
         look = rerank("retrieve", "slice", "--backend", "elasticsearch", "--es-url", url, "--index-name", "forbidden",
                       "--topics", str(cacm_slice / "topics.tsv"), check=False)
         create = rerank("index", "slice", "--backend", "elasticsearch", "--es-url", url,
                         "--corpus", str(cacm_slice / "corpus.jsonl"), check=False)
-    finally:
-        server.shutdown()
     assert look.returncode == 1 and look.stderr.strip().splitlines() == [
         f"rerank: error: Elasticsearch at {url} refused to look up index forbidden with these credentials (HTTP 403)"]
     assert create.returncode == 1 and create.stderr.strip().endswith(
