@@ -42,6 +42,15 @@ def _rebuild_hint(manifest: dict, folder: Path) -> str:
             f"{manifest.get('checkpoint', 'CK')} {manifest.get('name', 'NAME')} --overwrite (or delete {folder})")
 
 
+def _size(actual: int | None) -> str:
+    return "missing" if actual is None else f"{actual} bytes"
+
+
+def _truncated(folder: Path, manifest: dict, found: str, promised: int) -> DataError:
+    return DataError(f"stored encodings in {folder} are truncated or corrupt: {found}, the manifest promises "
+                     f"{promised}; {_rebuild_hint(manifest, folder)}")
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -100,17 +109,14 @@ def check_files(folder: Path, manifest: dict, verify_checksum: bool = True) -> N
         path = folder / name
         actual = path.stat().st_size if path.is_file() else None
         if actual != size:
-            found = "missing" if actual is None else f"{actual} bytes"
-            raise DataError(f"stored encodings in {folder} are truncated or corrupt: {name} is {found}, the "
-                            f"manifest promises {size}; {_rebuild_hint(manifest, folder)}")
+            raise _truncated(folder, manifest, f"{name} is {_size(actual)}", size)
     lengths = np.fromfile(folder / LENGTHS, dtype=np.int32)
     if (lengths < 0).any() or int(lengths.sum(dtype=np.int64)) != tokens:
         raise DataError(f"stored encodings in {folder} are corrupt: document lengths do not add up to "
                         f"{tokens} tokens; {_rebuild_hint(manifest, folder)}")
     docids = (folder / DOCIDS).read_text(encoding="utf-8").splitlines() if (folder / DOCIDS).is_file() else []
     if len(docids) != documents:
-        raise DataError(f"stored encodings in {folder} are truncated or corrupt: {len(docids)} docids, the "
-                        f"manifest promises {documents}; {_rebuild_hint(manifest, folder)}")
+        raise _truncated(folder, manifest, f"{len(docids)} docids", documents)
     if verify_checksum and manifest.get("sha256") and _sha256(folder / VECTORS) != manifest["sha256"]:
         raise DataError(f"stored encodings in {folder} are corrupt: {VECTORS} does not match its checksum; "
                         f"{_rebuild_hint(manifest, folder)}")
@@ -174,7 +180,7 @@ def encode_collection(name: str, documents: Callable[[], Iterable[tuple[str, str
     manifest = {"version": STORE_VERSION, "name": name, "model": model, "checkpoint": str(reranker.folder),
                 "checkpoint_hash": checkpoint_hash, "dim": dim, "dtype": "float16", "documents": done_docs,
                 "tokens": done_tokens, "total": total, "complete": False}
-    _truncate(folder, done_docs, done_tokens, dim)
+    _truncate(folder, manifest)
     bar = tqdm(total=total, initial=done_docs, desc=f"encoding {name} with {model}", unit="doc",
                disable=None if progress else True)
     pending: list[tuple[str, str]] = []
@@ -213,19 +219,24 @@ def encode_collection(name: str, documents: Callable[[], Iterable[tuple[str, str
     return manifest
 
 
-def _truncate(folder: Path, documents: int, tokens: int, dim: int) -> None:
-    """Cut files back to what the manifest vouches for (a crash may have left a partial chunk)."""
-    for name, size in ((VECTORS, tokens * dim * 2), (LENGTHS, documents * 4)):
+def _truncate(folder: Path, manifest: dict) -> None:
+    """Cut files back to what the manifest vouches for (a crash may have left a partial chunk). A file
+    shorter than that lost encodings the manifest counts as done: resuming would zero-pad it (truncate
+    lengthens) and certify the zeros with a fresh checksum."""
+    documents, tokens = manifest["documents"], manifest["tokens"]
+    for name, size in ((VECTORS, tokens * manifest["dim"] * 2), (LENGTHS, documents * 4)):
         path = folder / name
-        if path.exists():
+        actual = path.stat().st_size if path.is_file() else None
+        if (actual or 0) < size:
+            raise _truncated(folder, manifest, f"{name} is {_size(actual)}", size)
+        if actual is not None:
             with open(path, "r+b") as handle:
                 handle.truncate(size)
-        elif size:
-            raise DataError(f"{folder}: {name} is missing; delete the folder and run rerank encode again")
     path = folder / DOCIDS
-    if path.exists():
-        kept = path.read_text(encoding="utf-8").splitlines()[:documents]
-        path.write_text("".join(d + "\n" for d in kept), encoding="utf-8")
+    kept = path.read_text(encoding="utf-8").splitlines()[:documents] if path.is_file() else []
+    if len(kept) < documents:
+        raise _truncated(folder, manifest, f"{len(kept)} docids", documents)
+    path.write_text("".join(d + "\n" for d in kept), encoding="utf-8")
 
 
 def _write_manifest(folder: Path, manifest: dict) -> None:

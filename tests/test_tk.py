@@ -110,10 +110,8 @@ def test_checkpoint_round_trip_and_wrong_model(tmp_path):
             load_model("tk", str(folder), **option)
 
 
-def test_stored_encodings_give_the_same_scores_and_resume(tmp_path, monkeypatch):
-    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
-    reranker = load_tk(str(checkpoint(tmp_path)))
-    items = list(DOCS.items())
+def interrupted_encoding(reranker, items: list) -> Path:
+    """Encode `items` in chunks of two until Ctrl-C at the fourth: a partial store of two documents."""
 
     def interrupted():
         for position, item in enumerate(items):
@@ -123,7 +121,14 @@ def test_stored_encodings_give_the_same_scores_and_resume(tmp_path, monkeypatch)
 
     with pytest.raises(KeyboardInterrupt):
         encode_collection("toy", interrupted, len(items), reranker, chunk=2, progress=False)
-    folder = store_folder("toy", "tk", reranker.checkpoint_hash)
+    return store_folder("toy", "tk", reranker.checkpoint_hash)
+
+
+def test_stored_encodings_give_the_same_scores_and_resume(tmp_path, monkeypatch):
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
+    reranker = load_tk(str(checkpoint(tmp_path)))
+    items = list(DOCS.items())
+    folder = interrupted_encoding(reranker, items)
     partial = json.loads((folder / "manifest.json").read_text())
     assert partial["documents"] == 2 and not partial["complete"]
     with pytest.raises(DataError, match="incomplete .2 of 5 documents.; resume with: rerank encode"):
@@ -139,6 +144,22 @@ def test_stored_encodings_give_the_same_scores_and_resume(tmp_path, monkeypatch)
     stored = reranker.score(QUERY, list(DOCS), ["(ignored: stored)"] * len(DOCS))
     assert np.allclose(stored, on_the_fly, atol=1e-4)
     assert reranker.provenance()["encodings"].startswith("stored (")
+
+
+def test_resuming_refuses_a_partial_store_shorter_than_its_recorded_progress(tmp_path, monkeypatch):
+    """Resuming used to zero-pad a cut vectors file back to the recorded size (truncate lengthens) and
+    checksum the zeros into a 'complete' store."""
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
+    reranker = load_tk(str(checkpoint(tmp_path)))
+    items = list(DOCS.items())
+    folder = interrupted_encoding(reranker, items)
+    cut = (folder / VECTORS).read_bytes()[:-100]
+    (folder / VECTORS).write_bytes(cut)
+    with pytest.raises(DataError, match="truncated or corrupt: vectors.f16 is .* bytes, the manifest promises "
+                                        ".*rerank encode .* --overwrite"):
+        encode_collection("toy", lambda: iter(items), len(items), reranker, chunk=2, progress=False)
+    assert (folder / VECTORS).read_bytes() == cut and not json.loads((folder / "manifest.json").read_text())["complete"]
+    assert encode_collection("toy", lambda: iter(items), len(items), reranker, overwrite=True, progress=False)["complete"]
 
 
 def test_store_refuses_other_checkpoints_and_detects_damage(tmp_path, monkeypatch):
