@@ -487,6 +487,15 @@ def distill_loss(scores, teacher, kind: str):
                     reduction="batchmean")
 
 
+def diverged(args: TrainArgs, step: int, best_step: int | None) -> str:
+    """Why training stopped at a non-finite loss or gradient, what to lower, and what is left of it: the
+    step is checked before it changes the weights, so no checkpoint ever holds a diverged model."""
+    causes = "--lr, --teacher-scale or --distill-weight" if args.teacher else "--lr"
+    kept = (f"{args.output} keeps the best checkpoint before it (step {best_step})" if best_step is not None
+            else "no checkpoint was written")
+    return f"training diverged at step {step} (the loss or its gradient is not finite); lower {causes}; {kept}"
+
+
 @dataclass
 class TrainResult:
     steps: int
@@ -568,7 +577,9 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
                     loss = loss + args.distill_weight * distill_loss(scores[rows], target, args.distill)
             optimizer.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            if not (math.isfinite(loss.item()) and math.isfinite(norm)):  # before a step spreads it to the weights
+                raise DataError(diverged(args, step + 1, best_step))
             optimizer.step()
             schedule.step()
             step += 1
@@ -599,6 +610,4 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
     if dev is None:
         save(step, None)
     seconds = time.perf_counter() - began
-    if not math.isfinite(losses[-1]):
-        raise DataError("training diverged (loss is not finite); lower --lr")
     return TrainResult(step, best, best_step, history, seconds, stopped)

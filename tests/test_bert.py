@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from rerank.errors import UsageError  # noqa: E402
+from rerank.errors import DataError, UsageError  # noqa: E402
 from rerank.models.base import BF16_EMULATED, bf16_is_emulated, load_model  # noqa: E402
 from rerank.models.bert import CrossEncoderReranker, cls_logits, minilm_path, new_trainable, supports_cls_logits  # noqa: E402
 from rerank.runs import QueryRanking, RunHeader, RunWriter  # noqa: E402
@@ -193,22 +193,39 @@ def test_bf16_autocast_training(tiny_bert, tiny_checkpoint, tmp_path):
     assert all(abs(s) < 1e3 for s in scores) and scores[0] != scores[1]
 
 
-def test_pairwise_loss_with_distillation(tiny_bert, tmp_path, data_root, monkeypatch):
-    monkeypatch.setenv("RERANK_DATA", str(data_root))
+def dev_teacher(path):
+    """A teacher run of trecqa-dev's candidates, scored by docid length (a stand-in for a teacher's scores)."""
     from rerank.data import get_dataset
 
-    teacher = tmp_path / "teacher.run"
-    # the shipped candidate scores stand in for a teacher's
-    with open(teacher, "w") as handle, RunWriter(handle, RunHeader({"dataset": "trecqa-dev"})) as writer:
+    with open(path, "w") as handle, RunWriter(handle, RunHeader({"dataset": "trecqa-dev"})) as writer:
         for ranking in get_dataset("trecqa-dev").candidates():
             writer.write(QueryRanking.from_scores(ranking.qid, ranking.docids,
                                                  [len(d) * 0.1 for d in ranking.docids]))
+    return path
+
+
+def test_pairwise_loss_with_distillation(tiny_bert, tmp_path, data_root, monkeypatch):
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    teacher = dev_teacher(tmp_path / "teacher.run")
     args = TrainArgs(train="trecqa-dev", output=str(tmp_path / "ck"), steps=3, batch_groups=2, negatives=2,
                      loss="pairwise", teacher=str(teacher), distill="kl",
                      model_options={"base": str(tiny_bert), "max_length": 48})
     result = train("bert", args)
     assert result.best is None and result.steps == 3  # no dev set: the last state is saved
     assert read_checkpoint(tmp_path / "ck", "bert")["training"]["teacher"] == str(teacher)
+
+
+def test_a_diverged_model_is_never_saved(tiny_bert, tmp_path, data_root, monkeypatch):
+    """A loss gone NaN (here: teacher scores scaled past float32) stops training before the step reaches the
+    weights; the dev evaluation used to save the NaN model as the best checkpoint, and the error blamed --lr."""
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    args = TrainArgs(train="trecqa-dev", output=str(tmp_path / "ck"), dev_fraction=0.25, steps=3, eval_every=1,
+                     dev_depth=5, batch_groups=2, negatives=2, teacher=str(dev_teacher(tmp_path / "teacher.run")),
+                     teacher_scale=1e300, model_options={"base": str(tiny_bert), "max_length": 48})
+    with pytest.raises(DataError, match="diverged at step 1 .*lower --lr, --teacher-scale or --distill-weight; "
+                                        "no checkpoint was written"):
+        train("bert", args)
+    assert not (tmp_path / "ck").exists()
 
 
 def test_distillation_on_the_unjudged_queries_of_a_teacher_run(tiny_bert, tmp_path, data_root, monkeypatch):
@@ -278,8 +295,6 @@ def test_a_checkpoint_whose_files_changed_is_refused(tiny_checkpoint, tmp_path):
     """Edited weights kept the recorded hash, so the score cache served the old weights' scores; weights cut short
     gave a safetensors traceback."""
     import shutil
-
-    from rerank.errors import DataError
 
     folder = tmp_path / "edited"
     shutil.copytree(tiny_checkpoint[0], folder)
