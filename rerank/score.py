@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -130,8 +131,12 @@ def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Rer
         stats.cached += len(scores)
     todo = [d for d in head if d not in scores]
     if todo:
-        fresh = model.score(query, todo, [texts[d] for d in todo])
-        scores.update(zip(todo, map(float, fresh)))
+        fresh = dict(zip(todo, map(float, model.score(query, todo, [texts[d] for d in todo]))))
+        broken = next((d for d, s in fresh.items() if not math.isfinite(s)), None)
+        if broken is not None:  # before the cache (its column is NOT NULL) or a run line ("nan") gets it
+            raise DataError(f"query {ranking.qid}: {model.name} scored document {broken} {fresh[broken]} (not a "
+                            f"finite number); its weights are broken (did its training diverge?)")
+        scores.update(fresh)
         if cache is not None:
             cache.put((keys[d], scores[d]) for d in todo)
     if interpolate is not None:

@@ -9,7 +9,7 @@ import pytest
 from rerank.errors import DataError, UsageError
 from rerank.models.base import Reranker
 from rerank.runs import QueryRanking, RunHeader, Stream, Timing
-from rerank.score import ScoreStats, score_stream
+from rerank.score import ScoreCache, ScoreStats, cache_namespace, score_stream
 
 
 class OverlapReranker(Reranker):
@@ -107,6 +107,26 @@ def test_missing_documents_fail_or_are_skipped():
         _score(OverlapReranker(), depth=4, texts=texts)
     _, rankings, stats = _score(OverlapReranker(), depth=4, texts=texts, skip_missing=True)
     assert stats.missing == 2 and rankings[0].docids[3:] == ["d1", "d4", "d5", "d6", "d7"]
+
+
+class BrokenReranker(OverlapReranker):
+    """Weights gone NaN: one document gets a non-finite score."""
+
+    checkpoint_hash = "broken-v1"
+
+    def score(self, query, docids, texts):
+        return [float("nan") if d == "d1" else s for d, s in zip(docids, super().score(query, docids, texts))]
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_non_finite_model_scores_are_an_error_naming_the_query(home, cache):
+    """They came out as 'nan' run lines, or with the cache on as sqlite's NOT NULL IntegrityError."""
+    model = BrokenReranker()
+    with pytest.raises(DataError, match="query q1: overlap scored document d1 nan .*did its training diverge"):
+        _score(model, 4, cache=cache)
+    cache_file = ScoreCache(cache_namespace(model))
+    assert not cache_file.get([cache_file.key(QUERIES["q1"], TEXTS[f"d{i}"]) for i in range(4)])  # none cached
+    cache_file.close()
 
 
 def test_bad_depth_and_unknown_query():
