@@ -114,9 +114,8 @@ def main() -> None:
         def train_args(output: str, **overrides):
             settings = {"dev_fraction": 0.2, "seed": args.seed, "patience": 10, **overrides}
             return train(variant, TrainArgs(train="trec-dl-2020", output=output, steps=args.steps, lr=args.lr,
-                                            eval_every=args.eval_every, teacher=args.teacher,
-                                            teacher_min_score=args.teacher_min_score, distill=args.distill,
-                                            teacher_scale=args.teacher_scale, max_minutes=args.max_minutes,
+                                            eval_every=args.eval_every, teacher=args.teacher, **distill,
+                                            max_minutes=args.max_minutes,
                                             model_options=options, **settings),
                          log=lambda m: print(m, file=sys.stderr, flush=True))
 

@@ -191,6 +191,9 @@ def new_trainable(name: str, **options: Any) -> TrainableRanker:
 
 # ---------------------------------------------------------------------------------------------- the data
 
+DISTILL_DEFAULTS = {"distill": "margin-mse", "distill_weight": 1.0, "teacher_scale": 1.0}
+
+
 @dataclass
 class TrainArgs:
     """Everything that defines a training run (recorded in the checkpoint)."""
@@ -215,19 +218,37 @@ class TrainArgs:
     metric: str | None = None
     seed: int = 42
     teacher: str | None = None
-    distill: str = "margin-mse"
-    distill_weight: float = 1.0
-    teacher_scale: float = 1.0  # multiplies teacher scores (e.g. 20 for cosines, the bi-encoder's own scale)
+    # The distillation options are None unless given, so that check() can refuse them without a teacher;
+    # with one, those left None take DISTILL_DEFAULTS.
+    distill: str | None = None  # "margin-mse" or "kl"
+    distill_weight: float | None = None
+    teacher_scale: float | None = None  # multiplies teacher scores (e.g. 20 for cosines, the bi-encoder's own scale)
     teacher_min_score: float | None = None  # unjudged teacher queries whose best score is lower are skipped
     max_minutes: float | None = None
     precision: str = "fp32"  # "bf16": forward passes under bfloat16 autocast (about 2x the steps on AVX512-BF16 CPUs)
     model_options: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.teacher is not None:
+            for key, value in DISTILL_DEFAULTS.items():
+                if getattr(self, key) is None:
+                    setattr(self, key, value)
+
     def check(self) -> None:
         if self.loss not in ("listwise", "pairwise"):
             raise UsageError(f"--loss must be listwise or pairwise, not {self.loss!r}")
-        if self.distill not in ("margin-mse", "kl"):
-            raise UsageError(f"--distill must be margin-mse or kl, not {self.distill!r}")
+        if self.teacher is None:
+            given = [f"--{key.replace('_', '-')}" for key in (*DISTILL_DEFAULTS, "teacher_min_score")
+                     if getattr(self, key) is not None]
+            if given:  # they would be ignored
+                raise UsageError(f"{', '.join(given)}: distillation options, which need a teacher run (--teacher RUN)")
+        else:
+            if self.distill not in ("margin-mse", "kl"):
+                raise UsageError(f"--distill must be margin-mse or kl, not {self.distill!r}")
+            if not 0 <= self.distill_weight < math.inf:
+                raise UsageError(f"--distill-weight must be >= 0 and finite, not {self.distill_weight}")
+            if self.teacher_min_score is not None and not math.isfinite(self.teacher_min_score):
+                raise UsageError(f"--teacher-min-score must be a finite number, not {self.teacher_min_score}")
         if self.precision not in ("fp32", "bf16"):
             raise UsageError(f"--precision must be fp32 or bf16, not {self.precision!r}")
         if not 0 <= self.dev_fraction < 1:
@@ -243,12 +264,11 @@ class TrainArgs:
         for label, value in (("--steps", self.steps), ("--batch-groups", self.batch_groups),
                              ("--negatives", self.negatives), ("--eval-every", self.eval_every),
                              ("--dev-depth", self.dev_depth), ("--lr", self.lr), ("--head-lr-scale", self.head_lr_scale),
-                             ("--teacher-scale", self.teacher_scale), ("--patience", self.patience),
+                             ("--patience", self.patience),
+                             *([("--teacher-scale", self.teacher_scale)] if self.teacher is not None else []),
                              *([("--max-minutes", self.max_minutes)] if self.max_minutes is not None else [])):
-            if not value > 0:
-                raise UsageError(f"{label} must be positive, not {value}")
-        if not self.distill_weight >= 0:
-            raise UsageError(f"--distill-weight must be >= 0, not {self.distill_weight}")
+            if not 0 < value < math.inf:
+                raise UsageError(f"{label} must be positive and finite, not {value}")
         if self.metric is not None:
             from .evaluate.measures import parse_measure
 
@@ -508,11 +528,11 @@ class TrainResult:
 
 def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda _m: None) -> TrainResult:
     """Train `model_name` as `args` say and leave the best checkpoint in `args.output`."""
+    args.check()  # before torch's import, which takes seconds
     os.environ.setdefault(*PASSIVE_THREADS)
     import torch
     from tqdm import tqdm
 
-    args.check()
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -325,12 +326,27 @@ def test_bad_training_arguments(tmp_path):
         train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), precision="fp16"))
     for wrong, words in (({"patience": 0}, "--patience must be positive"),
                          ({"max_minutes": 0.0}, "--max-minutes must be positive"),
-                         ({"distill_weight": -1.0}, "--distill-weight must be >= 0"),
+                         ({"teacher": "t.run", "distill_weight": -1.0}, "--distill-weight must be >= 0"),
                          ({"metric": "MAP"}, "--metric is the dev measure: give a dev set too"),
                          ({"metric": "nDCG@0", "dev_fraction": 0.2}, "cannot read measure 'nDCG@0'"),
                          ({"dev": "trecqa-dev"}, "is the training set")):  # it stopped early on training queries
         with pytest.raises(UsageError, match=words):  # refused before any model loads or step runs
             train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), **wrong))
+
+
+@pytest.mark.parametrize("wrong, words", [
+    ({"teacher_scale": math.inf}, "--teacher-scale must be positive and finite, not inf"),
+    ({"teacher_min_score": math.nan}, "--teacher-min-score must be a finite number, not nan"),  # it dropped every query
+    ({"teacher": None, "distill": "kl"}, "--distill: distillation options, which need a teacher run"),  # ignored
+    ({"teacher": None, "distill_weight": 2.0, "teacher_min_score": 0.5},
+     "--distill-weight, --teacher-min-score: distillation options, which need a teacher run")])
+def test_distillation_options_need_a_teacher_and_finite_values(wrong, words, tiny_bert, tmp_path, data_root, monkeypatch):
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    teacher = dev_teacher(tmp_path / "teacher.run")
+    with pytest.raises(UsageError, match=words):
+        train("bert", TrainArgs(**{"train": "trecqa-dev", "output": str(tmp_path / "ck"), "steps": 1, "batch_groups": 1,
+                                   "teacher": str(teacher), "model_options": {"base": str(tiny_bert)}, **wrong}))
+    assert not (tmp_path / "ck").exists()
 
 
 def test_bi_encoder_matches_sentence_transformers():

@@ -153,7 +153,7 @@ def test_model_option_must_be_key_value(rerank, tmp_path):
           words="--model-option wants KEY=VALUE, not 'projection'")
     assert not (tmp_path / "ck").exists()
     fails(rerank, "train", "tk", "--train", "trec-dl-2020", "--lr", "-0.001", "-o", str(tmp_path / "ck"),
-          words="--lr must be positive, not -0.001")
+          words="--lr must be positive and finite, not -0.001")
     assert not (tmp_path / "ck").exists()
     (tmp_path / "notes.txt").write_text("mine")  # a folder of the user's own: refused before any training
     fails(rerank, "train", "tk", "--train", "trec-dl-2020", "-o", str(tmp_path), words="refusing to replace it")

@@ -367,6 +367,15 @@ def test_a_bad_dev_fold_is_a_one_line_error(tmp_path, rerank):
     assert not (tmp_path / "ck").exists()
 
 
+@pytest.mark.parametrize("wrong, words", [
+    (["--distill", "margin-mse"], "--distill: distillation options, which need a teacher run"),  # click's default, given
+])
+def test_train_cli_refuses_in_one_line_before_training(wrong, words, tmp_path, rerank):
+    bad = rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "-o", str(tmp_path / "ck"), *wrong, check=False)
+    assert bad.returncode == 2 and f"rerank: error: {words}" in bad.stderr and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "ck").exists()
+
+
 def test_checkpoints_from_before_the_lexical_options_load_as_they_were(tmp_path):
     folder = checkpoint(tmp_path, "tkl")
     manifest = json.loads((folder / "checkpoint.json").read_text())

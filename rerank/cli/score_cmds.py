@@ -114,10 +114,11 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--metric", default=None, help="Dev measure (default: the dev data set's first, e.g. nDCG@10).")
 @click.option("--seed", default=42, show_default=True)
 @click.option("--teacher", type=click.Path(dir_okay=False), default=None, help="Run of teacher scores (distillation): for the training candidates, and its unjudged queries are distilled on too.")
-@click.option("--distill", type=click.Choice(["margin-mse", "kl"]), default="margin-mse", show_default=True)
-@click.option("--distill-weight", type=float, default=1.0, show_default=True)
-@click.option("--teacher-scale", type=float, default=1.0, show_default=True,
-              help="Multiply teacher scores (e.g. 20 for a bi-encoder's cosines).")
+@click.option("--distill", type=click.Choice(["margin-mse", "kl"]), default=None,
+              help="Distillation loss (with --teacher; default margin-mse).")
+@click.option("--distill-weight", type=float, default=None, help="Weight of the distillation loss (with --teacher; default 1).")
+@click.option("--teacher-scale", type=float, default=None,
+              help="Multiply teacher scores (e.g. 20 for a bi-encoder's cosines; with --teacher; default 1).")
 @click.option("--teacher-min-score", type=float, default=None,
               help="Distil on an unjudged teacher query only if its best teacher score reaches this.")
 @click.option("--max-minutes", type=float, default=None, help="Stop (after a last dev evaluation) when this much time has passed.")
