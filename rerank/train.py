@@ -373,9 +373,11 @@ class Teacher:
         return out
 
 
-def read_teacher(path: str, args: TrainArgs, judged: set[str], log: Callable[[str], None]) -> Teacher:
+def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged: set[str],
+                 log: Callable[[str], None]) -> Teacher:
     """Teacher scores from a run; its unjudged queries with at least a group's candidates (and a best score
-    >= --teacher-min-score, to skip queries whose candidates are all off-topic) become distillation queries."""
+    >= --teacher-min-score, to skip queries whose candidates are all off-topic) become distillation queries.
+    A run that scores none of the training `queries`' candidates and adds no query would teach nothing."""
     from .docstore import doc_store_for, queries_for
 
     try:
@@ -393,15 +395,22 @@ def read_teacher(path: str, args: TrainArgs, judged: set[str], log: Callable[[st
     scores = {qid: dict(zip(r.docids, r.scores)) for qid, r in run.queries.items()}
     unjudged = [qid for qid, r in run.queries.items() if qid not in judged and len(r.docids) >= group_size
                 and (min_score is None or max(r.scores) >= min_score)]
-    if not unjudged:
-        return Teacher(scores, [], {})
-    queries = queries_for(run.header)
-    texts = doc_store_for(run.header).texts({d for qid in unjudged for d in run.queries[qid].docids})
-    extra = []
-    for qid in unjudged:
-        docids = [d for d in run.queries[qid].docids if d in texts]
-        if qid in queries and len(docids) >= group_size:
-            extra.append((qid, queries[qid], docids))
+    extra: list[tuple[str, str, list[str]]] = []
+    texts: dict[str, str] = {}
+    if unjudged:
+        topics = queries_for(run.header)
+        texts = doc_store_for(run.header).texts({d for qid in unjudged for d in run.queries[qid].docids})
+        for qid in unjudged:
+            docids = [d for d in run.queries[qid].docids if d in texts]
+            if qid in topics and len(docids) >= group_size:
+                extra.append((qid, topics[qid], docids))
+    if not extra and not any(d in scores.get(q.qid, ()) for q in queries for d in (*q.positives, *q.negatives)):
+        raise DataError(f"teacher run {path} scores none of the training candidates of {args.train} and has no "
+                        f"other query with {group_size} candidates (--negatives + 1) to distil on"
+                        + (" whose best score reaches --teacher-min-score" if min_score is not None else ""))
+    groups = [(q, positive) for q in queries if q.negatives for positive in q.positives]  # the groups of an epoch
+    covered = sum(all(d in scores.get(q.qid, ()) for d in (positive, *q.negatives)) for q, positive in groups)
+    log(f"teacher run {path} scores every candidate of {covered} of the {len(groups)} training groups")
     return Teacher(scores, extra, texts)
 
 
@@ -540,7 +549,8 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
     queries, dev = build_dev(args, queries, texts, qrels, min_rel, measures)
     if not any(q.positives and q.negatives for q in queries):
         raise DataError(f"data set {args.train} has no query with both relevant and non-relevant candidates")
-    teacher = read_teacher(args.teacher, args, {q.qid for q in queries} | set(qrels), log) if args.teacher else None
+    judged = {q.qid for q in queries} | set(qrels)
+    teacher = read_teacher(args.teacher, args, queries, judged, log) if args.teacher else None
     if teacher is not None and teacher.extra:
         log(f"distilling also on {len(teacher.extra)} unjudged queries of the teacher run")
     model = new_trainable(model_name, **args.model_options)

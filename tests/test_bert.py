@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 
 import pytest
@@ -211,7 +212,9 @@ def test_pairwise_loss_with_distillation(tiny_bert, tmp_path, data_root, monkeyp
     args = TrainArgs(train="trecqa-dev", output=str(tmp_path / "ck"), steps=3, batch_groups=2, negatives=2,
                      loss="pairwise", teacher=str(teacher), distill="kl",
                      model_options={"base": str(tiny_bert), "max_length": 48})
-    result = train("bert", args)
+    messages: list[str] = []
+    result = train("bert", args, log=messages.append)
+    assert re.fullmatch(r"teacher run .* scores every candidate of (\d+) of the \1 training groups", messages[0])
     assert result.best is None and result.steps == 3  # no dev set: the last state is saved
     assert read_checkpoint(tmp_path / "ck", "bert")["training"]["teacher"] == str(teacher)
 
@@ -226,6 +229,19 @@ def test_a_diverged_model_is_never_saved(tiny_bert, tmp_path, data_root, monkeyp
     with pytest.raises(DataError, match="diverged at step 1 .*lower --lr, --teacher-scale or --distill-weight; "
                                         "no checkpoint was written"):
         train("bert", args)
+    assert not (tmp_path / "ck").exists()
+
+
+def test_a_teacher_run_that_teaches_nothing_is_refused(tmp_path, data_root, monkeypatch):
+    """An empty teacher run, or one scoring none of the training candidates, trained as if there were no teacher."""
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    (tmp_path / "empty.run").write_text("")
+    (tmp_path / "other.run").write_text('# dataset: "trecqa-dev"\n1.4 Q0 nosuch 1 1.0 t\n1.4 Q0 none 2 0.5 t\n')
+    for teacher in ("empty.run", "other.run"):
+        args = TrainArgs(train="trecqa-dev", output=str(tmp_path / "ck"), steps=1, teacher=str(tmp_path / teacher))
+        with pytest.raises(DataError, match="scores none of the training candidates of trecqa-dev and has no other "
+                                            "query with 8 candidates"):
+            train("bert", args)
     assert not (tmp_path / "ck").exists()
 
 
