@@ -18,7 +18,7 @@ from .errors import DataError, UsageError
 from .retrieve.store import index_folder
 from .runs import RunHeader
 
-NOTHING_NAMED = "the run's header names no data set, index or corpus; pass --topics/--corpus"
+PASS_FILES = "pass --topics/--corpus"  # the remedy for the score stage; callers without those options give their own
 
 
 class DocStore(Protocol):
@@ -59,6 +59,12 @@ class IndexStore:
         return self._index.texts(docids)
 
 
+def _nothing_known(header: RunHeader, remedy: str) -> UsageError:
+    if header.dataset:
+        return UsageError(f"the run's header names data set {header.dataset!r}, which is not known here; {remedy}")
+    return UsageError(f"the run's header names no data set, index or corpus; {remedy}")
+
+
 def _known_dataset(header: RunHeader) -> str | None:
     name = header.dataset
     return name if name in dataset_names() else None
@@ -70,7 +76,7 @@ def _corpus_store(path: str) -> MappingStore:
     return MappingStore(lambda: {d.docid: d.contents for d in files_dataset(corpus=path).documents()}, path)
 
 
-def doc_store_for(header: RunHeader, corpus: str | None = None) -> DocStore:
+def doc_store_for(header: RunHeader, corpus: str | None = None, remedy: str = PASS_FILES) -> DocStore:
     """The document store a stream's header points at (an explicit corpus file wins)."""
     if corpus:
         return _corpus_store(corpus)
@@ -84,13 +90,10 @@ def doc_store_for(header: RunHeader, corpus: str | None = None) -> DocStore:
         return _corpus_store(str(header.get("corpus")))
     if index:
         return IndexStore(str(index))  # not built here: opening it gives the "build it with" error
-    if header.dataset:
-        raise UsageError(f"the run's header names data set {header.dataset!r}, which is not known here; "
-                         "pass --topics/--corpus")
-    raise UsageError(NOTHING_NAMED)
+    raise _nothing_known(header, remedy)
 
 
-def queries_for(header: RunHeader, topics: str | None = None) -> dict[str, str]:
+def queries_for(header: RunHeader, topics: str | None = None, remedy: str = PASS_FILES) -> dict[str, str]:
     """qid -> query text for a stream (an explicit topics file wins)."""
     if topics:
         return read_topics(topics)
@@ -99,7 +102,4 @@ def queries_for(header: RunHeader, topics: str | None = None) -> dict[str, str]:
         return get_dataset(dataset).topics()
     if header.get("topics"):
         return read_topics(str(header.get("topics")))
-    if header.dataset:
-        raise UsageError(f"the run's header names data set {header.dataset!r}, which is not known here; "
-                         "pass --topics/--corpus")
-    raise UsageError(NOTHING_NAMED)
+    raise _nothing_known(header, remedy)

@@ -398,8 +398,11 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
     extra: list[tuple[str, str, list[str]]] = []
     texts: dict[str, str] = {}
     if unjudged:
-        topics = queries_for(run.header)
-        texts = doc_store_for(run.header).texts({d for qid in unjudged for d in run.queries[qid].docids})
+        # train has no --topics/--corpus: the texts of a teacher's own queries come through its header only
+        remedy = (f"the teacher run {path} needs its '# ' header naming its data set, or its topics and corpus "
+                  "files (`rerank cat --trec` drops it)")
+        topics = queries_for(run.header, remedy=remedy)
+        texts = doc_store_for(run.header, remedy=remedy).texts({d for qid in unjudged for d in run.queries[qid].docids})
         for qid in unjudged:
             docids = [d for d in run.queries[qid].docids if d in texts]
             if qid in topics and len(docids) >= group_size:
