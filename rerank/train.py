@@ -253,6 +253,10 @@ class TrainArgs:
             raise UsageError(f"--precision must be fp32 or bf16, not {self.precision!r}")
         if not 0 <= self.dev_fraction < 1:
             raise UsageError(f"--dev-fraction must be in [0, 1), not {self.dev_fraction}")
+        base = self.model_options.get("base")
+        if base and Path(base).resolve() == Path(self.output).resolve():  # it would lose the weights it continues
+            raise UsageError(f"{self.output} is the checkpoint training starts from (--init); write the result to a "
+                             "new folder")
         check_replaceable(self.output, CHECKPOINT_FILE)  # now, not after the first dev evaluation
         check_writable(self.output)
         if sum(map(bool, (self.dev, self.dev_fraction, self.dev_fold))) > 1:

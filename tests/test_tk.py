@@ -369,11 +369,15 @@ def test_a_bad_dev_fold_is_a_one_line_error(tmp_path, rerank):
 
 @pytest.mark.parametrize("wrong, words", [
     (["--distill", "margin-mse"], "--distill: distillation options, which need a teacher run"),  # click's default, given
+    (["--init", "{ck}"], "{ck} is the checkpoint training starts from (--init); write the result to a new folder"),
 ])
 def test_train_cli_refuses_in_one_line_before_training(wrong, words, tmp_path, rerank):
-    bad = rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "-o", str(tmp_path / "ck"), *wrong, check=False)
+    ck = checkpoint(tmp_path)  # an output that exists: refusals leave it as it was
+    before = (ck / "checkpoint.json").read_text()
+    wrong, words = [w.format(ck=ck) for w in wrong], words.format(ck=ck)
+    bad = rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "-o", str(ck), *wrong, check=False)
     assert bad.returncode == 2 and f"rerank: error: {words}" in bad.stderr and "Traceback" not in bad.stderr
-    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "ck").exists()
+    assert len(bad.stderr.strip().splitlines()) == 1 and (ck / "checkpoint.json").read_text() == before
 
 
 def test_checkpoints_from_before_the_lexical_options_load_as_they_were(tmp_path):
