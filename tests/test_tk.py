@@ -370,6 +370,7 @@ def test_a_bad_dev_fold_is_a_one_line_error(tmp_path, rerank):
 @pytest.mark.parametrize("wrong, words", [
     (["--distill", "margin-mse"], "--distill: distillation options, which need a teacher run"),  # click's default, given
     (["--init", "{ck}"], "{ck} is the checkpoint training starts from (--init); write the result to a new folder"),
+    (["--max-length", "5"], "--max-length is an option of --model bert and minilm-bi only"),  # it was ignored
 ])
 def test_train_cli_refuses_in_one_line_before_training(wrong, words, tmp_path, rerank):
     ck = checkpoint(tmp_path)  # an output that exists: refusals leave it as it was

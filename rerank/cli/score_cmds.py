@@ -122,7 +122,7 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--teacher-min-score", type=float, default=None,
               help="Distil on an unjudged teacher query only if its best teacher score reaches this.")
 @click.option("--max-minutes", type=float, default=None, help="Stop (after a last dev evaluation) when this much time has passed.")
-@click.option("--max-length", type=int, default=256, show_default=True, help="Tokens per (query, passage) pair.")
+@click.option("--max-length", type=int, default=None, help="Tokens per (query, passage) pair (bert only; default 256).")
 @click.option("--threads", type=int, default=None, help="Torch threads.")
 @click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
               help="bf16: forward passes under bfloat16 autocast, about 2x the steps per minute on CPUs with "
@@ -138,11 +138,14 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, candid
           teacher_scale, teacher_min_score, max_minutes, max_length, threads, precision, model_option,
           init_from) -> None:
     """Train MODEL on a data set's judged candidates and write the best checkpoint to OUTPUT."""
+    from ..models.base import checked_model_options
     from ..train import TRAINABLE, TrainArgs, read_checkpoint
     from ..train import train as run_training
 
     if model_name not in TRAINABLE:
         raise UsageError(f"cannot train model {model_name!r}; trainable: {', '.join(sorted(TRAINABLE))}")
+    given = {k: v for k, v in (("max_length", max_length), ("threads", threads)) if v is not None}
+    options = checked_model_options(model_name, given)  # TK caps queries and documents apart: no --max-length
     if init_from:
         read_checkpoint(init_from, model_name)
     args = TrainArgs(train=train_set, output=output, dev=dev_set, dev_fraction=dev_fraction,
@@ -153,7 +156,7 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, candid
                      teacher=teacher, distill=distill, distill_weight=distill_weight, teacher_scale=teacher_scale,
                      teacher_min_score=teacher_min_score,
                      max_minutes=max_minutes, precision=precision,
-                     model_options={"max_length": max_length, "threads": threads, **parse_model_options(model_option),
+                     model_options={**options, **parse_model_options(model_option),
                                     **({"base": str(Path(init_from).resolve())} if init_from else {})})
     result = run_training(model_name, args, log=lambda message: click.echo(f"rerank: {message}", err=True))
     best = f"best dev value {result.best:.4f} at step {result.best_step}" if result.best is not None else "no dev set"

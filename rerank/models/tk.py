@@ -545,12 +545,9 @@ class TKModule(nn.Module):
         return {**asdict(self.config), "vocabulary": self.vocabulary.name}
 
 
-def new_trainable(variant: str = "tk", threads: int | None = None, max_length: int | None = None,
-                  base: str | None = None, **options: Any) -> TKModule:
-    """A fresh TK/TKL from `options` (TKConfig fields), or the checkpoint `base` to train on.
-
-    `max_length` (the train CLI's pair cap) is ignored: TK caps query and document apart.
-    """
+def new_trainable(variant: str = "tk", threads: int | None = None, base: str | None = None,
+                  **options: Any) -> TKModule:
+    """A fresh TK/TKL from `options` (TKConfig fields), or the checkpoint `base` to train on."""
     set_threads(threads)
     known = {f.name for f in fields(TKConfig)} - {"variant"}
     unknown = sorted(set(options) - known)
