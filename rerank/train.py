@@ -249,6 +249,10 @@ class TrainArgs:
                 raise UsageError(f"--distill-weight must be >= 0 and finite, not {self.distill_weight}")
             if self.teacher_min_score is not None and not math.isfinite(self.teacher_min_score):
                 raise UsageError(f"--teacher-min-score must be a finite number, not {self.teacher_min_score}")
+            if Path(self.teacher).is_dir():
+                raise UsageError(f"--teacher {self.teacher} is a folder; give a run file")
+            if not Path(self.teacher).is_file():
+                raise DataError(f"teacher run not found: {self.teacher}")
         if self.precision not in ("fp32", "bf16"):
             raise UsageError(f"--precision must be fp32 or bf16, not {self.precision!r}")
         if not 0 <= self.dev_fraction < 1:
@@ -384,11 +388,8 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
     A run that scores none of the training `queries`' candidates and adds no query would teach nothing."""
     from .docstore import doc_store_for, queries_for
 
-    try:
-        with open(path, encoding="utf-8") as handle:
-            run = load_run(handle, path)
-    except FileNotFoundError:
-        raise DataError(f"teacher run not found: {path}") from None
+    with open(path, encoding="utf-8") as handle:  # TrainArgs.check found it
+        run = load_run(handle, path)
     group_size, min_score = 1 + args.negatives, args.teacher_min_score
     if run.header.dataset is not None and run.header.dataset == args.dev:
         raise UsageError(f"teacher run {path} is a run of the dev set {args.dev}: training on its queries "

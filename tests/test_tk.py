@@ -371,6 +371,8 @@ def test_a_bad_dev_fold_is_a_one_line_error(tmp_path, rerank):
     (["--distill", "margin-mse"], "--distill: distillation options, which need a teacher run"),  # click's default, given
     (["--init", "{ck}"], "{ck} is the checkpoint training starts from (--init); write the result to a new folder"),
     (["--max-length", "5"], "--max-length is an option of --model bert and minilm-bi only"),  # it was ignored
+    (["-o", "{ck}/weights.pt"], "{ck}/weights.pt is a file, not a folder"),  # these two were click's 4-line usage
+    (["--teacher", "{ck}"], "--teacher {ck} is a folder; give a run file"),
 ])
 def test_train_cli_refuses_in_one_line_before_training(wrong, words, tmp_path, rerank):
     ck = checkpoint(tmp_path)  # an output that exists: refusals leave it as it was

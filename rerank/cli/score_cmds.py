@@ -98,7 +98,7 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
               help="Hold out this share of the training queries for early stopping instead of --dev.")
 @click.option("--dev-fold", default=None, metavar="K/N",
               help="Hold out the K-th of N folds of the training queries instead (N runs: cross-validation).")
-@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Checkpoint folder to write.")
+@click.option("-o", "--output", required=True, type=click.Path(), help="Checkpoint folder to write.")
 @click.option("--candidates", default=None, help="Candidate run of the data sets (default: the first, e.g. bm25).")
 @click.option("--steps", default=300, show_default=True, help="Optimiser steps at most.")
 @click.option("--batch-groups", default=4, show_default=True, help="Groups (one positive + negatives) per step.")
@@ -113,7 +113,7 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--dev-depth", default=100, show_default=True, help="Candidates per dev query to re-rank.")
 @click.option("--metric", default=None, help="Dev measure (default: the dev data set's first, e.g. nDCG@10).")
 @click.option("--seed", default=42, show_default=True)
-@click.option("--teacher", type=click.Path(dir_okay=False), default=None, help="Run of teacher scores (distillation): for the training candidates, and its unjudged queries are distilled on too.")
+@click.option("--teacher", type=click.Path(), default=None, help="Run of teacher scores (distillation): for the training candidates, and its unjudged queries are distilled on too.")
 @click.option("--distill", type=click.Choice(["margin-mse", "kl"]), default=None,
               help="Distillation loss (with --teacher; default margin-mse).")
 @click.option("--distill-weight", type=float, default=None, help="Weight of the distillation loss (with --teacher; default 1).")
@@ -131,7 +131,7 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
               help="Architecture option (tk/tkl), e.g. -O embeddings=minilm-context (MiniLM's frozen encoder as "
                    "token vectors: the best TK here), -O projection=64; for GloVe the lexical ones "
                    "-O term_weights=query-idf -O exact_sigma=0.01 -O oov_buckets=50000 (see README).")
-@click.option("--init", "init_from", type=click.Path(file_okay=False), default=None,
+@click.option("--init", "init_from", type=click.Path(), default=None,
               help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")
 def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, candidates, steps, batch_groups, negatives,
           loss, lr, head_lr_scale, eval_every, patience, dev_depth, metric, seed, teacher, distill, distill_weight,
