@@ -26,7 +26,7 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from .docstore import DocStore, doc_store_for, queries_for
 from .errors import DataError, UsageError
@@ -112,6 +112,16 @@ def interpolated(head: list[str], model_scores: dict[str, float], first_stage: d
     return {d: (1 - alpha) * m + alpha * f for d, m, f in zip(head, model_z, first_z)}
 
 
+def head_over_tail(ranking: QueryRanking, scores: dict[str, float], **fields: Any) -> QueryRanking:
+    """`ranking` with the documents of `scores` ordered by them and the rest below in their original order,
+    one unit apart under the lowest score (the score stage's ranking; training's dev evaluation uses it too,
+    so that its figure is the one `score | eval` gives)."""
+    rest = [d for d in ranking.docids if d not in scores]
+    floor = min(scores.values(), default=0.0)
+    return QueryRanking.from_scores(ranking.qid, [*scores, *rest],
+                                    [*scores.values(), *(floor - i for i in range(1, len(rest) + 1))], **fields)
+
+
 def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Reranker, depth: int,
             stage: str, cache: ScoreCache | None, skip_missing: bool, stats: ScoreStats,
             interpolate: float | None = None) -> QueryRanking:
@@ -141,18 +151,13 @@ def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Rer
             cache.put((keys[d], scores[d]) for d in todo)
     if interpolate is not None:
         scores = interpolated(head, scores, dict(zip(ranking.docids, ranking.scores)), interpolate)
-    head_set = set(head)
-    rest = [d for d in ranking.docids if d not in head_set]
-    floor = min(scores.values(), default=0.0)
-    docids = head + rest
-    values = [scores[d] for d in head] + [floor - i for i in range(1, len(rest) + 1)]
     stats.queries += 1
     stats.pairs += len(head)
     stats.missing += missing
     if missing:
         stats.missing_queries.append(ranking.qid)
     timing = Timing(stage, (time.perf_counter() - began) * 1000, len(head))
-    return QueryRanking.from_scores(ranking.qid, docids, values, tag=stage, timings=[*ranking.timings, timing])
+    return head_over_tail(ranking, scores, tag=stage, timings=[*ranking.timings, timing])
 
 
 def check_score_options(depth: int, interpolate: float | None) -> None:

@@ -433,10 +433,12 @@ class DevSet:
     source: str
 
     def evaluate(self, model: TrainableRanker, depth: int, chunk: int = 32) -> float:
-        """Re-rank the dev candidates with `model` and return the mean of the dev measure."""
+        """Re-rank the top `depth` dev candidates with `model`, the rest below them as `rerank score --depth`
+        keeps them, and return the mean of the dev measure."""
         import torch
 
         from .evaluate.measures import evaluate
+        from .score import head_over_tail
 
         was_training = model.training
         model.eval()
@@ -448,7 +450,7 @@ class DevSet:
                 for start in range(0, len(docids), chunk):
                     part = docids[start : start + chunk]
                     scores += model.score_batch([query.text], [[self.texts[d] for d in part]])[0].tolist()
-                rankings[query.qid] = QueryRanking.from_scores(query.qid, docids, scores)
+                rankings[query.qid] = head_over_tail(query.ranking, dict(zip(docids, scores)))
         model.train(was_training)
         return evaluate(Run(RunHeader(), rankings, "dev"), self.qrels, [self.measure]).overall(self.measure.label)
 

@@ -129,6 +129,27 @@ def test_non_finite_model_scores_are_an_error_naming_the_query(home, cache):
     cache_file.close()
 
 
+def test_training_dev_figure_is_the_figure_of_score_then_eval():
+    """The dev evaluation dropped the candidates below --dev-depth; `score --depth` keeps them below the head,
+    so a relevant document found there counted for eval but not for early stopping."""
+    torch = pytest.importorskip("torch")
+    from rerank.evaluate.measures import evaluate, parse_measure
+    from rerank.runs import Run
+    from rerank.train import DevSet, JudgedQuery
+
+    class OverlapModule(torch.nn.Module):  # OverlapReranker as a trainable model
+        def score_batch(self, queries, docs):
+            return torch.tensor([OverlapReranker().score(q, [], row) for q, row in zip(queries, docs)])
+
+    qrels = {"q1": {"d0": 1, "d6": 1}, "q2": {"d4": 1, "d7": 2}}  # d6 and d7 lie below the re-scored head
+    queries = [JudgedQuery(r.qid, QUERIES[r.qid], r, [], []) for r in _stream().rankings]
+    measure = parse_measure("MAP")
+    dev = DevSet(queries, TEXTS, qrels, measure, "toy")
+    _, scored, _ = _score(OverlapReranker(), 3)
+    expected = evaluate(Run(RunHeader(), {r.qid: r for r in scored}, "score"), qrels, [measure]).overall("MAP")
+    assert dev.evaluate(OverlapModule(), 3) == pytest.approx(expected)
+
+
 def test_bad_depth_and_unknown_query():
     with pytest.raises(UsageError, match="--depth"):
         score_stream(_stream(), OverlapReranker(), 0, store=DictStore(TEXTS), queries=QUERIES)
