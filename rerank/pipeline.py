@@ -31,13 +31,13 @@ from typing import Callable
 
 from .atomic import atomic_output
 from .data import dataset_names, get_dataset
-from .errors import DataError, RerankError, UsageError
+from .errors import DataError, MissingIndexError, RerankError, UsageError
 from .evaluate import report
 from .evaluate.session import evaluate_runs, judgements_for
 from .paths import file_state, indexes_dir, runs_dir
 from .retrieve import api
-from .retrieve.store import MANIFEST, source_state
-from .runs import Run, RunReader, Stream, load_run
+from .retrieve.store import MANIFEST, build_command, source_state
+from .runs import END_TEXT, Run, RunReader, Stream, load_run
 from .score import MODEL_OPTIONS
 
 # kind -> "module:function"; the function takes (dataset, stage parameters, input stream or None) and
@@ -52,6 +52,7 @@ STAGE_KINDS: dict[str, str] = {
 StageKind = Callable[[str, dict, Stream | None], Stream]
 # kind -> "module:function" taking (dataset, stage parameters): what the stage would refuse, refused before any
 # stage runs (a misspelt model must not wait for an hour of retrieval).
+LOCAL_BACKENDS = ("lucene", "dense")  # indexes under indexes/ (an Elasticsearch index lives on its server)
 STAGE_CHECKS: dict[str, str] = {
     "retrieve": "rerank.retrieve.api:check_retrieve_stage",
     "candidates": "rerank.retrieve.api:check_candidates_stage",
@@ -98,12 +99,25 @@ def stage_function(kind: str) -> StageKind:
     return _function(STAGE_KINDS[kind])
 
 
+def _check_index_there(spec: dict, backend_name: str) -> None:
+    """A local index the pipeline searches is built, or its [index] table builds it (an Elasticsearch index
+    lives on its server, and is found when the stage opens it)."""
+    built = spec["index"].get("backend", "lucene") if "index" in spec else None
+    folder = indexes_dir() / spec["dataset"] / backend_name
+    if backend_name in LOCAL_BACKENDS and backend_name != built and not (folder / MANIFEST).is_file():
+        options = "" if backend_name == "lucene" else f" --backend {backend_name}"
+        raise MissingIndexError(f"no complete {backend_name} index at {folder}; build it with: "
+                                f"{build_command(spec['dataset'], options)}, or give the pipeline an [index] table")
+
+
 def check_stages(spec: dict) -> None:
     """Every stage's parameters and the files the pipeline names, before any stage runs."""
     for stage in spec["stage"]:
         params = {k: v for k, v in stage.items() if k not in ("kind", "input", "evaluate")}
         try:
             _function(STAGE_CHECKS[stage["kind"]])(spec["dataset"], params)
+            if stage["kind"] == "retrieve":
+                _check_index_there(spec, stage.get("backend", "lucene"))
         except RerankError as error:  # a pipeline file's mistake, named by its stage
             raise DataError(f"stage {stage['name']!r}: {error}") from None
     if spec.get("qrels") is not None and not Path(spec["qrels"]).is_file():
@@ -136,9 +150,20 @@ def _existing_fingerprint(path: Path) -> str | None:
         return None
     try:
         with open(path, encoding="utf-8") as handle:
-            return RunReader(handle, str(path)).header.get("fingerprint")
+            header = RunReader(handle, str(path)).header
+        if header.promises_end and not _ends_complete(path):
+            return None
+        return header.get("fingerprint")
     except (RerankError, OSError):
         return None
+
+
+def _ends_complete(path: Path) -> bool:
+    """Whether the file's last line is the end line (read from the end: runs can be large)."""
+    with open(path, "rb") as handle:
+        handle.seek(max(0, handle.seek(0, 2) - 256))
+        lines = handle.read().decode("utf-8", "replace").strip().splitlines()
+    return bool(lines) and lines[-1].strip() == f"# {END_TEXT}"
 
 
 def load_pipeline(path: str | Path) -> dict:

@@ -312,6 +312,7 @@ class RunWriter:
     def __init__(self, handle: IO[str], header: RunHeader | None = None, trec_only: bool = False):
         self.handle, self.trec_only = handle, trec_only
         self.wrote_header = header is not None and not trec_only
+        self.closed = False
         if self.wrote_header:
             handle.write("\n".join(header.lines()) + "\n")
 
@@ -323,6 +324,8 @@ class RunWriter:
             self.close()
 
     def write(self, ranking: QueryRanking) -> None:
+        if self.closed:
+            raise ValueError("write to a run stream after its end line")
         out = []
         if not self.trec_only:
             out += [f"# {TIME_KEY}: {ranking.qid} {t.stage} {t.ms:.3f} {t.depth}\n" for t in ranking.timings]
@@ -331,9 +334,10 @@ class RunWriter:
         self.handle.write("".join(out))
 
     def close(self) -> None:
-        """Mark the stream complete (a stream without a header, plain TREC, has no end line)."""
-        if self.wrote_header:
+        """Mark the stream complete, once (a stream without a header, plain TREC, has no end line)."""
+        if self.wrote_header and not self.closed:
             self.handle.write(f"# {END_TEXT}\n")
+        self.closed = True
 
     def write_all(self, rankings: Iterable[QueryRanking]) -> int:
         count = 0

@@ -212,12 +212,13 @@ def check_score_stage(_dataset: str, params: dict) -> None:
     """What a pipeline's score stage can get wrong, checked before any stage runs: the model, its options and
     checkpoint, depth, interpolation and the files it names."""
     from .data import files_dataset
-    from .models.base import checked_model_options
+    from .models.base import check_checkpoint_given, checked_model_options
     from .train import read_checkpoint
 
     if "model" not in params:
         raise UsageError(f"score stage {params.get('name')!r} needs `model`")
     checked_model_options(params["model"], {k: params[k] for k in MODEL_OPTIONS if k in params})
+    check_checkpoint_given(params["model"], params.get("checkpoint"))
     if "checkpoint" in params:
         read_checkpoint(params["checkpoint"], params["model"])
     check_score_options(int(params.get("depth", 100)), params.get("interpolate"))
@@ -225,10 +226,10 @@ def check_score_stage(_dataset: str, params: dict) -> None:
 
 
 def score_stage(dataset: str, params: dict, input: Stream | None) -> Stream:
-    """Pipeline stage `kind = "score"`: `model`, optional `checkpoint`, `depth`, `cache`, `interpolate`, model options."""
+    """Pipeline stage `kind = "score"`: `model`, optional `checkpoint`, `depth`, `cache`, `interpolate`, model options
+    (checked by check_score_stage before the pipeline ran any stage)."""
     if input is None:
         raise UsageError(f"score stage {params.get('name')!r} needs an `input` stage to re-rank")
-    check_score_stage(dataset, params)
     options = {k: params[k] for k in MODEL_OPTIONS if k in params}
     model = load_model(params["model"], params.get("checkpoint"), **options)
     return score_stream(input, model, int(params.get("depth", 100)), bool(params.get("cache", True)),

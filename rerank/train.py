@@ -404,8 +404,8 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
     texts: dict[str, str] = {}
     if unjudged:
         # train has no --topics/--corpus: the texts of a teacher's own queries come through its header only
-        remedy = (f"the teacher run {path} needs its '# ' header naming its data set, or its topics and corpus "
-                  "files (`rerank cat --trec` drops it)")
+        remedy = (f"the teacher run {path} needs a '# ' header naming a data set known here, or its topics and "
+                  "corpus files (`rerank cat --trec` drops the header)")
         topics = queries_for(run.header, remedy=remedy)
         texts = doc_store_for(run.header, remedy=remedy).texts({d for qid in unjudged for d in run.queries[qid].docids})
         for qid in unjudged:

@@ -274,8 +274,8 @@ def test_distillation_on_the_unjudged_queries_of_a_teacher_run(tiny_bert, tmp_pa
     assert f"distilling also on {len(rankings) // 2} unjudged queries of the teacher run" in messages
     plain = tmp_path / "plain.run"  # as `rerank cat --trec` writes it: no header to find the texts through
     plain.write_text("".join(line for line in teacher.read_text().splitlines(keepends=True) if not line.startswith("#")))
-    with pytest.raises(UsageError, match="names no data set, index or corpus; the teacher run .*plain.run needs its "
-                                         "'# ' header naming its data set, or its topics and corpus files") as refused:
+    with pytest.raises(UsageError, match="names no data set, index or corpus; the teacher run .*plain.run needs a "
+                                         "'# ' header naming a data set known here, or its topics and corpus files") as refused:
         train("bert", replace(args, teacher=str(plain)))
     assert "--topics" not in str(refused.value)  # train has no such option
 

@@ -88,6 +88,9 @@ def test_an_upstream_stage_shared_by_the_inputs_is_timed_once():
     timings = {r.qid: [(t.stage, t.ms) for t in r.timings] for r in stream.rankings}
     assert timings["1"][:2] == [("bm25", 10.0), ("bi", 2.0)] and [t[0] for t in timings["1"]] == ["bm25", "bi", "hybrid"]
     assert [t[0] for t in timings["2"]] == ["bm25", "hybrid"]
+    other = BM25.replace('"backend": "lucene"}', '"backend": "lucene", "k1": 1.2}')  # another bm25, equally fast
+    stream = fuse([run(BM25, "bm25.run"), run(other, "bm25b.run")], "rrf", name="hybrid")
+    assert [t.stage for t in next(iter(stream.rankings)).timings] == ["bm25", "bm25", "hybrid"]
 
 
 def test_runs_of_different_data_sets_are_refused():

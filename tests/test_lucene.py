@@ -108,6 +108,8 @@ def test_bytes_that_are_not_utf8_are_read_as_anserini_reads_them_and_said(rerank
     found = rerank("retrieve", "latin", "--topics", str(tmp_path / "topics.tsv"), "--trec")
     assert f"{tmp_path / 'topics.tsv'}: 1 invalid UTF-8 byte sequence(s)" in found.stderr  # one note, read twice
     assert found.stderr.count("invalid UTF-8") == 1 and {line.split()[2] for line in found.stdout.splitlines()} == {"a", "b"}
+    failed = rerank("retrieve", "nowhere", "--topics", str(tmp_path / "topics.tsv"), check=False)
+    assert failed.stderr.strip().splitlines()[-1].startswith("rerank: error: no Lucene index")  # the error stays last
 
 
 @pytest.mark.parametrize("signal_name, code, said", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")])

@@ -76,6 +76,8 @@ def test_a_changed_data_set_or_rebuilt_index_invalidates_runs(tmp_path, monkeypa
     manifest.write_text('{"created": "2026-11-26T11:00:00"}')  # rebuilt
     assert _fingerprint("vaswani", retrieve, "") != before[0] and _fingerprint("vaswani", score, "u") == before[1]
     rebuilt = _fingerprint("vaswani", retrieve, "")
+    os.utime(root / "vaswani" / "qrels", ns=(1, 10**18))  # judgements change no run
+    assert _fingerprint("vaswani", retrieve, "") == rebuilt
     topics = root / "vaswani" / "query-text.trec"
     topics.write_text(topics.read_text().replace("MEASUREMENT", "ZEBRA", 1))
     assert _fingerprint("vaswani", retrieve, "") != rebuilt and _fingerprint("vaswani", score, "u") != before[1]
@@ -87,6 +89,10 @@ def test_an_unreadable_saved_run_is_run_again(tmp_path):
     saved = tmp_path / "tk.run"
     saved.write_bytes(b"# rerank-run: 2\n# fingerprint: \"abc\"\n\xff\xfe not text\n")
     assert _existing_fingerprint(saved) is None
+    saved.write_text('# rerank-run: 2\n# fingerprint: "abc"\n1 Q0 a 1 2.0 t\n')  # cut short before its end line
+    assert _existing_fingerprint(saved) is None
+    saved.write_text('# rerank-run: 2\n# fingerprint: "abc"\n1 Q0 a 1 2.0 t\n# end of run\n')
+    assert _existing_fingerprint(saved) == "abc"
 
 
 @pytest.mark.parametrize("top, extra, message", [
@@ -112,13 +118,16 @@ def test_pipeline_shape_mistakes_are_refused_when_read(tmp_path, top, extra, mes
     ('kind = "score"\ninput = "bm25"\nmodel = "nosuch"', "stage 's': unknown model 'nosuch'; known:"),
     ('kind = "score"\ninput = "bm25"\nmodel = "bert"\ncheckpoint = "/nonexistent/ck"', "stage 's': .*/nonexistent/ck"),
     ('kind = "score"\ninput = "bm25"\nmodel = "minilm-bi"\ndepth = 0', "stage 's': --depth must be a positive"),
+    ('kind = "score"\ninput = "bm25"\nmodel = "tk"', "stage 's': --model tk needs --checkpoint DIR"),
+    ('kind = "retrieve"\nbackend = "dense"', "stage 's': no complete dense index at .*; build it with: rerank index vaswani --backend dense"),
     ('kind = "retrieve"\nbackend = "nosuch"', "stage 's': unknown back end 'nosuch'"),
     ('kind = "retrieve"\nk = -5', "stage 's': --k must be a positive number"),
     ('kind = "retrieve"\ntopics = "/nonexistent/t.tsv"', "stage 's': file not found: /nonexistent/t.tsv"),
     ('kind = "candidates"', "stage 's': data set vaswani ships no candidate runs"),
     ('kind = "fuse"\ninputs = ["bm25", "bm25"]\nmethod = "x"', "stage 's': unknown fusion method 'x'"),
 ])
-def test_stage_mistakes_stop_the_pipeline_before_any_stage_runs(rerank, session_home, tmp_path, stage, message):
+def test_stage_mistakes_stop_the_pipeline_before_any_stage_runs(rerank, vaswani_index, session_home, tmp_path, stage,
+                                                                message):
     """Each of these used to surface only after the stages before it had run (an hour of retrieval, on a big
     collection)."""
     import re

@@ -169,6 +169,11 @@ def test_a_writer_left_by_an_error_writes_no_end_line():
             writer.write(QueryRanking.from_scores("1", ["a"], [1.0]))
             raise KeyError("the model failed on the second query")
     assert "end of run" not in buf.getvalue()
+    with RunWriter(io.StringIO(), RunHeader()) as twice:  # closed by write_all, then by the block: one end line
+        twice.write_all([QueryRanking.from_scores("1", ["a"], [1.0])])
+    assert twice.handle.getvalue().count("# end of run") == 1
+    with pytest.raises(ValueError, match="after its end line"):
+        twice.write(QueryRanking.from_scores("2", ["a"], [1.0]))
     with RunWriter(buf, None) as writer:  # no header: plain TREC, which has no end line
         writer.write(QueryRanking.from_scores("2", ["a"], [1.0]))
     assert buf.getvalue().endswith("2 Q0 a 1 1.0 rerank\n")

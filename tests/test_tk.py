@@ -103,9 +103,9 @@ def test_checkpoint_round_trip_and_wrong_model(tmp_path):
     with pytest.raises(UsageError, match="trained for model 'tk', not 'tkl'"):
         load_tkl(str(folder))
     for option, words in (({"batch_size": 0}, "--batch-size must be a positive number of pairs, not 0"),
-                          ({"precision": "bf16"}, "--precision is an option of --model bert only"),
+                          ({"precision": "bf16"}, "--precision is an option of bert only, not tk"),
                           ({"threads": -1}, "--threads must be a positive number, not -1"),
-                          ({"max_length": 64}, "--max-length is an option of --model bert and minilm-bi only")):
+                          ({"max_length": 64}, "--max-length is an option of bert and minilm-bi only, not tk")):
         with pytest.raises(UsageError, match=words):
             load_model("tk", str(folder), **option)
 
@@ -370,7 +370,7 @@ def test_a_bad_dev_fold_is_a_one_line_error(tmp_path, rerank):
 @pytest.mark.parametrize("wrong, words", [
     (["--distill", "margin-mse"], "--distill: distillation options, which need a teacher run"),  # click's default, given
     (["--init", "{ck}"], "{ck} is the checkpoint training starts from (--init); write the result to a new folder"),
-    (["--max-length", "5"], "--max-length is an option of --model bert and minilm-bi only"),  # it was ignored
+    (["--max-length", "5"], "--max-length is an option of bert and minilm-bi only, not tk"),  # it was ignored
     (["-o", "{ck}/weights.pt"], "{ck}/weights.pt is a file, not a folder"),  # these two were click's 4-line usage
     (["--teacher", "{ck}"], "--teacher {ck} is a folder; give a run file"),
 ])

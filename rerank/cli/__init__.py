@@ -38,13 +38,6 @@ def _terminated(signum: int, _frame) -> None:
     raise SystemExit(128 + signum)
 
 
-def main() -> None:
-    try:
-        _main()
-    finally:
-        _note_undecodable()
-
-
 def _note_undecodable() -> None:
     from ..data.formats import undecodable_counts
 
@@ -53,12 +46,15 @@ def _note_undecodable() -> None:
                    "replacement character", err=True)
 
 
-def _main() -> None:
+def main() -> None:
     from . import commands  # noqa: F401  (registers the commands on `cli`)
 
     signal.signal(signal.SIGTERM, _terminated)
     try:
-        cli.main(standalone_mode=False)
+        try:
+            cli.main(standalone_mode=False)
+        finally:  # before an error's line, which stays the last
+            _note_undecodable()
     except click.exceptions.Abort:
         click.echo("rerank: interrupted", err=True)
         sys.exit(130)

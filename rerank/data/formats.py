@@ -54,20 +54,20 @@ _UNDECODABLE: dict[str, list[int]] = {}  # file -> per reading of it, byte seque
 
 
 def _replacing(path: str) -> str:
-    """A codecs error handler for one reading of `path`: bytes that are not UTF-8 become U+FFFD, as Anserini's
+    """The codecs error handler for a new reading of `path`: bytes that are not UTF-8 become U+FFFD, as Anserini's
     Java readers make them (old collections hold Latin-1 bytes; refusing them would make them unusable), and
     are counted so the command can say so instead of changing the text silently. (Per reading: a file whose
-    format is sniffed first is read twice, and must not count twice.)"""
-    readings = _UNDECODABLE.setdefault(path, [])
-    reading = len(readings)
-    readings.append(0)
+    format is sniffed first is read twice, and must not count twice; one handler per file, which counts for
+    its latest reading, as readings of one file follow each other.)"""
+    name = f"rerank-replace:{path}"
+    if path not in _UNDECODABLE:
+        def replace(error: UnicodeDecodeError) -> tuple[str, int]:
+            _UNDECODABLE[path][-1] += 1
+            return "\ufffd", error.end
 
-    def replace(error: UnicodeDecodeError) -> tuple[str, int]:
-        readings[reading] += 1
-        return "\ufffd", error.end
-
-    name = f"rerank-replace:{path}:{reading}"
-    codecs.register_error(name, replace)
+        codecs.register_error(name, replace)
+        _UNDECODABLE[path] = []
+    _UNDECODABLE[path].append(0)
     return name
 
 

@@ -90,12 +90,22 @@ def checked_model_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     for key, (models, default) in RESTRICTED_OPTIONS.items():
         if name not in models:
             if kept.pop(key, None) not in (None, default):
-                raise UsageError(f"--{key.replace('_', '-')} is an option of --model {' and '.join(models)} only")
+                raise UsageError(f"--{key.replace('_', '-')} is an option of {' and '.join(models)} only, not {name}")
     return kept
+
+
+TRAINED_MODELS = frozenset({"bert", "tk", "tkl"})  # weights from `rerank train`, so a --checkpoint is needed
+
+
+def check_checkpoint_given(name: str, checkpoint: str | None) -> None:
+    if name in TRAINED_MODELS and not checkpoint:
+        raise UsageError(f"--model {name} needs --checkpoint DIR (train one with: rerank train {name} "
+                         "--train trec-dl-2020 --dev-fraction 0.2 -o DIR)")
 
 
 def load_model(name: str, checkpoint: str | None = None, **options: Any) -> Reranker:
     options = checked_model_options(name, options)
+    check_checkpoint_given(name, checkpoint)
     module, _, function = MODELS[name].partition(":")
     loader: Callable[..., Reranker] = getattr(importlib.import_module(module), function)
     return loader(checkpoint, **options)

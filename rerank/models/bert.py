@@ -289,9 +289,7 @@ class CrossEncoderReranker(Reranker):
                 "compile": self.compile}
 
 
-def load_bert(checkpoint: str | None, **options: Any) -> CrossEncoderReranker:
-    if not checkpoint:
-        raise UsageError("--model bert needs --checkpoint DIR (train one with: rerank train bert --train trec-dl-2020 -o DIR)")
+def load_bert(checkpoint: str, **options: Any) -> CrossEncoderReranker:
     folder = Path(checkpoint).resolve()
     manifest = read_checkpoint(folder, "bert")
     return CrossEncoderReranker(folder, manifest, **options)

@@ -714,19 +714,16 @@ def pad_vectors(rows: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     return out, mask
 
 
-def load(variant: str, checkpoint: str | None, **options: Any) -> TKReranker:
+def load(variant: str, checkpoint: str, **options: Any) -> TKReranker:
     from ..train import read_checkpoint
 
-    if not checkpoint:
-        raise UsageError(f"--model {variant} needs --checkpoint DIR (train one with: "
-                         f"rerank train {variant} --train trec-dl-2020 --dev-fraction 0.2 -o DIR)")
     folder = Path(checkpoint).resolve()
     return TKReranker(folder, read_checkpoint(folder, variant), **options)
 
 
-def load_tk(checkpoint: str | None, **options: Any) -> TKReranker:
+def load_tk(checkpoint: str, **options: Any) -> TKReranker:
     return load("tk", checkpoint, **options)
 
 
-def load_tkl(checkpoint: str | None, **options: Any) -> TKReranker:
+def load_tkl(checkpoint: str, **options: Any) -> TKReranker:
     return load("tkl", checkpoint, **options)

@@ -12,6 +12,7 @@ are carried over unchanged (they ran one after the other, so a query's cost is t
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Iterator
 
@@ -93,18 +94,20 @@ def fuse(runs: list[Run], method: str = "rrf", k: int | None = None, norm: str |
     inputs = [{"run": r.source, "name": r.name, "stages": r.header.stages} for r in runs]
     header = _header(runs, {"name": name, "stage": "fuse", **params, "inputs": inputs})
     qids = list(dict.fromkeys(qid for run in runs for qid in run.queries))
+    stages = [{str(stage.get("name")): json.dumps(stage, sort_keys=True) for stage in run.header.stages} for run in runs]
 
     def rankings() -> Iterator[QueryRanking]:
         for qid in qids:
             began = time.perf_counter()
-            present = [run.queries[qid] for run in runs if qid in run.queries]
+            having = [i for i, run in enumerate(runs) if qid in run.queries]
+            present = [runs[i].queries[qid] for i in having]
             fused = fuse_query(present, method, k, norm)
             ranking = QueryRanking.from_scores(qid, fused.keys(), fused.values(), tag=name).head(depth)
             spent = (time.perf_counter() - began) * 1000
-            # a stage upstream of several inputs (bm25 under both bm25 and bm25>bert) ran once: its timing,
-            # the same line in each input, counts once
-            upstream = dict.fromkeys(t for r in present for t in r.timings)
-            ranking.timings = [*upstream, Timing(name, spent, len(ranking))]
+            # a stage upstream of several inputs (bm25 under both bm25 and bm25>bert) ran once: the same stage
+            # (equal header entries) with the same timing counts once
+            upstream = {(stages[i].get(t.stage), t): t for i in having for t in runs[i].queries[qid].timings}
+            ranking.timings = [*upstream.values(), Timing(name, spent, len(ranking))]
             yield ranking
 
     return Stream(header, rankings())

@@ -30,14 +30,14 @@ def build_command(name: str, options: str = "") -> str:
     return f"rerank index {name}{corpus}{options}"
 
 
-def source_state(source: dict) -> list[str]:
-    """The files an index is built from (a data set's, or a corpus file), as `paths.file_state` sees them: a
-    resumed build must not reuse what it encoded from an earlier version of them."""
+def source_state(source: dict, skip: tuple[str, ...] = ("qrels",)) -> list[str]:
+    """The files of a data set (but its `skip` parts: judgements change no run, and topics no index), or a
+    corpus file, as `paths.file_state` sees them: what a run or a resumed build was made from."""
     from ..data import dataset_names, get_dataset
 
     paths = [Path(source["corpus"])] if "corpus" in source else []
     if source.get("dataset") in dataset_names():
-        paths += get_dataset(source["dataset"]).files.values()
+        paths += [path for part, path in get_dataset(source["dataset"]).files.items() if part not in skip]
     return [file_state(path) for path in paths if path.is_file()]
 
 
