@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from .atomic import atomic_dir, check_replaceable, check_writable
+from .atomic import atomic_dir, atomic_output, check_replaceable, check_writable
 from .data import dataset_names, get_dataset
 from .data.formats import Qrels
 from .errors import DataError, UsageError
@@ -89,6 +89,17 @@ def write_checkpoint(folder: Path, model: str, config: dict, training: dict) -> 
     manifest = {"model": model, "config": config, "training": training, "hash": content_hash(folder)}
     (Path(folder) / CHECKPOINT_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
+
+
+def record_ending(folder: Path, **fields: Any) -> None:
+    """Add to a kept checkpoint's training record how its training ended and every dev evaluation, the ones
+    after the best too (as Hugging Face's trainer_state.json keeps its log). The manifest is outside the
+    content hash, so the hash, and the score cache keyed on it, stand."""
+    path = Path(folder) / CHECKPOINT_FILE
+    manifest = json.loads(path.read_text())
+    manifest["training"].update(fields)
+    with atomic_output(str(path)) as handle:
+        handle.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
 def read_checkpoint(folder: str | Path, model: str | None) -> dict:
@@ -589,7 +600,8 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
                 **record, "step": step, "dev_source": dev.source if dev else None,
                 "dev_measure": dev.measure.label if dev else None, "dev_value": metric,
                 "history": history, "train_queries": len(queries),
-                "seconds": round(time.perf_counter() - began, 1)})
+                "seconds": round(time.perf_counter() - began, 1),
+                "ended": None})  # until training ends: an interrupted run's checkpoint keeps None
 
     groups: list[Group] = []
     step = 0
@@ -619,6 +631,9 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
             loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             if not (math.isfinite(loss.item()) and math.isfinite(norm)):  # before a step spreads it to the weights
+                if best_step is not None:  # else -o holds nothing of this run (an older checkpoint, or nothing)
+                    record_ending(Path(args.output), ended=f"diverged at step {step + 1}", last_step=step,
+                                  history=history)
                 raise DataError(diverged(args, step + 1, best_step))
             optimizer.step()
             schedule.step()
@@ -650,4 +665,5 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
     if dev is None:
         save(step, None)
     seconds = time.perf_counter() - began
+    record_ending(Path(args.output), ended=stopped, last_step=step, history=history, total_seconds=round(seconds, 1))
     return TrainResult(step, best, best_step, history, seconds, stopped)

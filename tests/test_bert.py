@@ -167,6 +167,9 @@ def test_training_writes_a_loadable_checkpoint(tiny_checkpoint):
     assert manifest["config"]["max_length"] == 64 and (folder / "tokenizer.json").is_file()
     assert result.steps == 4 and len(result.history) == 2 and result.best is not None
     assert manifest["training"]["step"] == result.best_step
+    # how it ended, and every dev evaluation (the checkpoint said neither: one stopped by Ctrl-C looked finished)
+    assert manifest["training"]["ended"] == result.stopped == "steps" and manifest["training"]["last_step"] == 4
+    assert [h["step"] for h in manifest["training"]["history"]] == [2, 4]
     model = load_model("bert", str(folder))
     assert isinstance(model, CrossEncoderReranker) and model.checkpoint_hash == manifest["hash"]
     assert model.provenance()["checkpoint_hash"] == manifest["hash"]
