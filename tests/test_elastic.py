@@ -217,6 +217,12 @@ def test_an_index_not_built_by_rerank_is_refused(rerank, es_server, cacm_slice):
     assert _client(es_server).indices.exists(index="foreign")  # --overwrite deleted another application's index
 
 
+def test_a_built_index_gets_the_cluster_default_replicas_back(es_slice, es_server):
+    """Replicas are off while bulk loading and stayed off: a production cluster kept one copy of the index."""
+    settings = _client(es_server).indices.get_settings(index="rerank-slice")["rerank-slice"]["settings"]["index"]
+    assert str(settings.get("number_of_replicas", "1")) != "0" and str(settings.get("refresh_interval", "1s")) != "-1"
+
+
 def test_an_index_built_for_another_name_is_refused(rerank, es_slice, es_server, cacm_slice):  # noqa: F811
     """Another NAME's documents came under this NAME's header; default index names are lowercased, so SLICE
     searched, and with --overwrite would have deleted, the index of slice."""

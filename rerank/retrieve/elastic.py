@@ -260,8 +260,10 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     source = {**source, **empty_skipped(empty)}
     meta["rerank"].update(complete=True, documents=loaded, source=source)
     connection.call(f"finish {index_name}", connection.client.indices.put_mapping, index=index_name, meta=meta)
+    # the bulk-load settings (no refreshes, no replicas, as Elasticsearch's indexing-speed guide advises) go
+    # back to the cluster's defaults: a production cluster keeps its copies
     connection.call(f"finish {index_name}", connection.client.indices.put_settings, index=index_name,
-                    settings={"index": {"refresh_interval": None}})
+                    settings={"index": {"refresh_interval": None, "number_of_replicas": None}})
     info = IndexInfo(name, BACKEND, loaded, {**source, "es_url": connection.shown, "index_name": index_name,
                                              "shards": shards, "similarity": similarity,
                                              "server": connection.profile["server"]})
