@@ -9,7 +9,7 @@ bash scripts/setup.sh
 export HF_HUB_OFFLINE=1
 rerank data list
 for collection in vaswani cacm; do
-    [ -f "indexes/$collection/lucene/rerank-index.json" ] || rerank index "$collection"
+    [ -f "${RERANK_HOME:-.}/indexes/$collection/lucene/rerank-index.json" ] || rerank index "$collection"
     echo "== BM25 on $collection"
     rerank retrieve "$collection" | rerank eval -m MAP -m MRR -m P@1 -m nDCG@10
 done

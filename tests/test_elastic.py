@@ -278,10 +278,17 @@ def test_documents_without_text_are_skipped_as_lucene_skips_them(rerank, es_serv
 
 
 def test_server_errors_say_why(rerank, es_server, cacm_slice):  # noqa: F811
-    """The client's message is only the error's type ('invalid_index_name_exception')."""
-    done = rerank("index", "slice", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", "Small",
+    """The client's message is only the error's type ('invalid_index_name_exception'); an uppercase name, the
+    usual mistake, is named as such before the server is asked (its refusal lists characters, not case)."""
+    done = rerank("index", "slice", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", "+small",
                   "--corpus", str(cacm_slice / "corpus.jsonl"), check=False)
-    assert done.returncode == 1 and "failed to create index Small: Invalid index name [Small]" in done.stderr
+    assert done.returncode == 1 and "failed to create index +small: Invalid index name [+small]" in done.stderr
+    for command in ("index", "retrieve"):
+        upper = rerank(command, "slice", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", "Small",
+                       "--corpus" if command == "index" else "--topics",
+                       str(cacm_slice / ("corpus.jsonl" if command == "index" else "topics.tsv")), check=False)
+        assert upper.returncode == 2 and upper.stderr.strip() == ("rerank: error: --index-name 'Small': Elasticsearch "
+                                                                  "index names are lowercase; try 'small'")
 
 
 class _Restricted(http.server.BaseHTTPRequestHandler):

@@ -47,7 +47,8 @@ def test_stream_header_and_timings(rerank, vaswani_index):
     out = rerank("retrieve", "vaswani", "--k", "10").stdout.splitlines()
     assert out[0] == "# rerank-run: 2" and out[-1] == "# end of run"
     assert '# dataset: "vaswani"' in out
-    assert any(line.startswith("# stage:") and '"backend": "lucene"' in line and '"threads": 2' in line for line in out)
+    assert any(line.startswith("# stage:") and '"backend": "lucene"' in line and '"threads": 2' in line
+               and '"k1": 0.9' in line and '"b": 0.4' in line for line in out)  # defaults too: they were left out
     timing = [line for line in out if line.startswith("# time: 1 bm25 ")]
     assert len(timing) == 1 and timing[0].split()[-1] == "10"
     records = [line for line in out if not line.startswith("#")]
@@ -57,7 +58,8 @@ def test_stream_header_and_timings(rerank, vaswani_index):
 def test_query_that_matches_nothing_keeps_its_time_and_scores_zero(rerank, vaswani_index, data_root, tmp_path):
     (tmp_path / "topics.tsv").write_text("1\tzzqqxx\n2\tcomputer\n")
     out = rerank("retrieve", "vaswani", "--topics", str(tmp_path / "topics.tsv"), "--k", "5").stdout
-    assert [line.split()[2] for line in out.splitlines() if line.startswith("# time:")] == ["1", "2"]
+    times = [line.split() for line in out.splitlines() if line.startswith("# time:")]
+    assert [t[2] for t in times] == ["1", "2"] and [t[-1] for t in times] == ["0", "5"]  # found, not the --k asked
     (tmp_path / "nothing.tsv").write_text("1\tzzqqxx\n")
     nothing = rerank("retrieve", "vaswani", "--topics", str(tmp_path / "nothing.tsv")).stdout
     scored = rerank("eval", "--qrels", str(data_root / "vaswani/qrels"), "-m", "nDCG@10", input=nothing)

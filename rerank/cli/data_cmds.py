@@ -27,7 +27,7 @@ def list_datasets() -> None:
 @data.command("show")
 @click.argument("name")
 def show(name: str) -> None:
-    """Describe one data set: files, parts and their sizes (as JSON)."""
+    """Describe one data set: files, candidate runs and counts (as JSON)."""
     ds = get_dataset(name)
     summary = ds.summary()
     if ds.present:

@@ -245,7 +245,7 @@ class DenseIndex:
             for (qid, _), row_scores, row_ids in zip(chunk, scores, rows):
                 found = [(self.docids[r], float(s)) for r, s in zip(row_ids, row_scores) if r >= 0]
                 ranking = QueryRanking.from_scores(qid, [d for d, _ in found], [s for _, s in found], tag=stage)
-                ranking.timings.append(Timing(stage, share, k))
+                ranking.timings.append(Timing(stage, share, len(ranking)))  # what it handled, not what was asked
                 yield ranking
 
 

@@ -157,6 +157,14 @@ def default_index_name(name: str) -> str:
     return f"rerank-{name}".lower()
 
 
+def _index_name(name: str, given: str | None) -> str:
+    """--index-name, or the default for NAME; Elasticsearch takes lowercase names only, and its own refusal
+    lists forbidden characters without saying so."""
+    if given is not None and given != given.lower():
+        raise UsageError(f"--index-name {given!r}: Elasticsearch index names are lowercase; try {given.lower()!r}")
+    return given or default_index_name(name)
+
+
 def _mapping(connection: Connection, index_name: str) -> dict:
     """The index's mappings: its fields, and the `_meta` where rerank records what it built."""
     answer = connection.call(f"read the mapping of {index_name}", connection.client.indices.get_mapping,
@@ -189,8 +197,8 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     """Create the index with an explicit mapping, bulk-load `documents`, refresh, check the count."""
     from elasticsearch import helpers
 
+    index_name = _index_name(name, index_name)
     connection = Connection(es_url, es_ca_certs, es_verify_certs)
-    index_name = index_name or default_index_name(name)
     shards = 1 if shards is None else shards
     if shards < 1:
         raise UsageError(f"--shards must be at least 1, not {shards}")
@@ -341,7 +349,7 @@ class ElasticIndex:
                                                          tag=stage))
             share = (time.perf_counter() - began) * 1000 / len(chunk)
             for ranking in rankings:
-                ranking.timings.append(Timing(stage, share, k))
+                ranking.timings.append(Timing(stage, share, len(ranking)))  # what it handled, not what was asked
                 yield ranking
 
     def texts(self, docids: Iterable[str]) -> dict[str, str]:
@@ -362,7 +370,7 @@ def open_index(name: str, es_url: str | None = None, index_name: str | None = No
     if k1 is not None or b is not None:
         raise UsageError("Elasticsearch fixes BM25 k1/b when the index is built: pass --k1/--b to rerank index")
     connection = Connection(es_url, es_ca_certs, es_verify_certs)
-    index = ElasticIndex(name, connection, index_name or default_index_name(name))
+    index = ElasticIndex(name, connection, _index_name(name, index_name))
     if k > index.max_window:
         raise UsageError(f"--k {k} is more than {index.where} returns for one query: its setting "
                          f"index.max_result_window is {index.max_window}; lower --k, or raise that setting")

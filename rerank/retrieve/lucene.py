@@ -67,10 +67,12 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
 class LuceneIndex:
     """An open index: BM25 search and raw-document lookup."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, k1: float | None = None, b: float | None = None):
         self.path = index_folder(name) / BACKEND
         self.info = IndexInfo.read(self.path, name, BACKEND)
         self._searcher = None
+        # the BM25 parameters searched with, defaults too: a header naming them stays true if defaults change
+        self.provenance = {"k1": DEFAULT_K1 if k1 is None else k1, "b": DEFAULT_B if b is None else b}
 
     def search(self, topics: dict[str, str], k: int = 1000, k1: float = DEFAULT_K1, b: float = DEFAULT_B,
                threads: int = 2, stage: str = "bm25", **_options) -> Iterator[QueryRanking]:
@@ -101,7 +103,7 @@ class LuceneIndex:
         rankings = []
         for qid in topics:  # a query that matched nothing still gets its (empty) ranking and its time
             ranking = found.get(qid) or QueryRanking(qid, [], [])
-            ranking.tag, ranking.timings = stage, [Timing(stage, share, k)]
+            ranking.tag, ranking.timings = stage, [Timing(stage, share, len(ranking))]  # found, not asked for
             rankings.append(ranking)
         return iter(rankings)
 
@@ -118,12 +120,12 @@ class LuceneIndex:
         return out
 
 
-def open_index(name: str, **_options) -> LuceneIndex:
+def open_index(name: str, k1: float | None = None, b: float | None = None, **_options) -> LuceneIndex:
     """Open indexes/NAME/lucene (options meant for other back ends are not needed here)."""
     path = index_folder(name) / BACKEND
     if not path.is_dir():
         raise MissingIndexError(f"no Lucene index {name!r} at {path}; build it with: {build_command(name)}")
-    return LuceneIndex(name)
+    return LuceneIndex(name, k1, b)
 
 
 def anserini_search_collection(index: Path, topics_tsv: Path, output: Path, k: int = 1000,
