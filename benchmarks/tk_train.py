@@ -89,8 +89,8 @@ def main() -> None:
     parser.add_argument("specs", nargs="+", help="NAME:VARIANT:EMBEDDINGS[:PROJECTION[:OPTION=JSON ...]]")
     parser.add_argument("--teacher", default=None)
     parser.add_argument("--teacher-min-score", type=float, default=None)
-    parser.add_argument("--distill", default="margin-mse")
-    parser.add_argument("--teacher-scale", type=float, default=1.0)
+    parser.add_argument("--distill", default=None, help="with --teacher (default margin-mse)")
+    parser.add_argument("--teacher-scale", type=float, default=None, help="with --teacher (default 1)")
     parser.add_argument("--max-minutes", type=float, default=None)
     parser.add_argument("--eval-every", type=int, default=50)
     parser.add_argument("--threads", type=int, default=1)
@@ -105,8 +105,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="with --folds: seeds per fold (seed, seed+1, ...)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    distill = {"teacher_min_score": args.teacher_min_score, "distill": args.distill,
-               "teacher_scale": args.teacher_scale} if args.teacher else {}
+    distill = {"teacher_min_score": args.teacher_min_score, "distill": args.distill, "teacher_scale": args.teacher_scale}
+    if not args.teacher and any(value is not None for value in distill.values()):  # as rerank train refuses them
+        parser.error("--distill, --teacher-scale and --teacher-min-score need --teacher")
+    distill = distill if args.teacher else {}
     results_file = RESULTS / ("tk_cv.json" if args.folds else "tk_train.json")
     for spec in args.specs:
         name, variant, options = parse_spec(spec, args.threads)
