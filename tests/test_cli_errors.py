@@ -158,3 +158,15 @@ def test_model_option_must_be_key_value(rerank, tmp_path):
     (tmp_path / "notes.txt").write_text("mine")  # a folder of the user's own: refused before any training
     fails(rerank, "train", "tk", "--train", "trec-dl-2020", "-o", str(tmp_path), words="refusing to replace it")
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["score", "--model", "minilm-bi", "-o", "{tmp}"], "Invalid value for '-o' / '--output': File '{tmp}' is a directory"),
+    (["eval", "--nosuch"], "No such option '--nosuch'"),
+    (["average", "a", "b", "-o", "{tmp}/f"], "Directory '{tmp}/f' is a file"),
+])
+def test_mistyped_options_get_one_line_too(rerank, tmp_path, args, words):
+    """click printed its usage block (four lines) for these, unlike every other mistake."""
+    (tmp_path / "f").write_text("")
+    stderr = fails(rerank, *[a.format(tmp=tmp_path) for a in args], input="", words=words.format(tmp=tmp_path))
+    assert stderr.count("\n") == 1 and stderr.startswith("rerank: error: ") and "--help" in stderr

@@ -58,6 +58,10 @@ def main() -> None:
     except click.exceptions.Abort:
         click.echo("rerank: interrupted", err=True)
         sys.exit(130)
+    except click.UsageError as exc:  # a mistyped option or value: one line, as every other mistake gets
+        where = f"; see {exc.ctx.command_path} --help" if exc.ctx is not None else ""
+        click.echo(f"rerank: error: {exc.format_message().rstrip('.')}{where}", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
