@@ -220,9 +220,8 @@ def _check_inputs(source: str, stage: dict) -> None:
 
 def _check_leaderboard(source: str, spec: dict) -> None:
     """Measures, baseline and sort are used only after every stage has run: check them before any does."""
-    from .evaluate.measures import parse_measures
-
     from .data.registry import ADHOC_MEASURES
+    from .evaluate.measures import parse_measures
 
     default = get_dataset(spec["dataset"]).measures if spec["dataset"] in dataset_names() else ADHOC_MEASURES
     labels = [m.label for m in parse_measures(spec.get("measures") or list(default), 1)]

@@ -131,17 +131,17 @@ def _parse_header_line(header: RunHeader, text: str, source: str, line_no: int) 
 
 
 def _absorb_comment(line: str, header: RunHeader | None, timings: dict[str, list[Timing]], source: str,
-                    line_no: int | None) -> bool:
+                    line_no: int | None, ended: bool = False) -> bool:
     """One '#' line: a timing goes to its query; a `key: value` line goes to the header while the header
-    is still open (`header` given: before the first record), and is a free comment after that.
-    Returns whether the line is the end line."""
+    is still open (`header` given: before the first record), and is a free comment after that. A run header
+    after records, or after the end line (`ended`), starts a second run. Returns whether the line is the end line."""
     text = line[1:].strip()
     if text == END_TEXT:
         return True
     if text.startswith(TIME_KEY + ":"):
         qid, timing = _parse_timing(text[len(TIME_KEY) + 1 :], source, line_no)
         timings.setdefault(qid, []).append(timing)
-    elif header is None and text.startswith(MAGIC_KEY + ":"):
+    elif (header is None or ended) and text.startswith(MAGIC_KEY + ":"):
         raise FormatError(source, line_no, "a second run begins here (runs joined by cat?); give each run as a "
                                            "file of its own")
     elif header is not None:
@@ -209,11 +209,8 @@ class RunReader:
             self._absorb(line, self.header)
 
     def _absorb(self, line: str, header: RunHeader | None) -> None:
-        if _absorb_comment(line, header, self._timings, self.source, self._line_no):
-            self._ended = True
-        elif self._ended and line[1:].strip().startswith(MAGIC_KEY + ":"):
-            raise FormatError(self.source, self._line_no, "a second run begins here (runs joined by cat?); give "
-                                                          "each run as a file of its own")
+        self._ended = _absorb_comment(line, header, self._timings, self.source, self._line_no, self._ended) \
+            or self._ended
 
     def _records(self) -> Iterator[tuple[int, str, str, int, float, str]]:
         lines: Iterable[str] = self._line_iter
@@ -457,10 +454,8 @@ def _load_fast(text: str, source: str) -> Run | None:
     timings: dict[str, list[Timing]] = {}
     ended = False
     try:
-        for in_header, comment in comments:
-            if ended and comment[1:].strip().startswith(MAGIC_KEY + ":"):
-                return None  # a second run after the first's end: the slow path names the line
-            ended = _absorb_comment(comment, header if in_header else None, timings, source, None) or ended
+        for in_header, comment in comments:  # a fault (a second run, say): the slow path names its line
+            ended = _absorb_comment(comment, header if in_header else None, timings, source, None, ended) or ended
     except FormatError:
         return None
     if header.promises_end and not ended:

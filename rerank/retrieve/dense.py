@@ -146,7 +146,8 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     path = encoder or default_encoder_path()
     identity = encoder_identity(path)
     partial = index_folder(name) / f".{BACKEND}.partial"
-    state = {"encoder": identity["hash"], "source": source, "files": source_state(source, skip=("qrels", "topics")), "shard": SHARD}
+    files = source_state(source, skip=("qrels", "topics"))
+    state = {"encoder": identity["hash"], "source": source, "files": files, "shard": SHARD}
     state_file = partial / BUILD_STATE
     if partial.is_dir() and (not state_file.is_file() or json.loads(state_file.read_text()) != state):
         shutil.rmtree(partial)  # made from other documents or another encoder: nothing to resume

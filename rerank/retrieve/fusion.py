@@ -94,7 +94,7 @@ def fuse(runs: list[Run], method: str = "rrf", k: int | None = None, norm: str |
     inputs = [{"run": r.source, "name": r.name, "stages": r.header.stages} for r in runs]
     header = _header(runs, {"name": name, "stage": "fuse", **params, "inputs": inputs})
     qids = list(dict.fromkeys(qid for run in runs for qid in run.queries))
-    stages = [{str(stage.get("name")): json.dumps(stage, sort_keys=True) for stage in run.header.stages} for run in runs]
+    stages = [{str(s.get("name")): json.dumps(s, sort_keys=True) for s in run.header.stages} for run in runs]
 
     def rankings() -> Iterator[QueryRanking]:
         for qid in qids:
