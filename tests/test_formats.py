@@ -83,6 +83,21 @@ def test_topics_without_text_or_twice_are_named(tmp_path, text, line, words):
     assert info.value.line_no == line
 
 
+@pytest.mark.parametrize("text, words", [
+    # the second silently replaced the first (a query lost), as TSV and <top> topics refuse
+    ("<DOC>\n<DOCNO>1</DOCNO>\nfirst\n</DOC>\n<DOC>\n<DOCNO>1</DOCNO>\nagain\n</DOC>\n", "query id 1 appears twice"),
+    (".I 1\n.W\nfirst\n.I 1\n.W\nagain\n", "query id 1 appears twice"),
+    # Anserini's topic reader stopped on these with a Java message, or wrote a run rerank could not read
+    ("<DOC>\n<DOCNO>1</DOCNO>\nfirst\n</DOC>\n<DOC>\n<DOCNO>2</DOCNO>\n</DOC>\n", "query 2 has no text"),
+    (".I 1\n.W\nfirst\n.I 2\n.T\n", "query 2 has no text"),
+    ("<DOC>\n<DOCNO>q 1</DOCNO>\nfirst\n</DOC>\n", "query id 'q 1' holds whitespace"),
+])
+def test_sgml_and_smart_topics_are_checked_like_the_others(tmp_path, text, words):
+    (tmp_path / "topics").write_text(text)
+    with pytest.raises(FormatError, match=words):
+        formats.read_topics(tmp_path / "topics")
+
+
 def test_qrels_errors_name_the_line(tmp_path):
     path = tmp_path / "qrels"
     path.write_text("1 0 d1 1\n1 0 d2 high\n")

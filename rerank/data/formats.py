@@ -209,9 +209,9 @@ def read_topics(path: str | Path) -> dict[str, str]:
     if start.lower().startswith("<top"):
         return _read_trec_topics(path)
     if start.upper().startswith("<DOC"):
-        return {d.docid: d.text for d in read_trec_sgml(path)}
+        return _record_topics(((d.docid, d.text) for d in read_trec_sgml(path)), path)
     if start.startswith(".I"):
-        return {d.docid: d.contents for d in read_smart(path)}
+        return _record_topics(((d.docid, d.contents) for d in read_smart(path)), path)
     return _read_tsv_topics(path)
 
 
@@ -237,6 +237,16 @@ def _add_topic(topics: dict[str, str], qid: str, text: str, path: str | Path, li
     if qid in topics:
         raise FormatError(str(path), line_no, f"query id {qid} appears twice")
     topics[qid] = text
+
+
+def _record_topics(records: Iterator[tuple[str, str]], path: str | Path) -> dict[str, str]:
+    """Queries kept as documents (SGML, SMART) pass the checks of the other topic forms: a dict built directly
+    let a repeated id silently replace the first, and sent Anserini an empty query or an id with a space.
+    (These readers keep no line numbers; the message names the id.)"""
+    topics: dict[str, str] = {}
+    for qid, text in records:
+        _add_topic(topics, qid, text, path, None)
+    return topics
 
 
 def _read_tsv_topics(path: str | Path) -> dict[str, str]:
