@@ -15,6 +15,7 @@ from typing import Callable, Iterable, Protocol
 from .data import dataset_names, files_dataset, get_dataset
 from .data.formats import read_topics
 from .errors import DataError, UsageError
+from .retrieve.api import distinct_ids
 from .retrieve.store import index_folder
 from .runs import RunHeader
 
@@ -73,7 +74,11 @@ def _known_dataset(header: RunHeader) -> str | None:
 def _corpus_store(path: str) -> MappingStore:
     if not Path(path).is_file():
         raise DataError(f"corpus file not found: {path}")
-    return MappingStore(lambda: {d.docid: d.contents for d in files_dataset(corpus=path).documents()}, path)
+
+    def texts() -> dict[str, str]:  # `rerank index`'s id check: a repeated id's later text silently stood for both
+        return {d.docid: d.contents for d in distinct_ids(files_dataset(corpus=path).documents(), path)}
+
+    return MappingStore(texts, path)
 
 
 def doc_store_for(header: RunHeader, corpus: str | None = None, remedy: str = PASS_FILES) -> DocStore:

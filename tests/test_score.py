@@ -337,3 +337,13 @@ def test_interpolation_with_the_first_stage():
 def test_cli_interpolate_out_of_range(rerank):
     done = rerank("score", "--model", "minilm-bi", "--interpolate", "-0.1", input=RUN_NO_HEADER, check=False)
     assert done.returncode != 0 and "between 0 and 1" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_corpus_file_with_a_repeated_id_is_refused(tmp_path):
+    """`rerank index` refuses such a corpus; the score stage's --corpus took the later text for both documents."""
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in
+                                                   [*TEXTS.items(), ("d1", "another text under d1")]))
+    out = score_stream(Stream(RunHeader(), _stream().rankings), OverlapReranker(), 3, cache=False, queries=QUERIES,
+                       corpus=str(tmp_path / "corpus.jsonl"))
+    with pytest.raises(DataError, match="corpus.jsonl: document id 'd1' appears twice"):
+        list(out.rankings)

@@ -66,7 +66,7 @@ def _check_backend_options(backend_name: str, options: dict, allowed: frozenset[
         raise UsageError(f"--backend {backend_name} does not take {', '.join(map(option_flag, foreign))}")
 
 
-def _distinct_ids(documents: Iterable[Document], source: str) -> Iterator[Document]:
+def distinct_ids(documents: Iterable[Document], source: str) -> Iterator[Document]:
     """Two documents under one id would both be indexed and both retrieved, and no run may hold a docid twice."""
     seen: set[str] = set()
     for document in documents:
@@ -88,7 +88,7 @@ def build_index(name: str, backend_name: str = "lucene", corpus: str | None = No
     module = backend(backend_name)
     _check_backend_options(backend_name, options, module.INDEX_OPTIONS)
     source = {"dataset": name} if corpus is None else {"corpus": str(Path(corpus).resolve())}
-    documents = _distinct_ids(collection.documents(), corpus or f"data set {name}")
+    documents = distinct_ids(collection.documents(), corpus or f"data set {name}")
     return module.build(name, documents, None, source, **options)
 
 
