@@ -252,6 +252,17 @@ def test_bad_encodings_and_inputs(tmp_path, rerank, session_home):
         assert refused.returncode == 2 and words in refused.stderr, wrong
 
 
+def test_encode_refuses_a_corpus_with_a_repeated_id(tmp_path, rerank, session_home):
+    """`rerank index` refuses such a corpus; encode stored both, and the later one's vectors stood for both texts."""
+    ck = str(checkpoint(tmp_path, name="ck-repeat"))
+    corpus = tmp_path / "corpus.jsonl"
+    records = [*DOCS.items(), ("d2", "another text")]
+    corpus.write_text("".join(json.dumps({"id": d, "contents": t or "x"}) + "\n" for d, t in records))
+    done = rerank("encode", "repeated", "--model", "tk", "--checkpoint", ck, "--corpus", str(corpus), check=False)
+    assert done.returncode == 1 and "document id 'd2' appears twice" in done.stderr
+    assert not (session_home / "indexes" / "repeated").exists()
+
+
 def test_query_stopwords_can_be_dropped():
     module = tiny(query_stopwords=False)
     kept = module.query_ids(["what is the daily life of thai people", "the of"])

@@ -44,10 +44,12 @@ def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads)
     They go to indexes/NAME/MODEL-HASH/ under $RERANK_HOME, where score, budget and explain look for them.
     """
     from ..encodings import encode_collection, store_folder
+    from ..retrieve.api import distinct_ids
 
     reranker = _load(model_name, checkpoint, threads, batch_size)
     collection = _collection(name, corpus)
-    total = sum(1 for _ in collection.documents())
+    # `rerank index`'s id check, before anything is encoded: a repeated id's later vectors stood for both texts
+    total = sum(1 for _ in distinct_ids(collection.documents(), corpus or f"data set {name}"))
 
     def documents():
         return ((d.docid, d.contents) for d in collection.documents())
