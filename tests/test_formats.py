@@ -56,6 +56,14 @@ def test_trec_sgml_documents_and_a_cut_short_copy(tmp_path):
         list(formats.read_trec_sgml(path))
 
 
+def test_trec_sgml_document_missing_its_end_is_named(tmp_path):
+    """Without the check, document 2 (its id and text) silently became part of document 1's text."""
+    path = tmp_path / "docs.trec"
+    path.write_text("<DOC>\n<DOCNO>1</DOCNO>\nfirst\n<DOC>\n<DOCNO>2</DOCNO>\nsecond\n</DOC>\n")
+    with pytest.raises(FormatError, match="docs.trec:4: <DOC> inside another <DOC>; is a </DOC> missing before it"):
+        list(formats.read_trec_sgml(path))
+
+
 def test_topics_forms_and_gzip(tmp_path):
     (tmp_path / "t.tsv").write_text("1\tfirst query\n2\tsecond\n")
     (tmp_path / "t.trec").write_text("<top>\n<num> Number: 301\n<title> Topic: foreign minorities\n<desc> ...\n</top>\n"

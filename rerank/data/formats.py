@@ -100,6 +100,10 @@ def read_trec_sgml(path: str | Path) -> Iterator[Document]:
     found, end = False, 0
     for match in _SGML_DOC.finditer(content):
         body, end = match.group(1), match.end()
+        inner = _SGML_OPEN.search(body)
+        if inner:  # a </DOC> missing before it: the next document's id and text would become this one's text
+            line = content.count("\n", 0, match.start(1) + inner.start()) + 1
+            raise FormatError(str(path), line, "<DOC> inside another <DOC>; is a </DOC> missing before it?")
         docno = _DOCNO.search(body)
         if not docno:
             line = content.count("\n", 0, match.start()) + 1
