@@ -83,6 +83,9 @@ def test_topics_forms_and_gzip(tmp_path):
     # ids a TREC run line cannot carry: Anserini's run came back unreadable, or '#1' lost its results silently
     ("1\tfirst\nq 2\tsecond\n", 2, "query id 'q 2' holds whitespace"),
     ("#1\tfirst\n", 1, "query id '#1' starts with '#'"),
+    # a missing </top> silently lost a query: the one inside another, or the last of a truncated copy
+    ("<top>\n<num> 1\n<title> a\n<top>\n<num> 2\n<title> b\n</top>\n", 4, "<top> inside another <top>"),
+    ("<top>\n<num> 1\n<title> a\n</top>\n<top>\n<num> 2\n<title> b\n", 5, "<top> without </top>; is the file cut"),
 ])
 def test_topics_without_text_or_twice_are_named(tmp_path, text, line, words):
     (tmp_path / "topics").write_text(text)

@@ -93,17 +93,32 @@ _DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S | re.I)
 _TAG = re.compile(r"<[^>]+>")
 
 
+def _closed_records(content: str, record: re.Pattern, opening: re.Pattern, tag: str,
+                    path: str | Path) -> Iterator[re.Match]:
+    """The `<tag>...</tag>` matches of `record`, each checked for a missing end tag: a record opening inside
+    another would make the next record's id and text part of this one's text, and one opening after the last
+    (a truncated copy) would be lost; both without a word."""
+    end = 0
+    for match in record.finditer(content):
+        inner = opening.search(content, match.start(1), match.end(1))
+        if inner:
+            raise FormatError(str(path), content.count("\n", 0, inner.start()) + 1,
+                              f"<{tag}> inside another <{tag}>; is a </{tag}> missing before it?")
+        end = match.end()
+        yield match
+    unclosed = opening.search(content, end)
+    if unclosed:
+        raise FormatError(str(path), content.count("\n", 0, unclosed.start()) + 1,
+                          f"<{tag}> without </{tag}>; is the file cut short?")
+
+
 def read_trec_sgml(path: str | Path) -> Iterator[Document]:
     """`<DOC><DOCNO>id</DOCNO> text </DOC>`; other tags are stripped, their text kept."""
     with open_text(path) as handle:
         content = handle.read()
-    found, end = False, 0
-    for match in _SGML_DOC.finditer(content):
-        body, end = match.group(1), match.end()
-        inner = _SGML_OPEN.search(body)
-        if inner:  # a </DOC> missing before it: the next document's id and text would become this one's text
-            line = content.count("\n", 0, match.start(1) + inner.start()) + 1
-            raise FormatError(str(path), line, "<DOC> inside another <DOC>; is a </DOC> missing before it?")
+    found = False
+    for match in _closed_records(content, _SGML_DOC, _SGML_OPEN, "DOC", path):
+        body = match.group(1)
         docno = _DOCNO.search(body)
         if not docno:
             line = content.count("\n", 0, match.start()) + 1
@@ -111,9 +126,6 @@ def read_trec_sgml(path: str | Path) -> Iterator[Document]:
         text = _TAG.sub(" ", body[: docno.start()] + body[docno.end() :])
         found = True
         yield Document(docno.group(1), " ".join(text.split()))
-    unclosed = _SGML_OPEN.search(content, end)
-    if unclosed:  # a truncated copy: its last document would be lost without a word
-        raise FormatError(str(path), content.count("\n", 0, unclosed.start()) + 1, "<DOC> without </DOC>; is the file cut short?")
     if not found:
         raise FormatError(str(path), None, "no <DOC> records found")
 
@@ -203,6 +215,7 @@ def sniff_documents(path: str | Path) -> Iterator[Document]:
 # ---------------------------------------------------------------------------------------------- topics
 
 _TOP = re.compile(r"<top>(.*?)</top>", re.S | re.I)
+_TOP_OPEN = re.compile(r"<top>", re.I)
 _NUM = re.compile(r"<num>\s*(?:Number:)?\s*([^\s<]+)", re.I)
 _TITLE = re.compile(r"<title>\s*(?:Topic:)?(.*?)(?=<(?!/?title)[a-z]+>|</top>|</title>|$)", re.S | re.I)
 
@@ -272,7 +285,7 @@ def _read_trec_topics(path: str | Path) -> dict[str, str]:
     with open_text(path) as handle:
         content = handle.read()
     topics: dict[str, str] = {}
-    for match in _TOP.finditer(content):
+    for match in _closed_records(content, _TOP, _TOP_OPEN, "top", path):
         body = match.group(1)
         num, title = _NUM.search(body), _TITLE.search(body)
         line = content.count("\n", 0, match.start()) + 1
