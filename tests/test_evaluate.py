@@ -1,5 +1,6 @@
 """The evaluator agrees with trec_eval exactly, and leaderboards carry significance marks."""
 
+import gzip
 import json
 
 import numpy as np
@@ -40,6 +41,22 @@ def test_retrieve_eval_equals_trec_eval(name, qrels, rerank, data_root, session_
                                                                "recall.100", "success.10"])
     for label, te_name in TREC_EVAL_NAMES.items():
         assert round(ours[label], 4) == reference[te_name], label
+
+
+@pytest.mark.data
+def test_gzipped_runs_are_read(rerank, data_root, tmp_path):
+    """TREC's archived runs come gzipped; eval reads them as it reads gzipped topics and qrels."""
+    plain = data_root / "trec-dl" / "bm25" / "trec_results_dl19.txt"
+    packed = tmp_path / "bm25.txt.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    qrels = str(data_root / "trec-dl" / "qrels" / "qrels.dl19-passage.txt")
+    figures = [rerank("eval", str(path), "--qrels", qrels, "--min-rel", "2", "-m", "nDCG@10").stdout.split()[-1]
+               for path in (plain, packed)]
+    assert figures == ["0.5058", "0.5058"]
+    (tmp_path / "bad.gz").write_text("1 Q0 a 1 2.5 t\n")
+    done = rerank("eval", str(tmp_path / "bad.gz"), "--qrels", qrels, check=False)
+    assert done.returncode != 0 and done.stderr.strip().splitlines() == [
+        f"rerank: error: {tmp_path / 'bad.gz'}: cannot be read as gzip (Not a gzipped file (b'1 '))"]
 
 
 @pytest.mark.data

@@ -76,6 +76,22 @@ def test_topics_forms_and_gzip(tmp_path):
     assert formats.read_topics(tmp_path / "t.tsv.gz") == {"7": "gz query"}
 
 
+def test_a_cut_or_foreign_gzip_file_is_named(tmp_path, rerank):
+    """A cut .gz raised EOFError, which click reports as "rerank: interrupted" (exit 130): the user was told
+    they had pressed Ctrl-C. A plain file named .gz gave gzip's message without the file's name."""
+    (tmp_path / "cut.tsv.gz").write_bytes(gzip.compress(b"".join(b"%d\tquery %d\n" % (i, i) for i in range(9999)))[:500])
+    (tmp_path / "plain.tsv.gz").write_text("1\tquery\n")
+    for name, words in (("cut", "Compressed file ended"), ("plain", "Not a gzipped file")):
+        with pytest.raises(DataError, match=f"{name}.tsv.gz: cannot be read as gzip .*{words}"):
+            formats.read_topics(tmp_path / f"{name}.tsv.gz")
+    qrels = tmp_path / "cut.qrels.gz"
+    qrels.write_bytes(gzip.compress(b"".join(b"%d 0 d%d 1\n" % (i, i) for i in range(9999)))[:500])
+    done = rerank("eval", "--qrels", str(qrels), input="1 Q0 a 1 2.5 t\n", check=False)
+    assert done.returncode == 1 and done.stderr.strip().splitlines() == [
+        f"rerank: error: {qrels}: cannot be read as gzip (Compressed file ended before the "
+        "end-of-stream marker was reached)"]
+
+
 @pytest.mark.parametrize("text, line, words", [
     ("1\tfirst\n2\t\n", 2, "query 2 has no text"),  # Anserini's topic reader stopped on it with a Java message
     ("1\tfirst\n1\tagain\n", 2, "query id 1 appears twice"),  # the second replaced the first

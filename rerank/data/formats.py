@@ -12,9 +12,11 @@ from __future__ import annotations
 import codecs
 import gzip
 import hashlib
+import io
 import itertools
 import json
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterator
@@ -46,8 +48,30 @@ def open_text(path: str | Path) -> IO[str]:
         raise DataError(f"{p} is a folder, not a file")  # a FIFO or /dev/stdin is read like a file
     # utf-8-sig: a byte-order mark (Windows editors write one) would otherwise become part of the first id
     if p.suffix == ".gz":
-        return gzip.open(p, "rt", encoding="utf-8-sig", errors=_replacing(str(p)))
+        return open_gzip_text(p, encoding="utf-8-sig", errors=_replacing(str(p)))
     return open(p, encoding="utf-8-sig", errors=_replacing(str(p)))
+
+
+class _CheckedGzip(gzip.GzipFile):
+    """A gzip file whose faults name it: a cut or damaged file raises EOFError or zlib.error, which click turns
+    into "interrupted" (it takes EOFError for an aborted prompt) or a traceback, and BadGzipFile names no file."""
+
+    def _checked(self, read, *args):
+        try:
+            return read(*args)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise DataError(f"{self.name}: cannot be read as gzip ({exc})") from None
+
+    def read(self, size=-1):
+        return self._checked(super().read, size)
+
+    def read1(self, size=-1):
+        return self._checked(super().read1, size)
+
+
+def open_gzip_text(path: str | Path, encoding: str = "utf-8", errors: str = "strict") -> IO[str]:
+    """`gzip.open(path, "rt")`, with faults of the compressed data reported as DataError naming the file."""
+    return io.TextIOWrapper(_CheckedGzip(path), encoding=encoding, errors=errors)
 
 
 _UNDECODABLE: dict[str, list[int]] = {}  # file -> per reading of it, byte sequences that were not UTF-8
