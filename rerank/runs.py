@@ -236,10 +236,9 @@ class RunReader:
                 raise FormatError(self.source, self._line_no, f"score {score!r} is not a number") from None
             if not math.isfinite(score_value):  # no order or normalisation (z-scores, min-max) can use it
                 raise FormatError(self.source, self._line_no, f"score is {score!r}, not a finite number")
-            try:
-                rank_value = int(rank)
-            except ValueError:
-                raise FormatError(self.source, self._line_no, f"rank {rank!r} is not an integer") from None
+            rank_value = _rank(rank)
+            if rank_value is None:  # the likeliest cause: score and rank columns swapped
+                raise FormatError(self.source, self._line_no, f"rank {rank!r} is not an integer")
             yield self._line_no, qid, docid, rank_value, score_value, tag
 
     def __iter__(self) -> Iterator[QueryRanking]:
@@ -275,6 +274,20 @@ class RunReader:
         ranking = QueryRanking.from_scores(qid, (r[1] for r in rows), (r[3] for r in rows), tag=tag)
         ranking.timings = self._timings.pop(qid, [])
         return ranking
+
+
+def _rank(text: str) -> int | None:
+    """The rank column's value: an integer, also written as a float (`1.0`, what pandas' rank() gives), which
+    trec_eval and ir_measures accept as they ignore the column; None for anything else."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return int(value) if value.is_integer() else None
 
 
 def _empty_ranking(qid: str, timings: list[Timing]) -> QueryRanking:

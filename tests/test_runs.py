@@ -64,6 +64,7 @@ def test_plain_trec_run_without_header_is_read():
     ("1\ta\t1\n", 1, "an MS MARCO 'qid docid rank' run?"),
     ("1 Q0 a 1 2.5 t\n1 Q0 b 2 high t\n", 2, "is not a number"),
     ("1 Q0 a one 2.5 t\n", 1, "not an integer"),
+    ("1 Q0 a 2.5 1 t\n", 1, "rank '2.5' is not an integer"),  # score and rank swapped
     ("1 Q0 a 1 2.5 t\n1 Q0 a 2 1.5 t\n", 2, "duplicate document a"),
     ("1 Q0 a 1 2.5 t\n2 Q0 b 1 1.5 t\n1 Q0 c 2 1.0 t\n", 3, "not contiguous"),
     ("# time: 1 bm25 fast 10\n1 Q0 a 1 2.5 t\n", 1, "non-numeric time"),
@@ -86,6 +87,14 @@ def test_whole_run_loader_refuses_what_the_line_reader_refuses(score, message):
         load_run(io.StringIO(f"1 Q0 a 1 2.5 t\n1 Q0 b 2 {score} t\n"), "r")
     with pytest.raises(FormatError, match="r:1: .*not an integer"):
         load_run(io.StringIO("1 Q0 a NA 2.5 t\n"), "r")
+
+
+def test_ranks_written_as_floats_are_read():
+    """pandas' rank() gives floats, so a run written from a DataFrame can say `1.0`; trec_eval and ir_measures
+    read it (they ignore the column), and so do both of rerank's readers."""
+    text = "1 Q0 a 1.0 2.5 t\n1 Q0 b 2.0 1.5 t\n"
+    assert read(text, strict=True)[1][0].docids == ["a", "b"]
+    assert load_run(io.StringIO(text), "r").queries["1"].docids == ["a", "b"]
 
 
 def test_strict_mode_checks_rank_against_score():
