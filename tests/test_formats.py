@@ -136,6 +136,27 @@ def test_qrels_errors_name_the_line(tmp_path):
         formats.read_qrels(path)
 
 
+def test_beir_qrels_and_their_faults(tmp_path):
+    path = tmp_path / "test.tsv"
+    path.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\nq2\td1\t2\n")
+    assert formats.read_qrels(path) == {"q1": {"d1": 1, "d2": 0}, "q2": {"d1": 2}}
+    path.write_text("query-id\tcorpus-id\tscore\nq1\t0\td1\t1\n")  # TREC lines under a BEIR header
+    with pytest.raises(FormatError, match="test.tsv:2: expected 3 columns 'qid docid grade', found 4"):
+        formats.read_qrels(path)
+    path.write_text("q1\td1\t1\n")  # BEIR lines without the header: not taken for TREC lines
+    with pytest.raises(FormatError, match="test.tsv:1: expected 4 columns 'qid iter docid grade', found 3"):
+        formats.read_qrels(path)
+
+
+def test_beir_queries_are_topics(tmp_path):
+    path = tmp_path / "queries.jsonl"
+    path.write_text('{"_id": "q1", "text": "first query", "metadata": {}}\n{"_id": "q2", "text": "second"}\n')
+    assert formats.read_topics(path) == {"q1": "first query", "q2": "second"}
+    path.write_text('{"_id": "q1", "text": "first"}\n{"_id": "q1", "text": "again"}\n')
+    with pytest.raises(FormatError, match="q1"):
+        formats.read_topics(path)
+
+
 def test_jsonl_both_layouts(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_text('{"id": "a", "contents": "x y"}\n{"_id": "b", "title": "T", "text": "body"}\n')

@@ -1,5 +1,6 @@
 """The embedded Lucene back end ranks exactly as Anserini's own SearchCollection does."""
 
+import json
 import os
 import subprocess
 import sys
@@ -41,6 +42,24 @@ def at_printed_precision(ranking):
     """trec_eval's order of a ranking whose scores are printed with 6 decimals, as Anserini prints them
     (two scores 1e-6 apart tie in its file, and trec_eval then orders them by docid)."""
     return sorted(zip((round(s, 6) for s in ranking.scores), ranking.docids), reverse=True)
+
+
+def test_beir_queries_and_qrels_give_the_trec_files_figures(rerank, vaswani_index, data_root, tmp_path):
+    """A BEIR collection's queries.jsonl and qrels/test.tsv, here Vaswani's own topics and qrels written in
+    that layout: the same run and the same MAP as the TREC files."""
+    from rerank.data import get_dataset
+
+    vaswani = get_dataset("vaswani", data_root)
+    (tmp_path / "queries.jsonl").write_text("".join(json.dumps({"_id": qid, "text": text, "metadata": {}}) + "\n"
+                                                    for qid, text in vaswani.topics().items()))
+    (tmp_path / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{qid}\t{docid}\t{grade}\n" for qid, judged in vaswani.qrels().items() for docid, grade in judged.items()))
+    native = rerank("retrieve", "vaswani").stdout
+    beir = rerank("retrieve", "vaswani", "--topics", str(tmp_path / "queries.jsonl")).stdout
+    assert [line for line in beir.splitlines() if line[0] != "#"] == [line for line in native.splitlines() if line[0] != "#"]
+    figures = [rerank("eval", "-m", "MAP", *qrels, input=run).stdout.split()[-1]
+               for run, qrels in ((native, []), (beir, ["--qrels", str(tmp_path / "test.tsv")]))]
+    assert figures == ["0.2856", "0.2856"]
 
 
 def test_stream_header_and_timings(rerank, vaswani_index):

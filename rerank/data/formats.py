@@ -1,8 +1,9 @@
 """Readers for the file formats IR collections come in. Each names the file and line of a fault.
 
 Documents: TREC SGML (`<DOC><DOCNO>`), JSONL (`{id, contents}` or `{_id, title, text}`), SMART/Glasgow
-(`.I id` records with `.T .W .A .B .X` fields). Topics: `qid<TAB>text`, TREC `<top><num><title>`, and
-the SGML `<DOC><DOCNO>` form some collections use for queries (gzip or plain). Qrels: TREC, graded.
+(`.I id` records with `.T .W .A .B .X` fields). Topics: `qid<TAB>text`, TREC `<top><num><title>`, BEIR's
+`queries.jsonl`, and the SGML `<DOC><DOCNO>` form some collections use for queries (gzip or plain). Qrels:
+TREC, graded; BEIR's TSV.
 Candidates with text: the TREC DL `retrieve_results_*.json` lists. Answer selection: TrecQA jacana
 pseudo-XML and WikiQA TSVs, turned into queries, candidate "documents" and qrels.
 """
@@ -253,6 +254,8 @@ def read_topics(path: str | Path) -> dict[str, str]:
         return _record_topics(((d.docid, d.text) for d in read_trec_sgml(path)), path)
     if start.startswith(".I"):
         return _record_topics(((d.docid, d.contents) for d in read_smart(path)), path)
+    if start.startswith("{"):  # BEIR's queries.jsonl, `{_id, text}`: the corpus reader's records
+        return _record_topics(((d.docid, d.contents) for d in read_jsonl_docs(path)), path)
     return _read_tsv_topics(path)
 
 
@@ -325,27 +328,37 @@ def _read_trec_topics(path: str | Path) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------------------- qrels
 
+BEIR_QRELS_HEADER = ["query-id", "corpus-id", "score"]
+
+
 def read_qrels(path: str | Path) -> Qrels:
-    """TREC qrels `qid iter docid grade` (graded; negative grades kept as judged-nonrelevant)."""
+    """TREC qrels `qid iter docid grade` (graded; negative grades kept as judged-nonrelevant), or BEIR's
+    `qrels/*.tsv`: the header line `query-id corpus-id score`, then `qid docid grade` lines."""
     qrels: Qrels = {}
     first_seen: dict[tuple[str, str], int] = {}
+    columns = "qid iter docid grade"
     with open_text(path) as handle:
         for line_no, line in enumerate(handle, 1):
             parts = line.split()
             if not parts:
                 continue
-            if len(parts) != 4:
-                raise FormatError(str(path), line_no, f"expected 4 columns 'qid iter docid grade', found {len(parts)}")
+            if parts == BEIR_QRELS_HEADER and not first_seen:
+                columns = "qid docid grade"
+                continue
+            if len(parts) != len(columns.split()):
+                raise FormatError(str(path), line_no, f"expected {len(columns.split())} columns '{columns}', "
+                                                      f"found {len(parts)}")
+            qid, docid, grade_text = parts[0], parts[-2], parts[-1]
             try:
-                grade = int(parts[3])
+                grade = int(grade_text)
             except ValueError:
-                raise FormatError(str(path), line_no, f"grade {parts[3]!r} is not an integer") from None
-            key = (parts[0], parts[2])
+                raise FormatError(str(path), line_no, f"grade {grade_text!r} is not an integer") from None
+            key = (qid, docid)
             if key in first_seen:  # trec_eval refuses these too
                 raise FormatError(str(path), line_no, f"duplicate judgement of {key[1]} for query {key[0]} "
                                   f"(first at line {first_seen[key]})")
             first_seen[key] = line_no
-            qrels.setdefault(parts[0], {})[parts[2]] = grade
+            qrels.setdefault(qid, {})[docid] = grade
     if not qrels:
         raise FormatError(str(path), None, "no judgements found")
     return qrels
