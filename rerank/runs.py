@@ -447,6 +447,10 @@ def _load_fast(text: str, source: str) -> Run | None:
     import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
+    # Arrow's reader takes SIGINT/SIGTERM for itself while it reads and hands them back to Python through a call
+    # whose error it ignores: Ctrl-C or a scheduler's SIGTERM was now and then lost. Reads are short; a signal
+    # waits for the end of one.
+    pa.enable_signal_handlers(False)
     comments, records = _split_comments(text.encode())
     records = records.replace(b"\t", b" ")
     if b"#" in records:  # a '#' inside a record; wrong column counts (extra spaces too) fail the parse below
