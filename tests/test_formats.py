@@ -202,3 +202,13 @@ def test_missing_file_and_unknown_format(tmp_path):
     (tmp_path / "weird.txt").write_text("hello\n")
     with pytest.raises(DataError, match="cannot tell the document format"):
         formats.sniff_documents(tmp_path / "weird.txt")
+
+
+def test_tsv_topics_whose_first_id_starts_with_a_brace_are_not_json(tmp_path):
+    """Since queries.jsonl was read, any topics starting with '{' went to the JSON reader: a TSV file whose first
+    query id is `{1}` was refused as 'invalid JSON'."""
+    path = tmp_path / "topics.tsv"
+    path.write_text("{1}\tfirst query\n2\tsecond\n")
+    assert formats.read_topics(path) == {"{1}": "first query", "2": "second"}
+    path.write_text('{"_id": "q1",\t"text": "first"}\n')  # a tab between tokens, as a hand edit may leave
+    assert formats.read_topics(path) == {"q1": "first"}

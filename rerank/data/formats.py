@@ -254,9 +254,24 @@ def read_topics(path: str | Path) -> dict[str, str]:
         return _record_topics(((d.docid, d.text) for d in read_trec_sgml(path)), path)
     if start.startswith(".I"):
         return _record_topics(((d.docid, d.contents) for d in read_smart(path)), path)
-    if start.startswith("{"):  # BEIR's queries.jsonl, `{_id, text}`: the corpus reader's records
+    if _json_first_line(start):  # BEIR's queries.jsonl, `{_id, text}`: the corpus reader's records
         return _record_topics(((d.docid, d.contents) for d in read_jsonl_docs(path)), path)
     return _read_tsv_topics(path)
+
+
+def _json_first_line(start: str) -> bool:
+    """Whether topics start with a JSON record. A TSV line may start with '{' too (a query id `{1}`); it has a
+    tab, which JSON writers never put between tokens, and is no JSON."""
+    line = start.partition("\n")[0]
+    if not line.startswith("{"):
+        return False
+    if "\t" not in line:
+        return True
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
 
 
 def id_fault(value: str) -> str | None:
