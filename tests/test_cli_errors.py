@@ -170,3 +170,22 @@ def test_mistyped_options_get_one_line_too(rerank, tmp_path, args, words):
     (tmp_path / "f").write_text("")
     stderr = fails(rerank, *[a.format(tmp=tmp_path) for a in args], input="", words=words.format(tmp=tmp_path))
     assert stderr.count("\n") == 1 and stderr.startswith("rerank: error: ") and "--help" in stderr
+
+
+def test_stdin_that_is_not_utf8_text_is_named(data_root, tmp_path):
+    """Python reads stdin with surrogateescape, so a gzipped run piped in gave eval a UnicodeEncodeError
+    traceback and cat 'expected 6 columns' on line 1, where a named file is 'not UTF-8 text'."""
+    import gzip
+    import os
+    import subprocess
+    import sys
+
+    packed = tmp_path / "run.gz"
+    packed.write_bytes(gzip.compress(b"1 Q0 a 1 2.5 t\n"))
+    env = {**os.environ, "RERANK_HOME": str(tmp_path), "RERANK_DATA": str(data_root)}
+    for command in (["eval", "--qrels", str(data_root / "vaswani/qrels")], ["cat"]):
+        with open(packed, "rb") as stdin:
+            done = subprocess.run([sys.executable, "-m", "rerank", *command], stdin=stdin, capture_output=True,
+                                  text=True, env=env, cwd=tmp_path)
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.strip().splitlines() == ["rerank: error: <stdin>: not UTF-8 text (invalid start byte)"]

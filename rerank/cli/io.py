@@ -19,6 +19,8 @@ def open_run_input(path: str | None) -> Iterator[tuple[IO[str], str]]:
     if path in (None, "-"):
         if sys.stdin is None or sys.stdin.isatty():
             raise UsageError("no run given: name a run file or pipe a run stream into this command")
+        if hasattr(sys.stdin, "reconfigure"):  # Python reads stdin with surrogateescape: bytes that are not UTF-8
+            sys.stdin.reconfigure(errors="strict")  # (a gzipped run piped in) reached the readers as surrogates
         yield sys.stdin, "<stdin>"
         return
     try:
