@@ -167,6 +167,14 @@ def _parse_timing(text: str, source: str, line_no: int) -> tuple[str, Timing]:
         raise FormatError(source, line_no, f"non-numeric time or depth in '# time: {text.strip()}'") from None
 
 
+def open_run_file(path: str) -> IO[str]:
+    """A run file for reading, gunzipped if it ends in .gz (as TREC's archived runs are; topics and qrels are
+    read the same way). Not UTF-8 stays an error here, unlike in collections: a run is written by a program."""
+    from .data.formats import open_gzip_text
+
+    return open_gzip_text(path) if path.endswith(".gz") else open(path, encoding="utf-8")
+
+
 def _not_utf8(source: str, error: UnicodeDecodeError) -> FormatError:
     return FormatError(source, None, f"not UTF-8 text ({error.reason})")
 

@@ -40,7 +40,7 @@ from .data import dataset_names, get_dataset
 from .data.formats import Qrels
 from .errors import DataError, UsageError
 from .models.base import BF16_EMULATED, bf16_is_emulated
-from .runs import QueryRanking, Run, RunHeader, load_run
+from .runs import QueryRanking, Run, RunHeader, load_run, open_run_file
 
 CHECKPOINT_FILE = "checkpoint.json"
 
@@ -399,7 +399,7 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
     A run that scores none of the training `queries`' candidates and adds no query would teach nothing."""
     from .docstore import doc_store_for, queries_for
 
-    with open(path, encoding="utf-8") as handle:  # TrainArgs.check found it
+    with open_run_file(path) as handle:  # TrainArgs.check found it
         run = load_run(handle, path)
     group_size, min_score = 1 + args.negatives, args.teacher_min_score
     if run.header.dataset is not None and run.header.dataset == args.dev:

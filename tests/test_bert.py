@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import re
@@ -274,6 +275,11 @@ def test_distillation_on_the_unjudged_queries_of_a_teacher_run(tiny_bert, tmp_pa
     messages.clear()
     args.teacher_min_score = 0.5
     train("bert", args, log=messages.append)
+    assert f"distilling also on {len(rankings) // 2} unjudged queries of the teacher run" in messages
+    packed = tmp_path / "teacher.run.gz"  # read gunzipped, as every other run file is
+    packed.write_bytes(gzip.compress(teacher.read_bytes()))
+    messages.clear()
+    train("bert", replace(args, teacher=str(packed)), log=messages.append)
     assert f"distilling also on {len(rankings) // 2} unjudged queries of the teacher run" in messages
     plain = tmp_path / "plain.run"  # as `rerank cat --trec` writes it: no header to find the texts through
     plain.write_text("".join(line for line in teacher.read_text().splitlines(keepends=True) if not line.startswith("#")))

@@ -7,15 +7,13 @@ import sys
 from typing import IO, Iterator
 
 from ..atomic import atomic_output
-from ..data.formats import open_gzip_text
 from ..errors import DataError, UsageError
-from ..runs import Stream
+from ..runs import Stream, open_run_file
 
 
 @contextlib.contextmanager
 def open_run_input(path: str | None) -> Iterator[tuple[IO[str], str]]:
-    """A run file (gunzipped if it ends in .gz, as TREC's archived runs are; topics and qrels read the same way),
-    or stdin for None/'-'; refuses to wait on an interactive terminal."""
+    """A run file (`open_run_file`) or stdin for None/'-'; refuses to wait on an interactive terminal."""
     if path in (None, "-"):
         if sys.stdin is None or sys.stdin.isatty():
             raise UsageError("no run given: name a run file or pipe a run stream into this command")
@@ -24,7 +22,7 @@ def open_run_input(path: str | None) -> Iterator[tuple[IO[str], str]]:
         yield sys.stdin, "<stdin>"
         return
     try:
-        handle = open_gzip_text(path) if path.endswith(".gz") else open(path, encoding="utf-8")
+        handle = open_run_file(path)
     except FileNotFoundError:
         raise DataError(f"run file not found: {path}") from None
     except IsADirectoryError:
