@@ -57,7 +57,7 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
 @click.option("--k", default=1000, show_default=True, help="Documents per query.")
 @click.option("--k1", type=float, default=None, help="BM25 k1 (Anserini default 0.9).")
 @click.option("--b", type=float, default=None, help="BM25 b (Anserini default 0.4).")
-@click.option("--topics", type=click.Path(dir_okay=False), help="Topics file (TSV, TREC <top> or SGML); default: the data set NAME's topics.")
+@click.option("--topics", type=click.Path(dir_okay=False), help="Topics file (TSV, TREC <top>, SGML or BEIR queries.jsonl); default: the data set NAME's topics.")
 @click.option("--candidates", "candidate_run", is_flag=False, flag_value="", default=None, metavar="[RUN]",
               help="Replay a candidate run shipped with the data set (bm25, bm25-rm3; default its first) instead of searching.")
 @click.option("--threads", default=2, show_default=True, help="Search threads.")

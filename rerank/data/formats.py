@@ -112,28 +112,30 @@ def _first_non_blank(path: Path, size: int = 4096) -> str:
 
 # ---------------------------------------------------------------------------------------------- documents
 
-_SGML_DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S | re.I)
-_SGML_OPEN = re.compile(r"<DOC>", re.I)
+_SGML_TAGS = re.compile(r"<(/?)DOC>", re.I)
 _DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S | re.I)
 _TAG = re.compile(r"<[^>]+>")
 
 
-def _closed_records(content: str, record: re.Pattern, opening: re.Pattern, tag: str,
-                    path: str | Path) -> Iterator[re.Match]:
-    """The `<tag>...</tag>` matches of `record`, each checked for a missing end tag: a record opening inside
+def _closed_records(content: str, tags: re.Pattern, tag: str, path: str | Path) -> Iterator[tuple[int, str]]:
+    """(start, body) of each `<tag>body</tag>` record, each checked for a missing end tag: a record opening inside
     another would make the next record's id and text part of this one's text, and one opening after the last
-    (a truncated copy) would be lost; both without a word."""
-    end = 0
-    for match in record.finditer(content):
-        inner = opening.search(content, match.start(1), match.end(1))
-        if inner:
-            raise FormatError(str(path), content.count("\n", 0, inner.start()) + 1,
+    (a truncated copy) would be lost; both without a word. One pass over the opening and closing `tags`
+    (`<(/?)tag>`): a lazy `<tag>(.*?)</tag>` scans to the end of the file from every unclosed record, which
+    took minutes on a corpus that had lost its end tags."""
+    opened = None
+    for token in tags.finditer(content):
+        if token.group(1):  # an end tag; one with no record open is left alone, as before
+            if opened is not None:
+                yield opened.start(), content[opened.end() : token.start()]
+                opened = None
+        elif opened is not None:
+            raise FormatError(str(path), content.count("\n", 0, token.start()) + 1,
                               f"<{tag}> inside another <{tag}>; is a </{tag}> missing before it?")
-        end = match.end()
-        yield match
-    unclosed = opening.search(content, end)
-    if unclosed:
-        raise FormatError(str(path), content.count("\n", 0, unclosed.start()) + 1,
+        else:
+            opened = token
+    if opened is not None:
+        raise FormatError(str(path), content.count("\n", 0, opened.start()) + 1,
                           f"<{tag}> without </{tag}>; is the file cut short?")
 
 
@@ -142,11 +144,10 @@ def read_trec_sgml(path: str | Path) -> Iterator[Document]:
     with open_text(path) as handle:
         content = handle.read()
     found = False
-    for match in _closed_records(content, _SGML_DOC, _SGML_OPEN, "DOC", path):
-        body = match.group(1)
+    for start, body in _closed_records(content, _SGML_TAGS, "DOC", path):
         docno = _DOCNO.search(body)
         if not docno:
-            line = content.count("\n", 0, match.start()) + 1
+            line = content.count("\n", 0, start) + 1
             raise FormatError(str(path), line, "<DOC> without <DOCNO>")
         text = _TAG.sub(" ", body[: docno.start()] + body[docno.end() :])
         found = True
@@ -239,8 +240,7 @@ def sniff_documents(path: str | Path) -> Iterator[Document]:
 
 # ---------------------------------------------------------------------------------------------- topics
 
-_TOP = re.compile(r"<top>(.*?)</top>", re.S | re.I)
-_TOP_OPEN = re.compile(r"<top>", re.I)
+_TOP_TAGS = re.compile(r"<(/?)top>", re.I)
 _NUM = re.compile(r"<num>\s*(?:Number:)?\s*([^\s<]+)", re.I)
 _TITLE = re.compile(r"<title>\s*(?:Topic:)?(.*?)(?=<(?!/?title)[a-z]+>|</top>|</title>|$)", re.S | re.I)
 
@@ -299,7 +299,7 @@ def _add_topic(topics: dict[str, str], qid: str, text: str, path: str | Path, li
 
 
 def _record_topics(records: Iterator[tuple[str, str]], path: str | Path) -> dict[str, str]:
-    """Queries kept as documents (SGML, SMART) pass the checks of the other topic forms: a dict built directly
+    """Queries kept as documents (SGML, SMART, JSONL) pass the checks of the other topic forms: a dict built directly
     let a repeated id silently replace the first, and sent Anserini an empty query or an id with a space.
     (These readers keep no line numbers; the message names the id.)"""
     topics: dict[str, str] = {}
@@ -327,10 +327,9 @@ def _read_trec_topics(path: str | Path) -> dict[str, str]:
     with open_text(path) as handle:
         content = handle.read()
     topics: dict[str, str] = {}
-    for match in _closed_records(content, _TOP, _TOP_OPEN, "top", path):
-        body = match.group(1)
+    for start, body in _closed_records(content, _TOP_TAGS, "top", path):
         num, title = _NUM.search(body), _TITLE.search(body)
-        line = content.count("\n", 0, match.start()) + 1
+        line = content.count("\n", 0, start) + 1
         if not num or not title:
             raise FormatError(str(path), line, "<top> without <num> or <title>")
         qid = num.group(1)
