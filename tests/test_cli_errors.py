@@ -21,6 +21,9 @@ def test_unknown_data_set_lists_names(rerank):
 def test_index_that_does_not_exist_says_how_to_build(rerank):
     error = fails(rerank, "retrieve", "trec-dl-2020", words="build it with: rerank index trec-dl-2020")
     assert "rerank retrieve trec-dl-2020 --candidates" in error  # its published BM25, not one over the pool
+    assert "replay a candidate run shipped with trec-dl-2020 (bm25, bm25-rm3)" in error
+    error = fails(rerank, "retrieve", "trecqa-dev", words="rerank retrieve trecqa-dev --candidates")
+    assert "(candidates)" in error and "top-100" not in error  # a QA set's candidates are all its sentences
 
 
 def test_missing_files(rerank, tmp_path):

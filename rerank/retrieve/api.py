@@ -114,7 +114,8 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
     except MissingIndexError as missing:
         if not collection.run_files:
             raise
-        raise MissingIndexError(f"{missing}; or replay the first stage shipped with {name} (its published top-100): "
+        raise MissingIndexError(f"{missing}; or replay a candidate run shipped with {name} "
+                                f"({', '.join(collection.run_files)}): "
                                 f"rerank retrieve {name} --candidates") from None
     stage = stage_name or getattr(module, "STAGE_NAME", "bm25")
     # Only the options this back end uses: every one is given threads, which Elasticsearch has no use for.
