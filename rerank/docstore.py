@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
 from .data import dataset_names, files_dataset, get_dataset
-from .data.formats import read_topics
+from .data.formats import distinct_ids, read_topics
 from .errors import DataError, UsageError
-from .retrieve.api import distinct_ids
 from .retrieve.store import index_folder
 from .runs import RunHeader
 

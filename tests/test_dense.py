@@ -155,7 +155,7 @@ def test_a_build_resumed_after_its_corpus_changed_encodes_it_again(home, cacm_sl
 
 def test_a_repeated_docid_stops_the_build_where_it_appears(home, cacm_slice, tiny_encoder, monkeypatch,
                                                            tmp_path):  # noqa: F811
-    """The shared id check (api.distinct_ids) stops a dense build at the repeat, before the rest is encoded;
+    """The shared id check (formats.distinct_ids) stops a dense build at the repeat, before the rest is encoded;
     an empty corpus leaves no partial build behind."""
     import json
 

@@ -44,7 +44,7 @@ def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads)
     They go to indexes/NAME/MODEL-HASH/ under $RERANK_HOME, where score, budget and explain look for them.
     """
     from ..encodings import encode_collection, store_folder
-    from ..retrieve.api import distinct_ids
+    from ..data.formats import distinct_ids
 
     reranker = _load(model_name, checkpoint, threads, batch_size)
     collection = _collection(name, corpus)

@@ -20,7 +20,7 @@ import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterable, Iterator
 
 from ..errors import DataError, FormatError
 
@@ -286,6 +286,19 @@ def id_fault(value: str) -> str | None:
     return None
 
 
+def distinct_ids(documents: Iterable[Document], source: str) -> Iterator[Document]:
+    """Two documents under one id would both be indexed and both retrieved, and no run may hold a docid twice."""
+    seen: set[str] = set()
+    for document in documents:
+        fault = id_fault(document.docid)
+        if fault:
+            raise DataError(f"{source}: document id {document.docid!r} {fault}: it could not stand in a TREC run line")
+        if document.docid in seen:
+            raise DataError(f"{source}: document id {document.docid!r} appears twice; ids must be unique")
+        seen.add(document.docid)
+        yield document
+
+
 def _add_topic(topics: dict[str, str], qid: str, text: str, path: str | Path, line_no: int) -> None:
     """A query without text stops Anserini's topic reader, and a repeated id would silently replace the first."""
     fault = id_fault(qid)
@@ -343,6 +356,7 @@ def _read_trec_topics(path: str | Path) -> dict[str, str]:
 # ---------------------------------------------------------------------------------------------- qrels
 
 BEIR_QRELS_HEADER = ["query-id", "corpus-id", "score"]
+TREC_QRELS_COLUMNS, BEIR_QRELS_COLUMNS = ("qid", "iter", "docid", "grade"), ("qid", "docid", "grade")
 
 
 def read_qrels(path: str | Path) -> Qrels:
@@ -350,17 +364,17 @@ def read_qrels(path: str | Path) -> Qrels:
     `qrels/*.tsv`: the header line `query-id corpus-id score`, then `qid docid grade` lines."""
     qrels: Qrels = {}
     first_seen: dict[tuple[str, str], int] = {}
-    columns = "qid iter docid grade"
+    columns = TREC_QRELS_COLUMNS
     with open_text(path) as handle:
         for line_no, line in enumerate(handle, 1):
             parts = line.split()
             if not parts:
                 continue
             if parts == BEIR_QRELS_HEADER and not first_seen:
-                columns = "qid docid grade"
+                columns = BEIR_QRELS_COLUMNS
                 continue
-            if len(parts) != len(columns.split()):
-                raise FormatError(str(path), line_no, f"expected {len(columns.split())} columns '{columns}', "
+            if len(parts) != len(columns):
+                raise FormatError(str(path), line_no, f"expected {len(columns)} columns '{' '.join(columns)}', "
                                                       f"found {len(parts)}")
             qid, docid, grade_text = parts[0], parts[-2], parts[-1]
             try:

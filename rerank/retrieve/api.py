@@ -12,10 +12,9 @@ from __future__ import annotations
 import importlib
 import math
 from pathlib import Path
-from typing import Iterable, Iterator
 
-from ..data import Dataset, Document, dataset_names, files_dataset, get_dataset
-from ..data.formats import id_fault
+from ..data import Dataset, dataset_names, files_dataset, get_dataset
+from ..data.formats import distinct_ids
 from ..errors import DataError, MissingIndexError, UsageError
 from ..runs import RunHeader, Stream
 from .store import IndexInfo
@@ -64,19 +63,6 @@ def _check_backend_options(backend_name: str, options: dict, allowed: frozenset[
                if value is not None and key not in allowed and key not in ("threads", "overwrite")]
     if foreign:
         raise UsageError(f"--backend {backend_name} does not take {', '.join(map(option_flag, foreign))}")
-
-
-def distinct_ids(documents: Iterable[Document], source: str) -> Iterator[Document]:
-    """Two documents under one id would both be indexed and both retrieved, and no run may hold a docid twice."""
-    seen: set[str] = set()
-    for document in documents:
-        fault = id_fault(document.docid)
-        if fault:
-            raise DataError(f"{source}: document id {document.docid!r} {fault}: it could not stand in a TREC run line")
-        if document.docid in seen:
-            raise DataError(f"{source}: document id {document.docid!r} appears twice; ids must be unique")
-        seen.add(document.docid)
-        yield document
 
 
 def build_index(name: str, backend_name: str = "lucene", corpus: str | None = None, **options) -> IndexInfo:
