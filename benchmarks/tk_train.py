@@ -51,13 +51,13 @@ def bm25_fold_means(folds: int) -> list[float]:
     from rerank.runs import Run, RunHeader
     from rerank.train import _fold, judged_queries
 
-    queries, _, qrels, min_rel, _ = judged_queries("trec-dl-2020", None)
-    measure = parse_measure("nDCG@10", min_rel)
+    judged = judged_queries("trec-dl-2020", None)
+    measure = parse_measure("nDCG@10", judged.min_rel)
     means = []
     for k in range(1, folds + 1):
-        _, held = _fold(queries, k, folds)  # the split `--dev-fold k/folds` holds out
+        _, held = _fold(judged.queries, k, folds)  # the split `--dev-fold k/folds` holds out
         run = Run(RunHeader(), {q.qid: q.ranking for q in held}, "bm25")
-        means.append(evaluate(run, {q.qid: qrels[q.qid] for q in held}, [measure]).overall(measure.label))
+        means.append(evaluate(run, {q.qid: judged.qrels[q.qid] for q in held}, [measure]).overall(measure.label))
     return means
 
 

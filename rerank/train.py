@@ -4,8 +4,10 @@ A trainable model is a `torch.nn.Module` adapter (see `TrainableRanker`) that sc
 candidates, `score_batch(queries, docs) -> Tensor[B, n]`, and can `save(folder)` itself; models
 register a factory in `TRAINABLE` (`"module:function"`, called with the model options).
 
-Training data come from a data set's judged candidates: for every training query, each candidate
-with grade >= the data set's `min_rel` is a positive; a group is one positive plus `negatives`
+Training data come from judged candidates: a run the data set ships, or a run file of the user's (e.g.
+from `rerank retrieve`; its queries' and documents' texts found through its header, or `topics`/`corpus`,
+and its judgements from its data set's or a `qrels` file). For every training query, each candidate
+with grade >= the relevance level (`min_rel`) is a positive; a group is one positive plus `negatives`
 candidates graded below `min_rel` (unjudged candidates count as non-relevant, as trec_eval does),
 re-sampled every epoch. Losses: listwise softmax cross-entropy over the group (the positive is the
 target) or pairwise logistic (RankNet) positive-vs-each-negative. Optional distillation mixes in a
@@ -31,7 +33,7 @@ import math
 import os
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -209,12 +211,17 @@ DISTILL_DEFAULTS = {"distill": "margin-mse", "distill_weight": 1.0, "teacher_sca
 class TrainArgs:
     """Everything that defines a training run (recorded in the checkpoint)."""
 
-    train: str
+    train: str | None  # a data set; None when `candidates` is a run file whose header says whose it is
     output: str
-    dev: str | None = None
+    dev: str | None = None  # a data set or a run file
     dev_fraction: float = 0.0
     dev_fold: str | None = None  # "k/n": hold out the k-th of n folds of the training queries (cross-validation)
-    candidates: str | None = None  # candidate run of the data set (default: its first)
+    candidates: str | None = None  # a candidate run the data set ships (default: its first), or a run file
+    # For run files (candidates, dev): judgements, texts and relevance level instead of their data set's
+    qrels: str | None = None
+    topics: str | None = None
+    corpus: str | None = None
+    min_rel: int | None = None
     steps: int = 300
     batch_groups: int = 4
     negatives: int = 7
@@ -276,7 +283,8 @@ class TrainArgs:
         check_writable(self.output)
         if sum(map(bool, (self.dev, self.dev_fraction, self.dev_fold))) > 1:
             raise UsageError("give only one of --dev DATASET, --dev-fraction and --dev-fold")
-        if self.dev is not None and self.dev == self.train:  # early stopping would pick by the training queries
+        if self.dev is not None and (self.dev == self.train or _same_file(self.dev, self.candidates)):
+            # early stopping would pick by the training queries
             raise UsageError(f"--dev {self.dev} is the training set; hold queries out with --dev-fraction or --dev-fold")
         if self.dev_fold is not None:
             self.fold()
@@ -294,9 +302,39 @@ class TrainArgs:
             if not (self.dev or self.dev_fraction or self.dev_fold):
                 raise UsageError("--metric is the dev measure: give a dev set too (--dev, --dev-fraction or --dev-fold)")
             parse_measure(self.metric)
-        for name in (self.train, self.dev):
-            if name is not None and name not in dataset_names():
-                raise UsageError(f"unknown data set {name!r}; known: {', '.join(dataset_names())}")
+        if self.train is not None and self.train not in dataset_names():
+            raise UsageError(f"unknown data set {self.train!r}; known: {', '.join(dataset_names())}")
+        if self.train is None and not self.candidate_file:
+            raise UsageError("give the training data: --train DATASET, or --candidates RUN_FILE (a run of judged "
+                             "queries, e.g. from rerank retrieve)")
+        if self.dev is not None and self.dev not in dataset_names() and not Path(self.dev).is_file():
+            raise UsageError(f"--dev {self.dev!r} is neither a data set nor a run file; known data sets: "
+                             f"{', '.join(dataset_names())}")
+        if not self.candidate_file and not (self.dev and Path(self.dev).is_file()):
+            given = [f"--{key.replace('_', '-')}" for key in ("qrels", "topics", "corpus", "min_rel")
+                     if getattr(self, key) is not None]
+            if given:  # they would be ignored: named data sets bring their own
+                raise UsageError(f"{', '.join(given)}: for candidate run files (--candidates FILE, --dev FILE); "
+                                 f"the data set {self.train} brings its own")
+        if self.min_rel is not None and self.min_rel < 1:  # as eval's --min-rel
+            raise UsageError(f"--min-rel must be 1 or more, not {self.min_rel}")
+
+    @property
+    def candidate_file(self) -> bool:
+        """Whether `candidates` names a run file rather than a run the training data set ships."""
+        if self.candidates is None:
+            return False
+        if self.train is not None and self.candidates in get_dataset(self.train).run_files:
+            return False
+        if Path(self.candidates).is_dir():
+            raise UsageError(f"--candidates {self.candidates} is a folder; give a run file")
+        if not Path(self.candidates).is_file():
+            shipped = get_dataset(self.train).run_files if self.train else {}
+            if shipped:
+                raise DataError(f"--candidates {self.candidates} is neither a run of {self.train} "
+                                f"({', '.join(shipped)}) nor a run file")
+            raise DataError(f"candidate run file not found: {self.candidates}")
+        return True
 
     def fold(self) -> tuple[int, int]:
         """`dev_fold` "k/n" as (k, n), 1 <= k <= n, n >= 2."""
@@ -309,6 +347,10 @@ class TrainArgs:
         return k, n
 
 
+def _same_file(a: str | None, b: str | None) -> bool:
+    return bool(a and b and Path(a).is_file() and Path(b).is_file() and Path(a).samefile(b))
+
+
 @dataclass
 class JudgedQuery:
     qid: str
@@ -318,27 +360,95 @@ class JudgedQuery:
     negatives: list[str]
 
 
-def judged_queries(dataset_name: str, run: str | None) -> tuple[list[JudgedQuery], dict[str, str], Qrels, int, tuple]:
-    """Queries of a data set with their candidates split by the data set's relevance threshold."""
-    dataset = get_dataset(dataset_name)
-    if not dataset.run_files:
-        trainable = ", ".join(n for n in dataset_names() if get_dataset(n).run_files)
-        raise DataError(f"training reads the candidate runs a data set ships, and {dataset_name} has none; "
-                        f"train on one that has: {trainable}")
-    qrels, topics = dataset.qrels(), dataset.topics()
-    rankings = dataset.candidates(run)
-    texts = dataset.doc_texts()
+@dataclass
+class Judged:
+    """Judged queries with their candidates, and what evaluating a ranking of them needs."""
+
+    queries: list[JudgedQuery]
+    texts: dict[str, str]
+    qrels: Qrels
+    min_rel: int
+    measures: tuple[str, ...]
+    name: str  # the data set, or the run file when its header names none
+
+
+def _judged(rankings: list[QueryRanking], topics: dict[str, str], texts: dict[str, str], qrels: Qrels,
+            min_rel: int) -> list[JudgedQuery]:
+    """The judged queries among `rankings`, their candidates split by the relevance level."""
     out = []
     for ranking in rankings:
         grades = qrels.get(ranking.qid)
         if not grades or ranking.qid not in topics:
             continue
-        positives = [d for d in ranking.docids if grades.get(d, 0) >= dataset.min_rel and d in texts]
-        negatives = [d for d in ranking.docids if grades.get(d, 0) < dataset.min_rel and d in texts]
+        positives = [d for d in ranking.docids if grades.get(d, 0) >= min_rel and d in texts]
+        negatives = [d for d in ranking.docids if grades.get(d, 0) < min_rel and d in texts]
         out.append(JudgedQuery(ranking.qid, topics[ranking.qid], ranking, positives, negatives))
-    if not out:
+    return out
+
+
+def judged_queries(dataset_name: str, run: str | None) -> Judged:
+    """Queries of a data set with the candidates of a run it ships, split by the data set's relevance level."""
+    dataset = get_dataset(dataset_name)
+    if not dataset.run_files:
+        raise DataError(f"training reads candidate runs, and {dataset_name} ships none: retrieve some (rerank "
+                        f"retrieve {dataset_name} > FILE) and pass --candidates FILE")
+    qrels, texts = dataset.qrels(), dataset.doc_texts()
+    queries = _judged(dataset.candidates(run), dataset.topics(), texts, qrels, dataset.min_rel)
+    if not queries:
         raise DataError(f"data set {dataset_name} has no judged queries with candidates to train or evaluate on")
-    return out, texts, qrels, dataset.min_rel, dataset.measures
+    return Judged(queries, texts, qrels, dataset.min_rel, dataset.measures, dataset_name)
+
+
+def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None]) -> Judged:
+    """The judged queries of a run file and their candidates: texts through its header (or --topics/--corpus),
+    as the score stage finds them; judgements from --qrels or its data set (or --train's), as eval finds them."""
+    from .docstore import doc_store_for, queries_for
+    from .evaluate.session import judgements_for
+
+    with open_run_file(path) as handle:
+        run = load_run(handle, path)
+    if args.train is not None and run.header.dataset not in (None, args.train):
+        raise UsageError(f"{path} is a run of {run.header.dataset}, not of --train {args.train}")
+    header = RunHeader({**run.header.fields, "dataset": run.header.dataset or args.train})
+    try:
+        judgements = judgements_for([run], args.qrels, args.min_rel, fallback_dataset=args.train)
+    except UsageError as error:  # its messages speak of "the run": say which
+        raise UsageError(f"{path}: {error}") from None
+    remedy = (f"the run {path} needs a '# ' header naming a data set known here, or its topics and corpus "
+              "(pass --topics/--corpus)")
+    topics = queries_for(header, args.topics, remedy=remedy)
+    rankings = [r for qid, r in run.queries.items() if judgements.qrels.get(qid)]
+    wanted = {d for r in rankings for d in r.docids}
+    store = doc_store_for(header, args.corpus, remedy=remedy)
+    texts = store.texts(wanted)
+    name = header.dataset or path
+    if wanted and not texts:
+        raise DataError(f"none of the candidates of {path} is in {getattr(store, 'source', 'the document store')}; "
+                        "is it the run's corpus? (pass --corpus)")
+    if len(texts) < len(wanted):
+        log(f"warning: {len(wanted) - len(texts)} of the {len(wanted)} candidates of {path}'s judged queries have "
+            "no text in the document store; they are left out")
+    untitled = [r.qid for r in rankings if r.qid not in topics]
+    if untitled:
+        log(f"warning: {len(untitled)} judged queries of {path} have no text in the topics; they are left out")
+    queries = _judged(rankings, topics, texts, judgements.qrels, judgements.min_rel)
+    if not queries:
+        raise DataError(f"no query of {path} is judged in {judgements.source}: nothing to train or evaluate on")
+    return Judged(queries, texts, judgements.qrels, judgements.min_rel, judgements.measures, name)
+
+
+def training_set(args: TrainArgs, log: Callable[[str], None]) -> Judged:
+    if args.candidate_file:
+        return judged_run_file(args.candidates, args, log)
+    return judged_queries(args.train, args.candidates)
+
+
+def dev_set(args: TrainArgs, log: Callable[[str], None]) -> Judged:
+    """The --dev data set with the run it ships (the training one's, if it ships one so named), or a run file."""
+    if args.dev in dataset_names():
+        shipped = get_dataset(args.dev).run_files
+        return judged_queries(args.dev, args.candidates if args.candidates in shipped else None)
+    return judged_run_file(args.dev, replace(args, train=None), log)
 
 
 @dataclass
@@ -392,7 +502,7 @@ class Teacher:
         return out
 
 
-def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged: set[str],
+def read_teacher(path: str, args: TrainArgs, train_name: str, queries: list[JudgedQuery], judged: set[str],
                  log: Callable[[str], None]) -> Teacher:
     """Teacher scores from a run; its unjudged queries with at least a group's candidates (and a best score
     >= --teacher-min-score, to skip queries whose candidates are all off-topic) become distillation queries.
@@ -405,8 +515,8 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
     if run.header.dataset is not None and run.header.dataset == args.dev:
         raise UsageError(f"teacher run {path} is a run of the dev set {args.dev}: training on its queries "
                          "would leak into early stopping")
-    if run.header.dataset not in (None, args.train):  # legitimate for unlabelled queries; fatal for a test set's
-        log(f"warning: teacher run {path} is a run of {run.header.dataset}, not of {args.train}: its unjudged "
+    if run.header.dataset not in (None, train_name):  # legitimate for unlabelled queries; fatal for a test set's
+        log(f"warning: teacher run {path} is a run of {run.header.dataset}, not of {train_name}: its unjudged "
             "queries are trained on")
     scores = {qid: dict(zip(r.docids, r.scores)) for qid, r in run.queries.items()}
     unjudged = [qid for qid, r in run.queries.items() if qid not in judged and len(r.docids) >= group_size
@@ -424,7 +534,7 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
             if qid in topics and len(docids) >= group_size:
                 extra.append((qid, topics[qid], docids))
     if not extra and not any(d in scores.get(q.qid, ()) for q in queries for d in (*q.positives, *q.negatives)):
-        raise DataError(f"teacher run {path} scores none of the training candidates of {args.train} and has no "
+        raise DataError(f"teacher run {path} scores none of the training candidates of {train_name} and has no "
                         f"other query with {group_size} candidates (--negatives + 1) to distil on"
                         + (" whose best score reaches --teacher-min-score" if min_score is not None else ""))
     groups = [(q, positive) for q in queries if q.negatives for positive in q.positives]  # the groups of an epoch
@@ -456,7 +566,7 @@ class DevSet:
         rankings = {}
         with torch.inference_mode():
             for query in self.queries:
-                docids = query.ranking.docids[:depth]
+                docids = [d for d in query.ranking.docids[:depth] if d in self.texts]  # as score --skip-missing
                 scores: list[float] = []
                 for start in range(0, len(docids), chunk):
                     part = docids[start : start + chunk]
@@ -497,24 +607,26 @@ def _fold(queries: list[JudgedQuery], k: int, n: int) -> tuple[list[JudgedQuery]
     return [q for q in queries if q.qid not in held], [q for q in queries if q.qid in held]
 
 
-def build_dev(args: TrainArgs, train_queries: list[JudgedQuery], texts: dict[str, str], qrels: Qrels,
-              min_rel: int, measures: tuple) -> tuple[list[JudgedQuery], DevSet | None]:
+def build_dev(args: TrainArgs, training: Judged,
+              log: Callable[[str], None] = lambda _m: None) -> tuple[list[JudgedQuery], DevSet | None]:
+    """The training queries left to train on, and the dev set (held out of them, or --dev's)."""
     from .evaluate.measures import parse_measure
 
+    train_queries, judged = training.queries, training
     if args.dev_fraction:
         train_queries, dev_queries = _split(train_queries, args.dev_fraction)
-        source = f"{args.train} (held-out {len(dev_queries)} queries)"
+        source = f"{training.name} (held-out {len(dev_queries)} queries)"
     elif args.dev_fold:
         train_queries, dev_queries = _fold(train_queries, *args.fold())
-        source = f"{args.train} (fold {args.dev_fold}, {len(dev_queries)} queries)"
+        source = f"{training.name} (fold {args.dev_fold}, {len(dev_queries)} queries)"
     elif args.dev:
-        dev_queries, texts, qrels, min_rel, measures = judged_queries(args.dev, args.candidates)
-        source = args.dev
+        judged = dev_set(args, log)
+        dev_queries, source = judged.queries, judged.name
     else:
         return train_queries, None
-    measure = parse_measure(args.metric or measures[0], min_rel)
-    dev_qrels = {q.qid: qrels[q.qid] for q in dev_queries}  # the mean runs over the dev queries only
-    return train_queries, DevSet(dev_queries, texts, dev_qrels, measure, source)
+    measure = parse_measure(args.metric or judged.measures[0], judged.min_rel)
+    dev_qrels = {q.qid: judged.qrels[q.qid] for q in dev_queries}  # the mean runs over the dev queries only
+    return train_queries, DevSet(dev_queries, judged.texts, dev_qrels, measure, source)
 
 
 def group_loss(scores, loss: str):
@@ -566,12 +678,13 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
-    queries, texts, qrels, min_rel, measures = judged_queries(args.train, args.candidates)
-    queries, dev = build_dev(args, queries, texts, qrels, min_rel, measures)
+    training = training_set(args, log)
+    queries, dev = build_dev(args, training, log)
+    texts = training.texts
     if not any(q.positives and q.negatives for q in queries):
-        raise DataError(f"data set {args.train} has no query with both relevant and non-relevant candidates")
-    judged = {q.qid for q in queries} | set(qrels)
-    teacher = read_teacher(args.teacher, args, queries, judged, log) if args.teacher else None
+        raise DataError(f"{training.name} has no training query with both relevant and non-relevant candidates")
+    judged = {q.qid for q in queries} | set(training.qrels)
+    teacher = read_teacher(args.teacher, args, training.name, queries, judged, log) if args.teacher else None
     if teacher is not None and teacher.extra:
         log(f"distilling also on {len(teacher.extra)} unjudged queries of the teacher run")
     model = new_trainable(model_name, **args.model_options)
@@ -597,7 +710,7 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
         with atomic_dir(args.output, CHECKPOINT_FILE) as tmp:
             config = model.save(tmp)
             write_checkpoint(tmp, model_name, config, {
-                **record, "step": step, "dev_source": dev.source if dev else None,
+                **record, "train_source": training.name, "step": step, "dev_source": dev.source if dev else None,
                 "dev_measure": dev.measure.label if dev else None, "dev_value": metric,
                 "history": history, "train_queries": len(queries),
                 "seconds": round(time.perf_counter() - began, 1),

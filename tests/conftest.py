@@ -43,11 +43,11 @@ def home(session_home, monkeypatch) -> Path:
 def rerank(data_root, session_home):
     """Run the real `rerank` CLI in a subprocess; returns the CompletedProcess (text)."""
 
-    def run(*args: str, input: str | None = None, check: bool = True, env: dict | None = None):
+    def run(*args: str, input: str | None = None, check: bool = True, env: dict | None = None, cwd=None):
         full_env = {**os.environ, "RERANK_HOME": str(session_home), "RERANK_DATA": str(data_root),
                     "HF_HUB_OFFLINE": "1", **(env or {})}
         done = subprocess.run([sys.executable, "-m", "rerank", *args], input=input, capture_output=True,
-                              text=True, env=full_env, cwd=session_home)
+                              text=True, env=full_env, cwd=cwd or session_home)
         if check and done.returncode != 0:
             raise AssertionError(f"rerank {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
         return done

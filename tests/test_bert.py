@@ -341,6 +341,75 @@ def test_a_checkpoint_whose_files_changed_is_refused(tiny_checkpoint, tmp_path):
         load_model("bert", str(folder))
 
 
+def test_training_on_a_run_file_trains_as_on_the_data_set(tiny_bert, tiny_checkpoint, tmp_path, rerank):
+    """A user's candidate run file trains exactly as the data set's shipped run: here the same candidates,
+    once with a header that names the data set (texts and qrels found through it), once headerless
+    (`rerank cat --trec`) with the data set's parts written out as the files a user would pass."""
+    from rerank.data import get_dataset
+
+    folder, _ = tiny_checkpoint
+    dataset = get_dataset("trecqa-dev")
+    with_header = tmp_path / "candidates.run"
+    with_header.write_text(rerank("retrieve", "trecqa-dev", "--candidates", "candidates").stdout)
+    plain = tmp_path / "plain.run"
+    plain.write_text(rerank("cat", "--trec", str(with_header)).stdout)
+    topics, corpus, qrels = tmp_path / "topics.tsv", tmp_path / "corpus.jsonl", tmp_path / "qrels.txt"
+    topics.write_text("".join(f"{qid}\t{text}\n" for qid, text in dataset.topics().items()))
+    corpus.write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in dataset.doc_texts().items()))
+    qrels.write_text("".join(f"{qid} 0 {d} {g}\n" for qid, grades in dataset.qrels().items() for d, g in grades.items()))
+    common = dict(dev_fraction=0.25, steps=4, eval_every=2, dev_depth=10, batch_groups=2, negatives=3,
+                  model_options={"base": str(tiny_bert), "max_length": 64})
+    for name, files in (("header", dict(candidates=str(with_header))),
+                        ("plain", dict(candidates=str(plain), qrels=str(qrels), topics=str(topics), corpus=str(corpus),
+                                       min_rel=dataset.min_rel))):
+        out = tmp_path / name
+        result = train("bert", TrainArgs(train=None, output=str(out), **files, **common))
+        assert content_hash(out) == content_hash(folder), name
+        manifest = read_checkpoint(out, "bert")["training"]
+        assert manifest["train_source"] == ("trecqa-dev" if name == "header" else str(plain))
+        assert [h["MAP"] for h in result.history] == [h["MAP"] for h in read_checkpoint(folder, "bert")["training"]["history"]]
+    # --train names the data set for a headerless run's texts and qrels
+    train("bert", TrainArgs(train="trecqa-dev", candidates=str(plain), output=str(tmp_path / "named"), **common))
+    assert content_hash(tmp_path / "named") == content_hash(folder)
+    # candidates the corpus lacks are left out, and said so; the dev evaluation ranks them below, as score
+    # --skip-missing does
+    lines = corpus.read_text().splitlines(keepends=True)
+    corpus.write_text("".join(lines[::2]))
+    messages: list[str] = []
+    result = train("bert", TrainArgs(train="trecqa-dev", candidates=str(plain), corpus=str(corpus),
+                                     output=str(tmp_path / "some"), **common), log=messages.append)
+    assert any(re.fullmatch(r"warning: \d+ of the \d+ candidates of .*plain.run's judged queries have no text in "
+                            r"the document store; they are left out", m) for m in messages), messages
+    assert len(result.history) == 2
+
+
+def test_bad_training_data(tmp_path, rerank):
+    """What `rerank train` refuses about its training data, before a model loads."""
+    runs = rerank("retrieve", "trecqa-dev", "--candidates", "candidates").stdout
+    (tmp_path / "dev.run").write_text(runs)
+    (tmp_path / "plain.run").write_text(rerank("cat", "--trec", "-", input=runs).stdout)
+    (tmp_path / "qrels.txt").write_text("1 0 d 1\n")
+    for args, words in (
+            ((), "give the training data: --train DATASET, or --candidates RUN_FILE"),
+            (("--train", "trec-dl-2020", "--candidates", "bm2"), "--candidates bm2 is neither a run of trec-dl-2020 "
+                                                                 "(bm25, bm25-rm3) nor a run file"),
+            (("--candidates", "nothing.run"), "candidate run file not found: nothing.run"),
+            (("--candidates", "dev.run", "--train", "wikiqa-dev"), "dev.run is a run of trecqa-dev, not of --train "
+                                                                   "wikiqa-dev"),
+            (("--candidates", "dev.run", "--dev", "dev.run"), "--dev dev.run is the training set"),
+            (("--candidates", "dev.run", "--dev", "nothing"), "--dev 'nothing' is neither a data set nor a run file"),
+            (("--train", "trecqa-dev", "--qrels", "qrels.txt"), "--qrels: for candidate run files"),
+            (("--train", "trecqa-dev", "--min-rel", "2"), "--min-rel: for candidate run files"),
+            (("--candidates", "dev.run", "--min-rel", "0"), "--min-rel must be 1 or more, not 0"),
+            (("--candidates", "plain.run"), "no qrels: the run's header names no known data set; pass --qrels FILE"),
+            (("--candidates", "plain.run", "--qrels", "qrels.txt"), "plain.run needs a '# ' header naming a data set "
+                                                                    "known here, or its topics and corpus"),
+            (("--candidates", "dev.run", "--qrels", "qrels.txt"), "no query of dev.run is judged in qrels.txt")):
+        done = rerank("train", "bert", "-o", str(tmp_path / "ck"), *args, check=False, cwd=tmp_path)
+        assert done.returncode != 0 and done.stderr.count("\n") == 1 and words in done.stderr, (args, done.stderr)
+    assert not (tmp_path / "ck").exists()
+
+
 def test_bad_training_arguments(tmp_path):
     with pytest.raises(UsageError, match="only one of"):
         train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), dev="trecqa-dev", dev_fraction=0.2))
@@ -400,12 +469,12 @@ def test_held_out_dev_set_is_disjoint_and_judged_alone(data_root, monkeypatch):
     from rerank.train import build_dev, judged_queries
 
     args = TrainArgs(train="trecqa-dev", output="unused", dev_fraction=0.25)
-    queries, texts, qrels, min_rel, measures = judged_queries("trecqa-dev", None)
-    train_part, dev = build_dev(args, queries, texts, qrels, min_rel, measures)
+    judged = judged_queries("trecqa-dev", None)
+    train_part, dev = build_dev(args, judged)
     dev_ids = {q.qid for q in dev.queries}
     assert dev_ids and not dev_ids & {q.qid for q in train_part}
     assert set(dev.qrels) == dev_ids  # the dev mean runs over the held-out queries only
-    assert len(train_part) + len(dev_ids) == len(queries)
+    assert len(train_part) + len(dev_ids) == len(judged.queries)
 
 
 def test_dev_folds_partition_the_judged_queries(data_root, monkeypatch):
@@ -413,17 +482,17 @@ def test_dev_folds_partition_the_judged_queries(data_root, monkeypatch):
     monkeypatch.setenv("RERANK_DATA", str(data_root))
     from rerank.train import build_dev, judged_queries
 
-    queries, texts, qrels, min_rel, measures = judged_queries("trecqa-dev", None)
+    judged = judged_queries("trecqa-dev", None)
+    queries = judged.queries
     held_out = []
     for k in range(1, 4):
         args = TrainArgs(train="trecqa-dev", output="unused", dev_fold=f"{k}/3")
-        train_part, dev = build_dev(args, queries, texts, qrels, min_rel, measures)
+        train_part, dev = build_dev(args, judged)
         dev_ids = {q.qid for q in dev.queries}
         assert not dev_ids & {q.qid for q in train_part} and len(train_part) + len(dev_ids) == len(queries)
         assert f"fold {k}/3" in dev.source
         held_out += dev_ids
     assert sorted(held_out) == sorted(q.qid for q in queries if q.positives)
     with pytest.raises(UsageError, match="only 1 training queries"):
-        one_query = [q for q in queries if q.positives][:1]
-        build_dev(TrainArgs(train="trecqa-dev", output="unused", dev_fold="1/2"), one_query, texts, qrels, min_rel,
-                  measures)
+        one_query = replace(judged, queries=[q for q in queries if q.positives][:1])
+        build_dev(TrainArgs(train="trecqa-dev", output="unused", dev_fold="1/2"), one_query)

@@ -73,7 +73,7 @@ def test_bad_measure_and_k(rerank, data_root):
     stream = rerank("retrieve", "cacm", "--candidates", check=False)  # cacm ships no runs
     assert stream.returncode != 0 and "ships no candidate runs; search it instead" in stream.stderr
     fails(rerank, "train", "tk", "--train", "vaswani", "-o", "never-written",  # not: "build an index"
-          words="training reads the candidate runs a data set ships, and vaswani has none")
+          words="training reads candidate runs, and vaswani ships none: retrieve some")
     fails(rerank, "train", "tk", "--train", "trecqa-train", "--dev-fraction", "0.999", "-o", "never-written",
           words="--dev-fraction 0.999 holds out all")  # it said: no query with both relevant and non-relevant
     fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), "-m", "Bogus@3",

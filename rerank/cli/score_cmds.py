@@ -92,14 +92,26 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 
 @cli.command()
 @click.argument("model_name", metavar="MODEL")
-@click.option("--train", "train_set", required=True, help="Data set whose judged candidates train the model.")
-@click.option("--dev", "dev_set", default=None, help="Data set for early stopping (its figures are then dev figures).")
+@click.option("--train", "train_set", default=None,
+              help="Data set whose judged candidates train the model (or give --candidates RUN_FILE).")
+@click.option("--dev", "dev_set", default=None,
+              help="Data set, or run file of judged queries, for early stopping (its figures are then dev figures).")
 @click.option("--dev-fraction", type=float, default=0.0, show_default=True,
               help="Hold out this share of the training queries for early stopping instead of --dev.")
 @click.option("--dev-fold", default=None, metavar="K/N",
               help="Hold out the K-th of N folds of the training queries instead (N runs: cross-validation).")
 @click.option("-o", "--output", required=True, type=click.Path(), help="Checkpoint folder to write.")
-@click.option("--candidates", default=None, help="Candidate run of the data sets (default: the first, e.g. bm25).")
+@click.option("--candidates", default=None,
+              help="A candidate run the data set ships (default: its first, e.g. bm25), or a run file (e.g. from "
+                   "rerank retrieve) whose judged queries train; its header names its data set, texts and qrels.")
+@click.option("--qrels", type=click.Path(dir_okay=False), default=None,
+              help="Judgements for run files (--candidates FILE, --dev FILE) instead of their data set's.")
+@click.option("--topics", type=click.Path(dir_okay=False), default=None,
+              help="Query texts for run files whose header names neither data set nor topics.")
+@click.option("--corpus", type=click.Path(dir_okay=False), default=None,
+              help="Document texts for run files whose header names neither data set, index nor corpus.")
+@click.option("--min-rel", type=int, default=None,
+              help="Lowest grade that counts as relevant, for run files (default: the data set's, else 1).")
 @click.option("--steps", default=300, show_default=True, help="Optimiser steps at most.")
 @click.option("--batch-groups", default=4, show_default=True, help="Groups (one positive + negatives) per step.")
 @click.option("--negatives", default=7, show_default=True, help="Negatives per group.")
@@ -133,11 +145,12 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
                    "-O term_weights=query-idf -O exact_sigma=0.01 -O oov_buckets=50000 (see README).")
 @click.option("--init", "init_from", type=click.Path(), default=None,
               help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")
-def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, candidates, steps, batch_groups, negatives,
+def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, candidates, qrels, topics, corpus, min_rel,
+          steps, batch_groups, negatives,
           loss, lr, head_lr_scale, eval_every, patience, dev_depth, metric, seed, teacher, distill, distill_weight,
           teacher_scale, teacher_min_score, max_minutes, max_length, threads, precision, model_option,
           init_from) -> None:
-    """Train MODEL on a data set's judged candidates and write the best checkpoint to OUTPUT."""
+    """Train MODEL on judged candidates (a data set's, or a run file's) and write the best checkpoint to OUTPUT."""
     from ..models.base import checked_model_options
     from ..train import TRAINABLE, TrainArgs, read_checkpoint
     from ..train import train as run_training
@@ -149,7 +162,8 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, candid
     if init_from:
         read_checkpoint(init_from, model_name)
     args = TrainArgs(train=train_set, output=output, dev=dev_set, dev_fraction=dev_fraction,
-                     dev_fold=dev_fold, candidates=candidates,
+                     dev_fold=dev_fold, candidates=candidates, qrels=qrels, topics=topics, corpus=corpus,
+                     min_rel=min_rel,
                      steps=steps, batch_groups=batch_groups, negatives=negatives,
                      lr=lr if lr is not None else SCRATCH_LR.get(model_name, 3e-5), head_lr_scale=head_lr_scale, loss=loss,
                      eval_every=eval_every, patience=patience, dev_depth=dev_depth, metric=metric, seed=seed,
