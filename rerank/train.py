@@ -502,8 +502,8 @@ class Teacher:
         return out
 
 
-def read_teacher(path: str, args: TrainArgs, train_name: str, queries: list[JudgedQuery], judged: set[str],
-                 log: Callable[[str], None]) -> Teacher:
+def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged: set[str],
+                 log: Callable[[str], None], train_name: str, dev_name: str | None) -> Teacher:
     """Teacher scores from a run; its unjudged queries with at least a group's candidates (and a best score
     >= --teacher-min-score, to skip queries whose candidates are all off-topic) become distillation queries.
     A run that scores none of the training `queries`' candidates and adds no query would teach nothing."""
@@ -512,8 +512,8 @@ def read_teacher(path: str, args: TrainArgs, train_name: str, queries: list[Judg
     with open_run_file(path) as handle:  # TrainArgs.check found it
         run = load_run(handle, path)
     group_size, min_score = 1 + args.negatives, args.teacher_min_score
-    if run.header.dataset is not None and run.header.dataset == args.dev:
-        raise UsageError(f"teacher run {path} is a run of the dev set {args.dev}: training on its queries "
+    if run.header.dataset is not None and run.header.dataset == dev_name:
+        raise UsageError(f"teacher run {path} is a run of the dev set {dev_name}: training on its queries "
                          "would leak into early stopping")
     if run.header.dataset not in (None, train_name):  # legitimate for unlabelled queries; fatal for a test set's
         log(f"warning: teacher run {path} is a run of {run.header.dataset}, not of {train_name}: its unjudged "
@@ -684,7 +684,8 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
     if not any(q.positives and q.negatives for q in queries):
         raise DataError(f"{training.name} has no training query with both relevant and non-relevant candidates")
     judged = {q.qid for q in queries} | set(training.qrels)
-    teacher = read_teacher(args.teacher, args, training.name, queries, judged, log) if args.teacher else None
+    teacher = (read_teacher(args.teacher, args, queries, judged, log, training.name, dev.source if args.dev else None)
+               if args.teacher else None)
     if teacher is not None and teacher.extra:
         log(f"distilling also on {len(teacher.extra)} unjudged queries of the teacher run")
     model = new_trainable(model_name, **args.model_options)

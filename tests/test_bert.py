@@ -272,6 +272,12 @@ def test_distillation_on_the_unjudged_queries_of_a_teacher_run(tiny_bert, tmp_pa
                for m in messages)  # fine for unlabelled queries, a leak if they were a test set's
     with pytest.raises(UsageError, match="is a run of the dev set trecqa-train: training on its queries would leak"):
         train("bert", replace(args, dev="trecqa-train"))
+    dev_run = tmp_path / "dev.run"  # the dev set as a run file of it: the same leak
+    with open(dev_run, "w") as handle, RunWriter(handle, RunHeader({"dataset": "trecqa-train"})) as writer:
+        for ranking in get_dataset("trecqa-train").candidates()[:5]:
+            writer.write(ranking)
+    with pytest.raises(UsageError, match="is a run of the dev set trecqa-train: training on its queries would leak"):
+        train("bert", replace(args, dev=str(dev_run)))
     messages.clear()
     args.teacher_min_score = 0.5
     train("bert", args, log=messages.append)
