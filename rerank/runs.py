@@ -239,7 +239,7 @@ class RunReader:
                                   f"expected 6 columns 'qid Q0 docid rank score tag', found {len(parts)}{msmarco}")
             qid, _, docid, rank, score, tag = parts
             try:
-                score_value = float(score)
+                score_value = float(no_underscores(score))
             except ValueError:
                 raise FormatError(self.source, self._line_no, f"score {score!r} is not a number") from None
             if not math.isfinite(score_value):  # no order or normalisation (z-scores, min-max) can use it
@@ -288,14 +288,22 @@ def _rank(text: str) -> int | None:
     """The rank column's value: an integer, also written as a float (`1.0`, what pandas' rank() gives), which
     trec_eval and ir_measures accept as they ignore the column; None for anything else."""
     try:
-        return int(text)
+        return int(no_underscores(text))
     except ValueError:
         pass
     try:
-        value = float(text)
+        value = float(no_underscores(text))
     except ValueError:
         return None
     return int(value) if value.is_integer() else None
+
+
+def no_underscores(text: str) -> str:
+    """`text`, for int() or float() to read, unless it has an underscore: Python reads `1_0` as 10, where
+    trec_eval's atof reads 1; neither is what its writer meant, so it is refused (ValueError) as not a number."""
+    if "_" in text:
+        raise ValueError(text)
+    return text
 
 
 def _empty_ranking(qid: str, timings: list[Timing]) -> QueryRanking:

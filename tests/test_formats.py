@@ -134,6 +134,10 @@ def test_qrels_errors_name_the_line(tmp_path):
     path.write_text("1 0 d1 1\n1 0 d1 0\n")
     with pytest.raises(FormatError, match="duplicate judgement of d1 for query 1 .first at line 1."):
         formats.read_qrels(path)
+    path.write_text("1 0 d1 1\n1 0 d2 1_0\n")  # Python's int() reads 10, trec_eval's atol 1
+    with pytest.raises(FormatError, match="grade '1_0' is not an integer") as info:
+        formats.read_qrels(path)
+    assert info.value.line_no == 2
 
 
 def test_beir_qrels_and_their_faults(tmp_path):

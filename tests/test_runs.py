@@ -71,6 +71,10 @@ def test_plain_trec_run_without_header_is_read():
     ("1 Q0 a 1 nan t\n", 1, "score is 'nan', not a finite number"),
     ("1 Q0 a 1 2.5 t\n1 Q0 b 2 -inf t\n", 2, "score is '-inf', not a finite number"),
     ("1 Q0 a 1 1e400 t\n", 1, "score is '1e400', not a finite number"),
+    # Python reads 1_0 as 10, trec_eval's atof as 1: refused rather than read either way
+    ("1 Q0 a 1 2_5 t\n", 1, "score '2_5' is not a number"),
+    ("1 Q0 a 1_0 2.5 t\n", 1, "rank '1_0' is not an integer"),
+    ("1 Q0 a 1_0.0 2.5 t\n", 1, "rank '1_0.0' is not an integer"),
 ])
 def test_malformed_lines_are_named(text, line, words):
     with pytest.raises(FormatError) as info:

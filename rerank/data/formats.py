@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 from ..errors import DataError, FormatError
+from ..runs import no_underscores
 
 
 @dataclass(frozen=True)
@@ -378,7 +379,7 @@ def read_qrels(path: str | Path) -> Qrels:
                                                       f"found {len(parts)}")
             qid, docid, grade_text = parts[0], parts[-2], parts[-1]
             try:
-                grade = int(grade_text)
+                grade = int(no_underscores(grade_text))
             except ValueError:
                 raise FormatError(str(path), line_no, f"grade {grade_text!r} is not an integer") from None
             key = (qid, docid)
