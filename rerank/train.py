@@ -622,6 +622,15 @@ def build_dev(args: TrainArgs, training: Judged,
     elif args.dev:
         judged = dev_set(args, log)
         dev_queries, source = judged.queries, judged.name
+        # the same query (id and text) under another name or path: a run file of the training data set, the
+        # data set of the training run file, another run of its queries
+        trained = {q.qid: q.text for q in train_queries}
+        shared = [q.qid for q in dev_queries if trained.get(q.qid) == q.text]
+        if shared:  # early stopping would pick by the training queries, as with --dev TRAIN
+            from .evaluate.session import some_ids
+
+            raise UsageError(f"--dev {args.dev} shares {len(shared)} of its {len(dev_queries)} queries with the "
+                             f"training set {some_ids(shared)}; hold queries out with --dev-fraction or --dev-fold")
     else:
         return train_queries, None
     measure = parse_measure(args.metric or judged.measures[0], judged.min_rel)

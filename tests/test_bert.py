@@ -416,6 +416,24 @@ def test_bad_training_data(tmp_path, rerank):
     assert not (tmp_path / "ck").exists()
 
 
+def test_a_dev_set_of_the_training_queries_is_refused(tmp_path, rerank):
+    """--dev that holds training queries under another name or path (the data set of a run file, another run
+    of the same queries, the run gzipped) would pick the checkpoint by them: refused as --dev TRAIN is."""
+    runs = rerank("retrieve", "trecqa-dev", "--candidates", "candidates").stdout
+    (tmp_path / "dev.run").write_text(runs)
+    (tmp_path / "dev.run.gz").write_bytes(gzip.compress(runs.encode()))
+    (tmp_path / "top.run").write_text("".join(line for line in runs.splitlines(keepends=True)  # its top 5
+                                              if line.startswith("#") or int(line.split()[3]) <= 5))
+    for args in (("--candidates", "dev.run", "--dev", "trecqa-dev"), ("--train", "trecqa-dev", "--dev", "dev.run"),
+                 ("--candidates", "dev.run", "--dev", "dev.run.gz"), ("--candidates", "dev.run", "--dev", "top.run")):
+        done = rerank("train", "bert", "-o", str(tmp_path / "ck"), "--steps", "1", "--max-length", "32", *args,
+                      check=False, cwd=tmp_path)  # (were it not refused: train briefly, fail below)
+        assert done.returncode != 0 and done.stderr.count("\n") == 1, (args, done.stderr)
+        assert f"--dev {args[-1]} shares " in done.stderr and "queries with the training set" in done.stderr, \
+            (args, done.stderr)
+    assert not (tmp_path / "ck").exists()
+
+
 def test_bad_training_arguments(tmp_path):
     with pytest.raises(UsageError, match="only one of"):
         train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), dev="trecqa-dev", dev_fraction=0.2))
