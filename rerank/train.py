@@ -310,6 +310,9 @@ class TrainArgs:
         if self.dev is not None and self.dev not in dataset_names() and not Path(self.dev).is_file():
             raise UsageError(f"--dev {self.dev!r} is neither a data set nor a run file; known data sets: "
                              f"{', '.join(dataset_names())}")
+        if self.dev in dataset_names() and not get_dataset(self.dev).run_files:  # not "pass --candidates FILE"
+            raise DataError(f"--dev {self.dev} ships no candidate run to evaluate on: retrieve some (rerank "
+                            f"retrieve {self.dev} > FILE) and pass --dev FILE")
         if not self.candidate_file and not (self.dev and Path(self.dev).is_file()):
             given = [f"--{key.replace('_', '-')}" for key in ("qrels", "topics", "corpus", "min_rel")
                      if getattr(self, key) is not None]

@@ -404,6 +404,9 @@ def test_bad_training_data(tmp_path, rerank):
                                                                    "wikiqa-dev"),
             (("--candidates", "dev.run", "--dev", "dev.run"), "--dev dev.run is the training set"),
             (("--candidates", "dev.run", "--dev", "nothing"), "--dev 'nothing' is neither a data set nor a run file"),
+            (("--candidates", "dev.run", "--dev", "vaswani"), "--dev vaswani ships no candidate run to evaluate on: "
+                                                              "retrieve some (rerank retrieve vaswani > FILE) and "
+                                                              "pass --dev FILE"),
             (("--train", "trecqa-dev", "--qrels", "qrels.txt"), "--qrels: for candidate run files"),
             (("--train", "trecqa-dev", "--min-rel", "2"), "--min-rel: for candidate run files"),
             (("--candidates", "dev.run", "--min-rel", "0"), "--min-rel must be 1 or more, not 0"),
