@@ -410,6 +410,8 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None]) -> J
 
     with open_run_file(path) as handle:
         run = load_run(handle, path)
+    if not any(r.docids for r in run.queries.values()):  # not "no qrels" or "no query is judged", as eval says it
+        raise DataError(f"empty input: {path} holds no run records")
     if args.train is not None and run.header.dataset not in (None, args.train):
         raise UsageError(f"{path} is a run of {run.header.dataset}, not of --train {args.train}")
     header = RunHeader({**run.header.fields, "dataset": run.header.dataset or args.train})

@@ -395,7 +395,11 @@ def test_bad_training_data(tmp_path, rerank):
     (tmp_path / "dev.run").write_text(runs)
     (tmp_path / "plain.run").write_text(rerank("cat", "--trec", "-", input=runs).stdout)
     (tmp_path / "qrels.txt").write_text("1 0 d 1\n")
+    (tmp_path / "empty.run").write_text("")
     for args, words in (
+            (("--candidates", "empty.run"), "empty input: empty.run holds no run records"),
+            (("--train", "trecqa-dev", "--candidates", "empty.run"), "empty input: empty.run holds no run records"),
+            (("--candidates", "dev.run", "--dev", "empty.run"), "empty input: empty.run holds no run records"),
             ((), "give the training data: --train DATASET, or --candidates RUN_FILE"),
             (("--train", "trec-dl-2020", "--candidates", "bm2"), "--candidates bm2 is neither a run of trec-dl-2020 "
                                                                  "(bm25, bm25-rm3) nor a run file"),
