@@ -715,6 +715,11 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / max(1, args.steps - warmup))))
     record = asdict(args)
+    files = ["qrels", "topics", "corpus", *(["candidates"] if args.candidate_file else []),
+             *(["dev"] if args.dev not in dataset_names() else [])]
+    for key in files:  # the files it read, recorded so that they are found from any folder (as --init's base is)
+        if record[key]:
+            record[key] = str(Path(record[key]).resolve())
     began = time.perf_counter()
     history: list[dict] = []
     best, best_step, since_best, stopped = None, None, 0, "steps"

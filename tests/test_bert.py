@@ -389,6 +389,31 @@ def test_training_on_a_run_file_trains_as_on_the_data_set(tiny_bert, tiny_checkp
     assert len(result.history) == 2
 
 
+def test_a_checkpoint_records_where_its_run_files_are(tiny_bert, tmp_path, rerank, monkeypatch):
+    """Run files and the files that serve them are recorded resolved, as --init's base and score's topics and
+    corpus are: a checkpoint.json naming 'plain.run' says nothing once read from another folder."""
+    from rerank.data import get_dataset
+
+    runs = rerank("retrieve", "trecqa-dev", "--candidates", "candidates").stdout
+    (tmp_path / "train.run").write_text(rerank("cat", "--trec", "-", input=runs).stdout)
+    (tmp_path / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in get_dataset("trecqa-dev").topics().items()))
+    with open(tmp_path / "dev.run", "w") as handle, RunWriter(handle, RunHeader({"dataset": "trecqa-train"})) as out:
+        for ranking in get_dataset("trecqa-train").candidates()[:5]:
+            out.write(ranking)
+    monkeypatch.chdir(tmp_path)
+    args = TrainArgs(train="trecqa-dev", candidates="train.run", topics="topics.tsv", dev_fraction=0.25, output="ck",
+                     steps=1, batch_groups=2, negatives=2, dev_depth=5,
+                     model_options={"base": str(tiny_bert), "max_length": 32})
+    train("bert", args)
+    manifest = read_checkpoint(tmp_path / "ck", "bert")["training"]
+    assert (manifest["candidates"], manifest["topics"]) == (str(tmp_path / "train.run"), str(tmp_path / "topics.tsv"))
+    assert manifest["train"] == "trecqa-dev" and manifest["train_source"] == "trecqa-dev"
+    train("bert", replace(args, topics=None, dev_fraction=0.0, dev="dev.run"))  # (--topics would serve it too)
+    assert read_checkpoint(tmp_path / "ck", "bert")["training"]["dev"] == str(tmp_path / "dev.run")
+    train("bert", replace(args, candidates="candidates", topics=None, output="ck2"))  # a run it ships: as named
+    assert read_checkpoint(tmp_path / "ck2", "bert")["training"]["candidates"] == "candidates"
+
+
 def test_bad_training_data(tmp_path, rerank):
     """What `rerank train` refuses about its training data, before a model loads."""
     runs = rerank("retrieve", "trecqa-dev", "--candidates", "candidates").stdout
