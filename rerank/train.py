@@ -520,7 +520,9 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
     if run.header.dataset is not None and run.header.dataset == dev_name:
         raise UsageError(f"teacher run {path} is a run of the dev set {dev_name}: training on its queries "
                          "would leak into early stopping")
-    if run.header.dataset not in (None, train_name):  # legitimate for unlabelled queries; fatal for a test set's
+    # legitimate for unlabelled queries; fatal for a test set's. A training run file that names no data set (its
+    # name is its path) has none to compare with
+    if run.header.dataset not in (None, train_name) and train_name in dataset_names():
         log(f"warning: teacher run {path} is a run of {run.header.dataset}, not of {train_name}: its unjudged "
             "queries are trained on")
     scores = {qid: dict(zip(r.docids, r.scores)) for qid, r in run.queries.items()}

@@ -414,6 +414,32 @@ def test_a_checkpoint_records_where_its_run_files_are(tiny_bert, tmp_path, reran
     assert read_checkpoint(tmp_path / "ck2", "bert")["training"]["candidates"] == "candidates"
 
 
+def test_a_teacher_of_a_training_run_file_that_names_no_data_set(tiny_bert, tmp_path, data_root, monkeypatch):
+    """A headerless training run (its files passed) has no data set to hold a teacher run's against: no warning
+    that the teacher is 'a run of trecqa-dev, not of plain.run' when nothing says the two differ."""
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    from rerank.data import get_dataset
+
+    dataset = get_dataset("trecqa-dev")
+    plain, teacher = tmp_path / "plain.run", tmp_path / "teacher.run"
+    for path, header in ((plain, RunHeader()), (teacher, RunHeader({"dataset": "trecqa-dev"}))):
+        with open(path, "w") as handle, RunWriter(handle, header) as writer:
+            for ranking in dataset.candidates():
+                writer.write(ranking)
+    plain.write_text("".join(line for line in plain.read_text().splitlines(keepends=True) if line[0] != "#"))
+    topics, corpus, qrels = tmp_path / "topics.tsv", tmp_path / "corpus.jsonl", tmp_path / "qrels.txt"
+    topics.write_text("".join(f"{qid}\t{text}\n" for qid, text in dataset.topics().items()))
+    corpus.write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in dataset.doc_texts().items()))
+    qrels.write_text("".join(f"{qid} 0 {d} {g}\n" for qid, grades in dataset.qrels().items() for d, g in grades.items()))
+    messages: list[str] = []
+    train("bert", TrainArgs(train=None, candidates=str(plain), qrels=str(qrels), topics=str(topics),
+                            corpus=str(corpus), teacher=str(teacher), output=str(tmp_path / "ck"), steps=1,
+                            batch_groups=2, negatives=2, model_options={"base": str(tiny_bert), "max_length": 32}),
+          log=messages.append)
+    assert not [m for m in messages if "is a run of" in m], messages
+    assert any(m.startswith(f"teacher run {teacher} scores every candidate of") for m in messages), messages
+
+
 def test_bad_training_data(tmp_path, rerank):
     """What `rerank train` refuses about its training data, before a model loads."""
     runs = rerank("retrieve", "trecqa-dev", "--candidates", "candidates").stdout
