@@ -336,7 +336,9 @@ class TrainArgs:
             if shipped:
                 raise DataError(f"--candidates {self.candidates} is neither a run of {self.train} "
                                 f"({', '.join(shipped)}) nor a run file")
-            raise DataError(f"candidate run file not found: {self.candidates}")
+            shipping = [n for n in dataset_names() if self.candidates in get_dataset(n).run_files]
+            hint = f" (a run {', '.join(shipping)} ships? give --train DATASET too)" if shipping else ""
+            raise DataError(f"candidate run file not found: {self.candidates}{hint}")
         return True
 
     def fold(self) -> tuple[int, int]:
@@ -620,6 +622,9 @@ def build_dev(args: TrainArgs, training: Judged,
     from .evaluate.measures import parse_measure
 
     train_queries, judged = training.queries, training
+    if not _usable(train_queries):  # or the splits below would blame the share or the folds
+        raise DataError(f"no training query of {training.name} has a relevant candidate (grade >= {training.min_rel}"
+                        f"{', --min-rel' if args.min_rel is not None else ''})")
     if args.dev_fraction:
         train_queries, dev_queries = _split(train_queries, args.dev_fraction)
         source = f"{training.name} (held-out {len(dev_queries)} queries)"

@@ -455,6 +455,10 @@ def test_bad_training_data(tmp_path, rerank):
             (("--train", "trec-dl-2020", "--candidates", "bm2"), "--candidates bm2 is neither a run of trec-dl-2020 "
                                                                  "(bm25, bm25-rm3) nor a run file"),
             (("--candidates", "nothing.run"), "candidate run file not found: nothing.run"),
+            (("--candidates", "bm25"), "candidate run file not found: bm25 (a run trec-dl-2019, trec-dl-2020, "
+                                       "trec-dl-2021 ships? give --train DATASET too)"),
+            (("--candidates", "dev.run", "--min-rel", "5", "--dev-fraction", "0.2"),
+             "no training query of trecqa-dev has a relevant candidate (grade >= 5, --min-rel)"),
             (("--candidates", "dev.run", "--train", "wikiqa-dev"), "dev.run is a run of trecqa-dev, not of --train "
                                                                    "wikiqa-dev"),
             (("--candidates", "dev.run", "--dev", "dev.run"), "--dev dev.run is the training set"),
