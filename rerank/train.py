@@ -417,6 +417,10 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None]) -> J
     if args.train is not None and run.header.dataset not in (None, args.train):
         raise UsageError(f"{path} is a run of {run.header.dataset}, not of --train {args.train}")
     header = RunHeader({**run.header.fields, "dataset": run.header.dataset or args.train})
+    if args.qrels and header.dataset in dataset_names() and get_dataset(header.dataset).judged:
+        # one --qrels serves --candidates and --dev: a dev run of another data set would silently score 0
+        log(f"warning: {path} is a run of {header.dataset}; --qrels {args.qrels} judges it, not "
+            f"{header.dataset}'s qrels")
     try:
         judgements = judgements_for([run], args.qrels, args.min_rel, fallback_dataset=args.train)
     except UsageError as error:  # its messages speak of "the run": say which

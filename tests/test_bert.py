@@ -387,6 +387,13 @@ def test_training_on_a_run_file_trains_as_on_the_data_set(tiny_bert, tiny_checkp
     assert any(re.fullmatch(r"warning: \d+ of the \d+ candidates of .*plain.run's judged queries have no text in "
                             r"the document store; they are left out", m) for m in messages), messages
     assert len(result.history) == 2
+    # one --qrels judges every run file, a dev run of another data set too: said when it overrides a data set's
+    from rerank.train import judged_run_file
+
+    messages.clear()
+    judged_run_file(str(with_header), TrainArgs(train=None, output="unused", qrels=str(qrels)), messages.append)
+    assert messages == [f"warning: {with_header} is a run of trecqa-dev; --qrels {qrels} judges it, not "
+                        "trecqa-dev's qrels"]
 
 
 def test_a_checkpoint_records_where_its_run_files_are(tiny_bert, tmp_path, rerank, monkeypatch):

@@ -56,6 +56,11 @@ class Dataset:
     def topics(self) -> dict[str, str]:
         return formats.read_topics(self.require("topics").files["topics"])
 
+    @property
+    def judged(self) -> bool:
+        """Whether the data set has qrels (unjudged test topics have none)."""
+        return "qrels" in self.files
+
     def qrels(self) -> Qrels:
         if "qrels" not in self.files:
             raise DataError(f"data set {self.name} has no qrels; pass --qrels FILE")
@@ -127,6 +132,8 @@ class AnswerSelectionDataset(Dataset):
 
     def topics(self) -> dict[str, str]:
         return self._pairs.topics
+
+    judged = True  # the labels of its pairs
 
     def qrels(self) -> Qrels:
         """Judged questions as the published evaluations count them ("clean"): questions with at least
