@@ -24,6 +24,8 @@ PASS_FILES = "pass --topics/--corpus"  # the remedy for the score stage; callers
 class DocStore(Protocol):
     """docid -> text; documents it does not hold are left out of the answer."""
 
+    source: str  # what it reads, for messages
+
     def texts(self, docids: Iterable[str]) -> dict[str, str]: ...
 
 

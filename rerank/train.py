@@ -434,17 +434,19 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None]) -> J
     texts = store.texts(wanted)
     name = header.dataset or path
     if wanted and not texts:
-        raise DataError(f"none of the candidates of {path} is in {getattr(store, 'source', 'the document store')}; "
-                        "is it the run's corpus? (pass --corpus)")
+        raise DataError(f"none of the candidates of {path} is in {store.source}; is it the run's corpus? "
+                        "(pass --corpus)")
     if len(texts) < len(wanted):
         log(f"warning: {len(wanted) - len(texts)} of the {len(wanted)} candidates of {path}'s judged queries have "
-            "no text in the document store; they are left out")
+            f"no text in {store.source}; they are left out")
+    if not rankings:
+        raise DataError(f"no query of {path} is judged in {judgements.source}: nothing to train or evaluate on")
     untitled = [r.qid for r in rankings if r.qid not in topics]
+    if len(untitled) == len(rankings):
+        raise DataError(f"no judged query of {path} has a text in its topics; are they the run's? (pass --topics)")
     if untitled:
         log(f"warning: {len(untitled)} judged queries of {path} have no text in the topics; they are left out")
     queries = _judged(rankings, topics, texts, judgements.qrels, judgements.min_rel)
-    if not queries:
-        raise DataError(f"no query of {path} is judged in {judgements.source}: nothing to train or evaluate on")
     return Judged(queries, texts, judgements.qrels, judgements.min_rel, judgements.measures, name)
 
 
