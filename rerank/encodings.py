@@ -26,6 +26,7 @@ import numpy as np
 
 from .atomic import atomic_output
 from .errors import DataError, MissingIndexError, UsageError
+from .locks import exclusive
 from .paths import indexes_dir
 
 MANIFEST = "manifest.json"
@@ -156,10 +157,20 @@ def encode_collection(name: str, documents: Callable[[], Iterable[tuple[str, str
                       progress: bool = True) -> dict:
     """Encode every (docid, text) into `folder` (default indexes/NAME/<model>-<hash>/), resuming a
     partial store of the same checkpoint; returns the manifest."""
+    folder = folder or store_folder(name, reranker.name, reranker.checkpoint_hash)
+    # Two encodes of one store at once (two shells, parallel jobs) both appended to its files and both
+    # reported success: the store held every document twice, or interleaved, under one checksum. One at a time.
+    with exclusive(folder, f"encodings {folder} are being written by another process (rerank encode); wait for "
+                           "it to finish, then run this again to use or resume them"):
+        return _encode_into(name, documents, total, reranker, folder, overwrite, chunk, progress)
+
+
+def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], total: int, reranker: Any,
+                 folder: Path, overwrite: bool, chunk: int, progress: bool) -> dict:
+    """encode_collection, with the store's lock held."""
     from tqdm import tqdm
 
     model, checkpoint_hash = reranker.name, reranker.checkpoint_hash
-    folder = folder or store_folder(name, model, checkpoint_hash)
     done_docs = done_tokens = 0
     if (folder / MANIFEST).is_file() and not overwrite:
         manifest = read_manifest(folder)

@@ -34,5 +34,9 @@ class MissingIndexError(RerankError):
     """An index or store that has not been built yet."""
 
 
+class BusyError(RerankError):
+    """Another rerank process is writing the same output (an index, stored encodings, a checkpoint) now."""
+
+
 class BackendError(RerankError):
     """A search back end (JVM, Elasticsearch, faiss) that cannot start or answer."""

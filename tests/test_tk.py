@@ -182,6 +182,39 @@ def test_store_refuses_other_checkpoints_and_detects_damage(tmp_path, monkeypatc
         open_store(folder, first.checkpoint_hash, "tk")
 
 
+def test_a_second_encode_of_a_store_being_written_is_refused(tmp_path, monkeypatch):
+    """Two `rerank encode` of one store at once both appended to its files and both said they had encoded it: the
+    store then held its documents twice (or interleaved) under one checksum. The one that comes second is refused
+    in one line; the first finishes a store equal to one written alone."""
+    from rerank.errors import BusyError
+
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
+    reranker = load_tk(str(checkpoint(tmp_path)))
+    items = list(DOCS.items())
+    second: list = []
+
+    def documents():  # the first encode, which lets a second one start once it has stored its first chunk
+        for position, item in enumerate(items):
+            if position == 3:
+                try:
+                    second.append(encode_collection("toy", lambda: iter(items), len(items), reranker, chunk=2,
+                                                    progress=False))
+                except BusyError as error:
+                    second.append(error)
+            yield item
+
+    manifest = encode_collection("toy", documents, len(items), reranker, chunk=2, progress=False)
+    assert isinstance(second[0], BusyError), f"the second encode ran alongside the first: {second[0]}"
+    assert "being written by another process" in str(second[0])
+    folder = store_folder("toy", "tk", reranker.checkpoint_hash)
+    assert manifest["complete"] and manifest["documents"] == len(items)
+    open_store(folder, reranker.checkpoint_hash, "tk")
+    alone = tmp_path / "alone"
+    encode_collection("toy", lambda: iter(items), len(items), reranker, alone, progress=False)
+    assert (folder / VECTORS).read_bytes() == (alone / VECTORS).read_bytes()
+    assert not list(folder.parent.glob(".*.lock"))  # the lock goes with its holder
+
+
 # ----------------------------------------------------------------------------- the CLI on real data
 
 
