@@ -223,3 +223,35 @@ def test_missing_dense_index_says_how_to_build_it(rerank):
     done = rerank("retrieve", "cacm", "--backend", "dense", "--name", "x", check=False,
                   env={"RERANK_HOME": "/nonexistent-rerank-home"})
     assert done.returncode != 0 and "build it with: rerank index cacm --backend dense" in done.stderr
+
+
+def test_a_second_build_of_an_index_being_built_is_refused(home, cacm_slice, tiny_encoder, monkeypatch):  # noqa: F811
+    """Two builds of one dense index at once (two shells, parallel jobs) shared indexes/NAME/.dense.partial: the
+    second took over the first's shards and moved the folder into place under it, and the first then failed with
+    'No such file or directory: .../.dense.partial/...'. The second is refused in one line; the first finishes."""
+    from rerank.errors import BusyError
+    from rerank.retrieve import dense
+
+    monkeypatch.setattr(dense, "SHARD", 20)
+    docs = _documents(cacm_slice, 50)
+    second: list = []
+
+    def first_documents():  # the first build, which lets a second start once it has saved its first shard
+        for position, doc in enumerate(docs):
+            if position == 25:
+                try:
+                    second.append(dense.build("contended", iter(docs), None, {"corpus": "slice"},
+                                              encoder=tiny_encoder, overwrite=True))
+                except BusyError as error:
+                    second.append(error)
+            yield doc
+
+    info = dense.build("contended", first_documents(), None, {"corpus": "slice"}, encoder=tiny_encoder)
+    assert isinstance(second[0], BusyError), f"the second build ran alongside the first: {second[0]}"
+    assert str(second[0]) == "index 'contended' (dense) is being built by another process; wait for it to finish"
+    assert info.documents == 50
+    alone = dense.build("alone", iter(docs), None, {"corpus": "slice"}, encoder=tiny_encoder)
+    assert np.allclose(np.load(home / "indexes" / "contended" / "dense" / dense.VECTORS),
+                       np.load(home / "indexes" / "alone" / "dense" / dense.VECTORS), atol=1e-6)
+    assert alone.documents == 50
+    assert sorted(p.name for p in (home / "indexes" / "contended").iterdir()) == ["dense"]  # no lock left behind

@@ -168,3 +168,22 @@ def test_signals_reach_rerank_not_the_jvm(rerank, vaswani_index, session_home, d
         pytest.fail(f"rerank score still runs 120 s after {signal_name}")
     assert process.returncode == code and f"rerank: {said}" in err, err
     assert not list(tmp_path.iterdir())  # no out.run, no temporary sibling, no hs_err_pid*.log
+
+
+def test_a_build_of_an_index_another_process_is_building_is_refused(rerank, session_home, tmp_path, monkeypatch):
+    """Two `rerank index NAME --overwrite` at once raced to move their folders into place; the loser could fail
+    with a bare 'Directory not empty', and a dense build's shards were shared. While one process builds an index
+    (it holds the build lock, as here), another is refused in one line and leaves the index alone."""
+    from rerank.retrieve.store import build_lock
+
+    monkeypatch.setenv("RERANK_HOME", str(session_home))
+    (tmp_path / "c.jsonl").write_text(json.dumps({"id": "d1", "contents": "some words"}) + "\n")
+    with build_lock("busy", "lucene"):  # another process building index 'busy'
+        refused = rerank("index", "busy", "--corpus", str(tmp_path / "c.jsonl"), "--overwrite", check=False)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        "rerank: error: index 'busy' (lucene) is being built by another process; wait for it to finish"]
+    assert not (session_home / "indexes" / "busy").exists()
+    built = rerank("index", "busy", "--corpus", str(tmp_path / "c.jsonl"))  # once it has finished
+    assert "indexed 1 documents" in built.stderr
+    assert sorted(p.name for p in (session_home / "indexes" / "busy").iterdir()) == ["lucene"]

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import MissingIndexError, UsageError
+from ..locks import exclusive
 from ..paths import file_state, indexes_dir
 
 MANIFEST = "rerank-index.json"
@@ -20,6 +21,14 @@ def index_folder(name: str) -> Path:
     if not name or name.startswith(".") or "/" in name or "\\" in name or name != name.strip():
         raise UsageError(f"index name {name!r} must be a plain folder name (no '/', not starting with '.')")
     return indexes_dir() / name
+
+
+def build_lock(name: str, backend: str):
+    """Held while indexes/NAME/BACKEND is built: two builds of one index at once (two shells, parallel jobs) shared
+    the dense back end's partial shards and moved each other's folders away, and the one that lost said only
+    'No such file or directory'. The second is refused at once instead."""
+    return exclusive(index_folder(name) / backend, f"index {name!r} ({backend}) is being built by another process; "
+                                                   "wait for it to finish")
 
 
 def build_command(name: str, options: str = "") -> str:
