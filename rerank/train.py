@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from .atomic import atomic_dir, atomic_output, check_replaceable, check_writable
+from .locks import exclusive
 from .data import dataset_names, get_dataset
 from .data.formats import Qrels
 from .errors import DataError, UsageError
@@ -698,6 +699,16 @@ class TrainResult:
 def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda _m: None) -> TrainResult:
     """Train `model_name` as `args` say and leave the best checkpoint in `args.output`."""
     args.check()  # before torch's import, which takes seconds
+    # Two trainings into one folder (the same -o in two shells) each replaced the other's checkpoint at their dev
+    # evaluations, and each wrote how its training ended into whichever checkpoint was there: weights of one run
+    # under the other's record, both reporting success. The second is refused while the first runs.
+    with exclusive(args.output, f"{args.output} is being written by another process (rerank train with the same "
+                                "-o); wait for it to finish, or choose another folder"):
+        return _train(model_name, args, log)
+
+
+def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> TrainResult:
+    """train, with the output folder's lock held."""
     os.environ.setdefault(*PASSIVE_THREADS)
     import torch
     from tqdm import tqdm

@@ -405,6 +405,24 @@ def test_train_and_score_with_lexical_options_through_the_cli(tmp_path, rerank):
     assert not (tmp_path / "ck2").exists()
 
 
+def test_training_into_a_folder_another_training_writes_is_refused(tmp_path, rerank):
+    """Two `rerank train -o CK` at once replaced each other's checkpoint at their dev evaluations and each wrote how
+    its training ended into whichever checkpoint CK held, both reporting success. While one trains into CK (it holds
+    CK's lock, as here), another is refused in one line before it trains."""
+    from rerank.locks import exclusive
+
+    ck = tmp_path / "ck"
+    with exclusive(ck, "another training"):
+        refused = rerank("train", "tk", "--train", "trecqa-dev", "--steps", "2", "-o", str(ck), check=False)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"rerank: error: {ck} is being written by another process (rerank train with the same -o); wait for it to "
+        "finish, or choose another folder")
+    assert not ck.exists() and list(tmp_path.iterdir()) == []
+    rerank("train", "tk", "--train", "trecqa-dev", "--steps", "2", "-o", str(ck))  # once it has finished
+    assert (ck / "checkpoint.json").is_file() and list(tmp_path.iterdir()) == [ck]
+
+
 def test_a_bad_dev_fold_is_a_one_line_error(tmp_path, rerank):
     bad = rerank("train", "tk", "--train", "trecqa-dev", "--dev-fold", "6/5", "-o", str(tmp_path / "ck"), check=False)
     assert bad.returncode == 2 and "--dev-fold K/N needs" in bad.stderr and "Traceback" not in bad.stderr
