@@ -14,7 +14,7 @@ from typing import IO, Iterator
 from .errors import UsageError
 
 
-def _make_parents(folder: Path) -> list[Path]:
+def make_parents(folder: Path) -> list[Path]:
     """Create `folder` and its missing ancestors; return those created (deepest first) to take back on failure."""
     created = []
     while not folder.exists():
@@ -42,7 +42,7 @@ def _share_like_plain_files(folder: Path) -> None:
             os.chmod(path, _umask_mode(0o777 if path.is_dir() else 0o666))
 
 
-def _remove_empty(folders: list[Path]) -> None:
+def remove_empty(folders: list[Path]) -> None:
     for folder in folders:
         with contextlib.suppress(OSError):  # not empty (something else wrote there) or already gone
             folder.rmdir()
@@ -81,10 +81,10 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
     target = Path(os.path.realpath(path))  # through a symlink: replace the file it points to, keep the link
     created: list[Path] = []
     try:  # errors name the output, not the temporary sibling that met them
-        created = _make_parents(target.parent)
+        created = make_parents(target.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
-        _remove_empty(created)
+        remove_empty(created)
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
@@ -94,7 +94,7 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        _remove_empty(created)
+        remove_empty(created)
         raise
 
 
@@ -132,24 +132,35 @@ def atomic_dir(path: str | os.PathLike, marker: str) -> Iterator[Path]:
     """
     check_replaceable(path, marker)
     target = Path(path).resolve()  # `-o .` too: its temporary sibling goes in the parent folder
-    created = _make_parents(target.parent)
+    created = make_parents(target.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    old = None
     try:
         yield tmp
         _share_like_plain_files(tmp)
-        # The earlier output moves aside before the new one moves in, and is deleted only then: deleting it first
-        # left, when interrupted there, half an old checkpoint and no new one.
-        old = target.with_name(f".{target.name}.old") if target.exists() else None
-        if old is not None:
+        replace_folder(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        remove_empty(created)
+        raise
+
+
+def replace_folder(new: Path, target: Path) -> None:
+    """Move the folder `new` to `target`, replacing an earlier one there.
+
+    The earlier one moves aside before the new one moves in, and is deleted only then: deleting it first left,
+    when interrupted there, half an old output and no new one, and a reader opening it meanwhile (a search
+    while its index is rebuilt) found half of one.
+    """
+    old = target.with_name(f".{target.name}.old")
+    replacing = target.exists()
+    try:
+        if replacing:
             shutil.rmtree(old, ignore_errors=True)
             os.replace(target, old)
-        os.replace(tmp, target)
+        os.replace(new, target)
     except BaseException:
-        if old is not None and old.exists() and not target.exists():  # interrupted between the two renames
+        if replacing and old.exists() and not target.exists():  # interrupted between the two renames
             os.replace(old, target)
-        shutil.rmtree(tmp, ignore_errors=True)
-        _remove_empty(created)
         raise
-    if old is not None:
+    if replacing:
         shutil.rmtree(old, ignore_errors=True)

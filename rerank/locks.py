@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from .atomic import _make_parents, _remove_empty
+from .atomic import make_parents, remove_empty
 from .errors import BusyError
 
 
@@ -35,7 +35,7 @@ def exclusive(output: str | os.PathLike, busy: str) -> Iterator[None]:
     locked is still the one at the path (else it was removed by the previous holder as it opened it: try again).
     """
     path = lock_file(Path(output))
-    created = _make_parents(path.parent)
+    created = make_parents(path.parent)
     try:
         while True:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -57,4 +57,4 @@ def exclusive(output: str | os.PathLike, busy: str) -> Iterator[None]:
                 os.unlink(path)  # while still held: nobody can lock this file once it is gone from the path
             os.close(fd)
     finally:
-        _remove_empty(created)
+        remove_empty(created)

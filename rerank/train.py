@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from .atomic import atomic_dir, atomic_output, check_replaceable, check_writable
-from .locks import exclusive
 from .data import dataset_names, get_dataset
 from .data.formats import Qrels
 from .errors import DataError, UsageError
+from .locks import exclusive
 from .models.base import BF16_EMULATED, bf16_is_emulated
 from .runs import QueryRanking, Run, RunHeader, load_run, open_run_file
 

@@ -255,3 +255,23 @@ def test_a_second_build_of_an_index_being_built_is_refused(home, cacm_slice, tin
                        np.load(home / "indexes" / "alone" / "dense" / dense.VECTORS), atol=1e-6)
     assert alone.documents == 50
     assert sorted(p.name for p in (home / "indexes" / "contended").iterdir()) == ["dense"]  # no lock left behind
+
+
+def test_a_rebuild_never_deletes_the_live_index_in_place(home, cacm_slice, tiny_encoder, monkeypatch):  # noqa: F811
+    """`--overwrite`: the old index moves aside before the new one moves in. Deleted where it stood, a search
+    opening it meanwhile found a manifest with half its files (or a faiss error)."""
+    from rerank.retrieve import dense
+
+    docs = _documents(cacm_slice, 30)
+    dense.build("live", iter(docs), None, {}, encoder=tiny_encoder)
+    live = home / "indexes" / "live" / "dense"
+    deleting = shutil.rmtree
+
+    def rmtree(path, *args, **kwargs):
+        assert os.path.realpath(path) != os.path.realpath(live), "the live index was deleted where searches open it"
+        return deleting(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    info = dense.build("live", iter(docs[:20]), None, {}, encoder=tiny_encoder, overwrite=True)
+    assert info.documents == 20 and dense.open_index("live", encoder=tiny_encoder).info.documents == 20
+    assert sorted(p.name for p in live.parent.iterdir()) == ["dense"]  # nothing aside is left

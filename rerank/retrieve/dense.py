@@ -26,6 +26,7 @@ from typing import Iterable, Iterator
 
 from tqdm import tqdm
 
+from ..atomic import replace_folder
 from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError
 from ..runs import QueryRanking, Timing
@@ -196,9 +197,7 @@ def _build(name: str, documents: Iterable[Document], total: int | None, source: 
                                                   "faiss": f"HNSW{hnsw},IP" if hnsw else "FlatIP",
                                                   "resumed_documents": resumed})
     info.write(partial)
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(partial, target)
+    replace_folder(partial, target)
     return info
 
 
