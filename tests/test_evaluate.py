@@ -26,6 +26,36 @@ def test_randomization_test_is_seeded_and_sensible():
     assert (c.wins, c.ties, c.losses) == (1, 1, 1)
 
 
+def _whole_matrix_randomization(diff, permutations=10_000, seed=42):
+    """The test as one sign matrix of permutations x queries: what paired_randomization must equal."""
+    signs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(permutations, diff.size))
+    extreme = np.count_nonzero(np.abs((signs * diff).mean(axis=1)) >= abs(diff.mean()) - 1e-12)
+    return (extreme + 1) / (permutations + 1)
+
+
+@pytest.mark.parametrize("size", [3, 101, 700])
+def test_randomization_test_in_blocks_equals_the_whole_matrix(size, monkeypatch):
+    import rerank.evaluate.significance as significance
+
+    diff = np.random.default_rng(size).normal(0.01, 0.2, size)
+    monkeypatch.setattr(significance, "SIGN_BLOCK", 1000)  # several blocks, one of them partial
+    assert paired_randomization(diff) == _whole_matrix_randomization(diff)
+
+
+def test_randomization_test_memory_does_not_grow_with_permutations_times_queries():
+    """50,000 queries (MS MARCO's training set) made a 10,000 x 50,000 sign matrix, twice: 8 GB."""
+    import tracemalloc
+
+    diff = np.random.default_rng(0).normal(0.0, 0.1, 2_000)  # whole, 2 x 160 MB
+    tracemalloc.start()
+    try:
+        paired_randomization(diff)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 * 2**20, f"peak {peak / 2**20:.0f} MB"
+
+
 @pytest.mark.data
 @pytest.mark.java
 @pytest.mark.parametrize("name, qrels", [("vaswani", "vaswani/qrels"), ("cacm", "cacm/qrels.cacm.txt")])
