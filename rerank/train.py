@@ -430,6 +430,8 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None]) -> J
               "(pass --topics/--corpus)")
     topics = queries_for(header, args.topics, remedy=remedy)
     rankings = [r for qid, r in run.queries.items() if judgements.qrels.get(qid)]
+    if not rankings:  # before any text is read
+        raise DataError(f"no query of {path} is judged in {judgements.source}: nothing to train or evaluate on")
     wanted = {d for r in rankings for d in r.docids}
     store = doc_store_for(header, args.corpus, remedy=remedy)
     texts = store.texts(wanted)
@@ -440,8 +442,6 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None]) -> J
     if len(texts) < len(wanted):
         log(f"warning: {len(wanted) - len(texts)} of the {len(wanted)} candidates of {path}'s judged queries have "
             f"no text in {store.source}; they are left out")
-    if not rankings:
-        raise DataError(f"no query of {path} is judged in {judgements.source}: nothing to train or evaluate on")
     untitled = [r.qid for r in rankings if r.qid not in topics]
     if len(untitled) == len(rankings):
         raise DataError(f"no judged query of {path} has a text in its topics; are they the run's? (pass --topics)")

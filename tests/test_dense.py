@@ -230,30 +230,33 @@ def test_a_second_build_of_an_index_being_built_is_refused(home, cacm_slice, tin
     second took over the first's shards and moved the folder into place under it, and the first then failed with
     'No such file or directory: .../.dense.partial/...'. The second is refused in one line; the first finishes."""
     from rerank.errors import BusyError
-    from rerank.retrieve import dense
+    from rerank.retrieve import api, dense
 
     monkeypatch.setattr(dense, "SHARD", 20)
-    docs = _documents(cacm_slice, 50)
+    corpus = str(cacm_slice / "corpus.jsonl")
+    checked = api.distinct_ids
     second: list = []
 
-    def first_documents():  # the first build, which lets a second start once it has saved its first shard
-        for position, doc in enumerate(docs):
-            if position == 25:
+    def first_documents(documents, source):  # the first build lets a second start once it has saved a shard
+        for position, doc in enumerate(checked(documents, source)):
+            if position == 25 and not second:
+                second.append(None)
                 try:
-                    second.append(dense.build("contended", iter(docs), None, {"corpus": "slice"},
-                                              encoder=tiny_encoder, overwrite=True))
+                    second[0] = api.build_index("contended", "dense", corpus=corpus, encoder=tiny_encoder,
+                                                overwrite=True)
                 except BusyError as error:
-                    second.append(error)
+                    second[0] = error
             yield doc
 
-    info = dense.build("contended", first_documents(), None, {"corpus": "slice"}, encoder=tiny_encoder)
+    monkeypatch.setattr(api, "distinct_ids", first_documents)
+    info = api.build_index("contended", "dense", corpus=corpus, encoder=tiny_encoder)
     assert isinstance(second[0], BusyError), f"the second build ran alongside the first: {second[0]}"
     assert str(second[0]) == "index 'contended' (dense) is being built by another process; wait for it to finish"
-    assert info.documents == 50
-    alone = dense.build("alone", iter(docs), None, {"corpus": "slice"}, encoder=tiny_encoder)
+    monkeypatch.setattr(api, "distinct_ids", checked)
+    alone = api.build_index("alone", "dense", corpus=corpus, encoder=tiny_encoder)
+    assert info.documents == alone.documents == len(_documents(cacm_slice))
     assert np.allclose(np.load(home / "indexes" / "contended" / "dense" / dense.VECTORS),
                        np.load(home / "indexes" / "alone" / "dense" / dense.VECTORS), atol=1e-6)
-    assert alone.documents == 50
     assert sorted(p.name for p in (home / "indexes" / "contended").iterdir()) == ["dense"]  # no lock left behind
 
 

@@ -17,7 +17,7 @@ from ..data import Dataset, dataset_names, files_dataset, get_dataset
 from ..data.formats import distinct_ids
 from ..errors import DataError, MissingIndexError, UsageError
 from ..runs import RunHeader, Stream
-from .store import IndexInfo
+from .store import IndexInfo, build_lock
 
 BACKENDS = {"lucene": "rerank.retrieve.lucene", "elasticsearch": "rerank.retrieve.elastic",
             "dense": "rerank.retrieve.dense"}
@@ -75,7 +75,8 @@ def build_index(name: str, backend_name: str = "lucene", corpus: str | None = No
     _check_backend_options(backend_name, options, module.INDEX_OPTIONS)
     source = {"dataset": name} if corpus is None else {"corpus": str(Path(corpus).resolve())}
     documents = distinct_ids(collection.documents(), corpus or f"data set {name}")
-    return module.build(name, documents, None, source, **options)
+    with build_lock(name, backend_name):
+        return module.build(name, documents, None, source, **options)
 
 
 def check_retrieve(name: str, backend_name: str, k: int, topics: str | None, options: dict):

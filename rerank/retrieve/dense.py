@@ -30,7 +30,7 @@ from ..atomic import replace_folder
 from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError
 from ..runs import QueryRanking, Timing
-from .store import IndexInfo, build_command, build_lock, index_folder, source_state
+from .store import IndexInfo, build_command, index_folder, source_state
 
 BACKEND = "dense"
 STAGE_NAME = "dense"  # the run tag when --name is not given
@@ -137,13 +137,6 @@ def _discarded_on(error: type[Exception], partial: Path) -> Iterator[None]:
 def build(name: str, documents: Iterable[Document], total: int | None, source: dict, threads: int = 2,
           overwrite: bool = False, encoder: str | None = None, hnsw: int | None = None, **_options) -> IndexInfo:
     """Encode `documents` shard by shard (resumable), then write vectors + faiss index + manifest."""
-    with build_lock(name, BACKEND):
-        return _build(name, documents, total, source, threads, overwrite, encoder, hnsw)
-
-
-def _build(name: str, documents: Iterable[Document], total: int | None, source: dict, threads: int,
-           overwrite: bool, encoder: str | None, hnsw: int | None) -> IndexInfo:
-    """build, with the index's build lock held."""
     import numpy as np
 
     target = index_folder(name) / BACKEND

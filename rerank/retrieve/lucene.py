@@ -22,7 +22,7 @@ from ..data import Document
 from ..errors import BackendError, MissingIndexError
 from ..runs import QueryRanking, Timing, load_run
 from . import jvm
-from .store import MANIFEST, IndexInfo, build_command, build_lock, empty_skipped, index_folder
+from .store import MANIFEST, IndexInfo, build_command, empty_skipped, index_folder
 
 BACKEND = "lucene"
 INDEX_OPTIONS: frozenset[str] = frozenset()  # besides threads and overwrite, which every back end takes
@@ -35,13 +35,6 @@ MAX_QUERY_TERMS = 1 << 20
 def build(name: str, documents: Iterable[Document], total: int | None, source: dict,
           threads: int = 2, overwrite: bool = False, **_options) -> IndexInfo:
     """Index `documents` into indexes/NAME/lucene/ (built aside, then moved into place)."""
-    with build_lock(name, BACKEND):
-        return _build(name, documents, total, source, threads, overwrite)
-
-
-def _build(name: str, documents: Iterable[Document], total: int | None, source: dict, threads: int,
-           overwrite: bool) -> IndexInfo:
-    """build, with the index's build lock held."""
     target = index_folder(name) / BACKEND
     if target.exists() and not overwrite:
         raise BackendError(f"index {target} exists; pass --overwrite to rebuild it")
