@@ -16,7 +16,6 @@ an error that says how to rebuild it, never silently wrong scores.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -27,7 +26,7 @@ import numpy as np
 from .atomic import atomic_output
 from .errors import DataError, MissingIndexError, UsageError
 from .locks import exclusive
-from .paths import indexes_dir
+from .paths import file_sha256, indexes_dir
 
 MANIFEST = "manifest.json"
 VECTORS, LENGTHS, DOCIDS = "vectors.f16", "lengths.i32", "docids.txt"
@@ -50,14 +49,6 @@ def _size(actual: int | None) -> str:
 def _truncated(folder: Path, manifest: dict, found: str, promised: int) -> DataError:
     return DataError(f"stored encodings in {folder} are truncated or corrupt: {found}, the manifest promises "
                      f"{promised}; {_rebuild_hint(manifest, folder)}")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_manifest(folder: Path) -> dict:
@@ -118,7 +109,7 @@ def check_files(folder: Path, manifest: dict, verify_checksum: bool = True) -> N
     docids = (folder / DOCIDS).read_text(encoding="utf-8").splitlines() if (folder / DOCIDS).is_file() else []
     if len(docids) != documents:
         raise _truncated(folder, manifest, f"{len(docids)} docids", documents)
-    if verify_checksum and manifest.get("sha256") and _sha256(folder / VECTORS) != manifest["sha256"]:
+    if verify_checksum and manifest.get("sha256") and file_sha256(folder / VECTORS) != manifest["sha256"]:
         raise DataError(f"stored encodings in {folder} are corrupt: {VECTORS} does not match its checksum; "
                         f"{_rebuild_hint(manifest, folder)}")
 
@@ -224,7 +215,7 @@ def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], 
     if pending:
         flush()
     bar.close()
-    manifest.update(complete=True, total=manifest["documents"], sha256=_sha256(folder / VECTORS),
+    manifest.update(complete=True, total=manifest["documents"], sha256=file_sha256(folder / VECTORS),
                     bytes_per_token=dim * 2)
     _write_manifest(folder, manifest)
     return manifest

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -59,3 +60,13 @@ def file_state(path: Path) -> str:
     too large to hash on every run)."""
     status = path.stat()
     return f"{path.resolve()}:{status.st_size}:{status.st_mtime_ns}"
+
+
+def file_sha256(path: Path) -> str:
+    """A file's content digest, for what must be recognised byte for byte (stored vectors, a checkpoint's
+    training files), where file_state's size and time would not do."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -43,6 +43,7 @@ from .data.formats import Qrels
 from .errors import DataError, UsageError
 from .locks import exclusive
 from .models.base import BF16_EMULATED, bf16_is_emulated
+from .paths import file_sha256
 from .runs import QueryRanking, Run, RunHeader, load_run, open_run_file
 
 CHECKPOINT_FILE = "checkpoint.json"
@@ -739,11 +740,15 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / max(1, args.steps - warmup))))
     record = asdict(args)
-    files = ["qrels", "topics", "corpus", *(["candidates"] if args.candidate_file else []),
+    files = ["qrels", "topics", "corpus", "teacher", *(["candidates"] if args.candidate_file else []),
              *(["dev"] if args.dev not in dataset_names() else [])]
-    for key in files:  # the files it read, recorded so that they are found from any folder (as --init's base is)
+    # The files it read, recorded resolved (found from any folder, as --init's base is) and by content: a run
+    # file regenerated under the same name must be told from the one this checkpoint learnt from.
+    record["file_sha256"] = {}
+    for key in files:
         if record[key]:
             record[key] = str(Path(record[key]).resolve())
+            record["file_sha256"][key] = file_sha256(Path(record[key]))
     began = time.perf_counter()
     history: list[dict] = []
     best, best_step, since_best, stopped = None, None, 0, "steps"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import math
 import re
@@ -220,7 +221,9 @@ def test_pairwise_loss_with_distillation(tiny_bert, tmp_path, data_root, monkeyp
     result = train("bert", args, log=messages.append)
     assert re.fullmatch(r"teacher run .* scores every candidate of (\d+) of the \1 training groups", messages[0])
     assert result.best is None and result.steps == 3  # no dev set: the last state is saved
-    assert read_checkpoint(tmp_path / "ck", "bert")["training"]["teacher"] == str(teacher)
+    training = read_checkpoint(tmp_path / "ck", "bert")["training"]
+    assert training["teacher"] == str(teacher)
+    assert training["file_sha256"] == {"teacher": hashlib.sha256(teacher.read_bytes()).hexdigest()}
 
 
 def test_a_diverged_model_is_never_saved(tiny_bert, tmp_path, data_root, monkeypatch):
@@ -415,10 +418,16 @@ def test_a_checkpoint_records_where_its_run_files_are(tiny_bert, tmp_path, reran
     manifest = read_checkpoint(tmp_path / "ck", "bert")["training"]
     assert (manifest["candidates"], manifest["topics"]) == (str(tmp_path / "train.run"), str(tmp_path / "topics.tsv"))
     assert manifest["train"] == "trecqa-dev" and manifest["train_source"] == "trecqa-dev"
+    # and by content: a run file regenerated under the same name is told from the one it learnt from
+    digest = {name: hashlib.sha256((tmp_path / name).read_bytes()).hexdigest() for name in ("train.run", "topics.tsv")}
+    assert manifest["file_sha256"] == {"candidates": digest["train.run"], "topics": digest["topics.tsv"]}
     train("bert", replace(args, topics=None, dev_fraction=0.0, dev="dev.run"))  # (--topics would serve it too)
-    assert read_checkpoint(tmp_path / "ck", "bert")["training"]["dev"] == str(tmp_path / "dev.run")
+    manifest = read_checkpoint(tmp_path / "ck", "bert")["training"]
+    assert manifest["dev"] == str(tmp_path / "dev.run")
+    assert set(manifest["file_sha256"]) == {"candidates", "dev"}
     train("bert", replace(args, candidates="candidates", topics=None, output="ck2"))  # a run it ships: as named
     assert read_checkpoint(tmp_path / "ck2", "bert")["training"]["candidates"] == "candidates"
+    assert read_checkpoint(tmp_path / "ck2", "bert")["training"]["file_sha256"] == {}
 
 
 def test_a_teacher_of_a_training_run_file_that_names_no_data_set(tiny_bert, tmp_path, data_root, monkeypatch):

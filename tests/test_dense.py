@@ -203,6 +203,13 @@ def test_hnsw_finds_what_exact_search_finds(home, cacm_slice, tiny_encoder):  # 
     assert dense.open_index("graph", encoder=tiny_encoder, k=50, ef_search=20).provenance["ef_search"] == 50
     with pytest.raises(UsageError, match="--ef-search tunes an HNSW index; exact's is exact"):
         dense.open_index("exact", encoder=tiny_encoder, ef_search=64)  # it would be ignored, yet recorded
+    # one build serves both: the graph's stored vectors, searched exactly, give the exact index's run
+    reference = dense.open_index("graph", encoder=tiny_encoder, exact=True)
+    assert reference.provenance["faiss"] == "FlatIP" and reference.ef_search(10, None) is None
+    for a, b in zip(exact, reference.search(topics, k=10)):
+        assert (a.docids, a.scores) == (b.docids, b.scores)
+    with pytest.raises(UsageError, match="--ef-search tunes the HNSW graph's search; --exact compares every vector"):
+        dense.open_index("graph", encoder=tiny_encoder, exact=True, ef_search=64)
 
 
 @pytest.mark.data

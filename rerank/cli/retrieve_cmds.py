@@ -66,6 +66,8 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
 @click.option("--trec", "trec_only", is_flag=True, help="Plain trec_eval-compatible lines (no # header or timings).")
 @backend_options
 @click.option("--ef-search", type=int, default=None, help="Dense HNSW: candidates explored per query (faiss efSearch; at least --k).")
+@click.option("--exact", flag_value=True, default=None,
+              help="Dense: compare every stored vector, also in an index built with --hnsw (its exact reference).")
 def retrieve(name, backend_name, k, k1, b, topics, candidate_run, threads, stage_name, output, trec_only,
              **backend_args) -> None:
     """Retrieve candidates for every topic of NAME and write a run stream."""

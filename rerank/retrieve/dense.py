@@ -7,8 +7,10 @@ docids and the faiss index are written and the folder is moved into place with i
 
 Vectors are L2-normalised mean-pooled token embeddings (the sentence-transformers recipe for
 all-MiniLM-L6-v2), so inner product = cosine. The default index is exact (IndexFlatIP); `hnsw=M`
-builds an approximate HNSW graph with M links per node. The manifest records the encoder's content
-hash: an index built with another encoder is refused rather than searched with mismatched vectors.
+builds an approximate HNSW graph with M links per node. The vectors are kept beside the graph, so one
+build serves both searches (`exact=True` searches them all): an approximate run and its exact reference
+come from the same vectors. The manifest records the encoder's content hash: an index built with another
+encoder is refused rather than searched with mismatched vectors.
 
 GPU: with the `gpu` extra (`pip install 'rerank[gpu]'`, which brings faiss-gpu-cu12 in place of
 faiss-cpu) exact indexes are searched on every visible GPU; nothing else changes.
@@ -35,7 +37,7 @@ from .store import IndexInfo, build_command, index_folder, source_state
 BACKEND = "dense"
 STAGE_NAME = "dense"  # the run tag when --name is not given
 INDEX_OPTIONS = frozenset({"encoder", "hnsw"})
-SEARCH_OPTIONS = frozenset({"encoder", "ef_search", "threads"})
+SEARCH_OPTIONS = frozenset({"encoder", "ef_search", "threads", "exact"})
 SHARD = 1024  # documents per saved shard: the most work an interruption can lose
 BATCH = 32  # texts per forward pass
 MAX_LENGTH = 256  # the encoder's max_seq_length (sentence_bert_config.json)
@@ -197,7 +199,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
 class DenseIndex:
     """An open dense index: encode queries, search faiss, map rows back to docids."""
 
-    def __init__(self, name: str, encoder: str | None = None, threads: int = 2):
+    def __init__(self, name: str, encoder: str | None = None, threads: int = 2, exact: bool = False):
         self.path = index_folder(name) / BACKEND
         self.info = IndexInfo.read(self.path, name, BACKEND)
         self.threads = threads
@@ -213,10 +215,14 @@ class DenseIndex:
 
         faiss.omp_set_num_threads(threads)
         self.index = faiss.read_index(str(self.path / FAISS_INDEX))
+        if exact and not isinstance(self.index, faiss.IndexFlat):  # the graph's own vectors, every one compared
+            import numpy as np
+
+            self.index = _faiss_index(np.load(self.path / VECTORS), None)
         if hasattr(faiss, "index_cpu_to_all_gpus") and faiss.get_num_gpus() > 0 and isinstance(self.index, faiss.IndexFlat):
             self.index = faiss.index_cpu_to_all_gpus(self.index)
         self.docids = (self.path / DOCIDS).read_text().split()
-        self.provenance = {"encoder": built_with.get("hash"), "faiss": self.info.source.get("faiss")}
+        self.provenance = {"encoder": built_with.get("hash"), "faiss": "FlatIP" if exact else self.info.source.get("faiss")}
         self._built_ef = self.index.hnsw.efSearch if hasattr(self.index, "hnsw") else None
         self._encoder = None
 
@@ -250,13 +256,15 @@ class DenseIndex:
 
 
 def open_index(name: str, encoder: str | None = None, threads: int = 2, ef_search: int | None = None,
-               k: int | None = None, **_options) -> DenseIndex:
+               k: int | None = None, exact: bool | None = None, **_options) -> DenseIndex:
     path = index_folder(name) / BACKEND
     if not path.is_dir():
         raise MissingIndexError(f"no dense index {name!r} at {path}; build it with: {build_command(name, ' --backend dense')}")
     if ef_search is not None and ef_search < 1:
         raise UsageError(f"--ef-search must be a positive number, not {ef_search}")
-    index = DenseIndex(name, encoder, threads)
+    if ef_search is not None and exact:
+        raise UsageError("--ef-search tunes the HNSW graph's search; --exact compares every vector instead: give one")
+    index = DenseIndex(name, encoder, threads, bool(exact))
     if ef_search is not None and not hasattr(index.index, "hnsw"):
         raise UsageError(f"--ef-search tunes an HNSW index; {name}'s is exact (build one with --hnsw M)")
     ef = index.ef_search(k, ef_search) if k is not None else None
