@@ -153,6 +153,37 @@ def test_a_build_resumed_after_its_corpus_changed_encodes_it_again(home, cacm_sl
     assert info.source["resumed_documents"] == 0
 
 
+def test_an_overwrite_that_changes_only_the_faiss_index_encodes_nothing(home, cacm_slice, tiny_encoder, monkeypatch,
+                                                                        tmp_path):  # noqa: F811
+    """Exact to HNSW re-encoded the whole corpus: on a large one, hours for a graph built in seconds. The stored
+    vectors are taken when the documents' files and the encoder are the ones they came from, and only then."""
+    import json
+    import os
+
+    from rerank.retrieve import dense
+
+    docs = _documents(cacm_slice, 30)
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"id": d.docid, "contents": d.contents}) + "\n" for d in docs))
+    source = {"corpus": str(corpus)}
+    dense.build("switch", iter(docs), None, source, encoder=tiny_encoder)
+    before = np.load(home / "indexes" / "switch" / "dense" / dense.VECTORS)
+    real_encoder, loads = dense.load_encoder, []
+    monkeypatch.setattr(dense, "load_encoder", lambda *args: loads.append(args) or real_encoder(*args))
+    info = dense.build("switch", iter(docs), None, source, encoder=tiny_encoder, hnsw=16, overwrite=True)
+    assert loads == [] and info.source["faiss"] == "HNSW16,IP" and info.source[dense.REUSED]
+    assert (np.load(home / "indexes" / "switch" / "dense" / dense.VECTORS) == before).all()
+    topics = {d.docid: d.contents for d in docs[:3]}
+    assert [r.docids[0] for r in dense.open_index("switch", encoder=tiny_encoder).search(topics, k=5)] == list(topics)
+    loads.clear()  # (the search's query encoder)
+    os.utime(corpus, ns=(corpus.stat().st_atime_ns, corpus.stat().st_mtime_ns + 10**9))  # the corpus may have changed
+    info = dense.build("switch", iter(docs), None, source, encoder=tiny_encoder, overwrite=True)
+    assert len(loads) == 1 and not info.source[dense.REUSED]
+    info = dense.build("switch", iter(docs), None, {"corpus": str(tmp_path / "other.jsonl")}, encoder=tiny_encoder,
+                       overwrite=True)  # other documents (here a name with no file: no file state to tell them apart)
+    assert len(loads) == 2 and info.source["resumed_documents"] == 0
+
+
 def test_a_repeated_docid_stops_the_build_where_it_appears(home, cacm_slice, tiny_encoder, monkeypatch,
                                                            tmp_path):  # noqa: F811
     """The shared id check (formats.distinct_ids) stops a dense build at the repeat, before the rest is encoded;

@@ -6,7 +6,7 @@ import click
 
 from ..errors import UsageError
 from ..retrieve import api
-from ..retrieve.store import EMPTY_SKIPPED
+from ..retrieve.store import EMPTY_SKIPPED, REUSED
 from ..runs import RunReader, Stream
 from . import cli
 from .io import open_run_input, write_stream
@@ -48,7 +48,9 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
     info = api.build_index(name, backend_name, corpus=corpus, threads=threads, overwrite=overwrite, **options)
     skipped = info.source.get(EMPTY_SKIPPED)
     click.echo(f"indexed {info.documents} documents into index {name!r} ({backend_name})"
-               + (f"; {skipped} documents without text were skipped, as Anserini does" if skipped else ""), err=True)
+               + (f"; {skipped} documents without text were skipped, as Anserini does" if skipped else "")
+               + ("; the vectors of the index it replaces were reused (same documents, same encoder)"
+                  if info.source.get(REUSED) else ""), err=True)
 
 
 @cli.command()

@@ -32,7 +32,7 @@ from ..atomic import replace_folder
 from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError
 from ..runs import QueryRanking, Timing
-from .store import IndexInfo, build_command, index_folder, source_state
+from .store import MANIFEST, REUSED, IndexInfo, build_command, index_folder, source_state
 
 BACKEND = "dense"
 STAGE_NAME = "dense"  # the run tag when --name is not given
@@ -138,7 +138,8 @@ def _discarded_on(error: type[Exception], partial: Path) -> Iterator[None]:
 
 def build(name: str, documents: Iterable[Document], total: int | None, source: dict, threads: int = 2,
           overwrite: bool = False, encoder: str | None = None, hnsw: int | None = None, **_options) -> IndexInfo:
-    """Encode `documents` shard by shard (resumable), then write vectors + faiss index + manifest."""
+    """Encode `documents` shard by shard (resumable), or take the vectors of the index this one overwrites if
+    they came from the same documents and encoder; then write vectors + faiss index + manifest."""
     import numpy as np
 
     target = index_folder(name) / BACKEND
@@ -157,6 +158,32 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     partial.mkdir(parents=True, exist_ok=True)
     state_file.write_text(json.dumps(state, sort_keys=True))
 
+    stored = _stored_vectors(target, source, files, identity["hash"]) if overwrite else None
+    if stored is not None:
+        docids, matrix = stored
+        resumed = len(docids)
+    else:
+        docids, matrix, resumed = _encode(name, documents, total, path, threads, partial)
+    import faiss
+
+    faiss.omp_set_num_threads(threads)
+    np.save(partial / VECTORS, matrix)
+    (partial / DOCIDS).write_text("\n".join(docids) + "\n")
+    faiss.write_index(_faiss_index(matrix, hnsw), str(partial / FAISS_INDEX))
+    for leftover in [*partial.glob("0*.npy"), *partial.glob("0*.ids"), state_file]:
+        leftover.unlink()
+    info = IndexInfo(name, BACKEND, len(docids), {**source, "encoder": identity, "dim": int(matrix.shape[1]),
+                                                  "faiss": f"HNSW{hnsw},IP" if hnsw else "FlatIP", "files": files,
+                                                  "resumed_documents": resumed, REUSED: stored is not None})
+    info.write(partial)
+    replace_folder(partial, target)
+    return info
+
+
+def _encode(name: str, documents: Iterable[Document], total: int | None, encoder: str, threads: int, partial: Path):
+    """docids, their vectors and how many were resumed: shard by shard, each saved in `partial` when done."""
+    import numpy as np
+
     model = None
     docids: list[str] = []
     parts = []
@@ -169,7 +196,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
                 vectors = np.load(vec_file)
                 resumed += len(ids)
             else:
-                model = model or load_encoder(path, threads)
+                model = model or load_encoder(encoder, threads)
                 vectors = model.embed([doc.contents for doc in shard]).numpy()
                 _save_atomic(vec_file, lambda handle: np.save(handle, vectors))
                 _save_atomic(ids_file, lambda handle: handle.write("\n".join(ids).encode()))
@@ -179,21 +206,23 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     if not docids:
         shutil.rmtree(partial)
         raise BackendError(f"no documents to encode for index {name!r}")
-    matrix = np.concatenate(parts)
-    import faiss
+    return docids, np.concatenate(parts), resumed
 
-    faiss.omp_set_num_threads(threads)
-    np.save(partial / VECTORS, matrix)
-    (partial / DOCIDS).write_text("\n".join(docids) + "\n")
-    faiss.write_index(_faiss_index(matrix, hnsw), str(partial / FAISS_INDEX))
-    for leftover in [*partial.glob("0*.npy"), *partial.glob("0*.ids"), state_file]:
-        leftover.unlink()
-    info = IndexInfo(name, BACKEND, len(docids), {**source, "encoder": identity, "dim": int(matrix.shape[1]),
-                                                  "faiss": f"HNSW{hnsw},IP" if hnsw else "FlatIP",
-                                                  "resumed_documents": resumed})
-    info.write(partial)
-    replace_folder(partial, target)
-    return info
+
+def _stored_vectors(folder: Path, source: dict, files: list[str], encoder_hash: str):
+    """The docids and vectors of the index at `folder` if it was built from this source and these files (as
+    file_state sees them) with this encoder: an --overwrite that changes only the faiss index (exact to HNSW,
+    another M) encodes nothing again. None otherwise: for documents that no file stands for (nothing tells them
+    apart), or an index built before manifests recorded files."""
+    import numpy as np
+
+    if not files or not (folder / MANIFEST).is_file():
+        return None
+    stored = json.loads((folder / MANIFEST).read_text()).get("source", {})
+    if (stored.get("files") != files or stored.get("encoder", {}).get("hash") != encoder_hash
+            or any(stored.get(key) != value for key, value in source.items())):
+        return None
+    return (folder / DOCIDS).read_text().split(), np.load(folder / VECTORS)
 
 
 class DenseIndex:

@@ -13,6 +13,7 @@ from ..paths import file_state, indexes_dir
 
 MANIFEST = "rerank-index.json"
 EMPTY_SKIPPED = "empty_documents_skipped"
+REUSED = "reused_vectors"  # a dense build that took the vectors of the index it replaced (same documents and encoder)
 
 
 def index_folder(name: str) -> Path:
