@@ -33,6 +33,7 @@ from .atomic import atomic_output
 from .data import dataset_names, get_dataset
 from .errors import DataError, MissingIndexError, RerankError, UsageError
 from .evaluate import report
+from .evaluate.measures import label_among
 from .evaluate.session import evaluate_runs, judgements_for
 from .paths import file_state, indexes_dir, runs_dir
 from .retrieve import api
@@ -229,7 +230,7 @@ def _check_leaderboard(source: str, spec: dict) -> None:
     if spec.get("baseline", evaluated[0] if evaluated else None) not in evaluated:
         raise DataError(f"{source}: baseline {spec.get('baseline')!r} is not an evaluated stage "
                         f"({', '.join(evaluated) or 'none'})")
-    if labels and spec.get("sort", labels[0]) not in labels:
+    if labels and label_among(spec.get("sort", labels[0]), labels) is None:
         raise DataError(f"{source}: sort {spec['sort']!r} is not one of the measures: {', '.join(labels)}")
 
 
@@ -285,5 +286,6 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False) -> s
     if baseline not in names:
         raise UsageError(f"{path}: baseline {baseline!r} is not an evaluated stage ({', '.join(names)})")
     base = names.index(baseline)
-    rows = report.leaderboard(evaluations, named, base, spec.get("sort"))
+    sort = spec.get("sort")
+    rows = report.leaderboard(evaluations, named, base, None if sort is None else label_among(sort, [m.label for m in named]))
     return report.render(rows, named, fmt, baseline)

@@ -8,6 +8,7 @@ import click
 
 from ..errors import UsageError
 from ..evaluate import report
+from ..evaluate.measures import label_among
 from ..evaluate.session import evaluate_runs, judgements_for, load_runs
 from . import cli
 from .io import open_run_input
@@ -48,7 +49,8 @@ def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_
         return
     base = _baseline_index(loaded, baseline)
     labels = [m.label for m in named]
-    if sort_by is not None and sort_by not in labels:
+    sort_label = None if sort_by is None else label_among(sort_by, labels)
+    if sort_by is not None and sort_label is None:
         raise UsageError(f"--sort {sort_by!r} is not one of the measures: {', '.join(labels)}")
-    rows = report.leaderboard(evaluations, named, base, sort_by)
+    rows = report.leaderboard(evaluations, named, base, sort_label)
     click.echo(report.render(rows, named, fmt, evaluations[base].run_name), nl=False)

@@ -104,6 +104,18 @@ def parse_measure(text: str, min_rel: int = 1) -> NamedMeasure:
     return measures[0]
 
 
+def label_among(text: str, labels: list[str]) -> str | None:
+    """The label in `labels` that `text` names, spelled any way -m accepts it (`AP` or `map` for MAP, `P_5` for
+    P@5, `ndcg_cut.10` for nDCG@10), or None. Labels do not depend on the relevance threshold."""
+    if text in labels:
+        return text
+    try:
+        label = parse_measure(text).label
+    except UsageError:
+        return None
+    return label if label in labels else None
+
+
 def parse_measures(names: list[str], min_rel: int) -> list[NamedMeasure]:
     measures = [m for n in names for m in _parse_all(n, min_rel)]
     labels = [m.label for m in measures]
