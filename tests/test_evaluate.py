@@ -211,3 +211,30 @@ def test_missing_and_unjudged_queries_are_reported(rerank, data_root, tmp_path):
     strict = rerank("eval", str(tmp_path / "run"), "--qrels", str(data_root / "trec-dl/qrels/qrels.dl19-passage.txt"),
                     "--min-rel", "3", "-m", "nDCG@10")
     assert "7 judged queries have no document of grade >= 3 and score 0 in most measures" in strict.stderr
+
+
+def test_sort_takes_a_measure_as_m_spells_it(rerank, tmp_path):
+    """`-m AP --sort AP` was refused ("--sort 'AP' is not one of the measures: MAP"), as were R@100, RR, P_5 and
+    ndcg_cut.10, in eval and in a pipeline's `sort`."""
+    from rerank.evaluate.measures import label_among
+    from rerank.pipeline import load_pipeline
+
+    labels = ["NumRet", "MAP", "Recall@100", "MRR", "P@5", "nDCG@10"]
+    for spelled, label in [("AP", "MAP"), ("map", "MAP"), ("MAP", "MAP"), ("R@100", "Recall@100"), ("RR", "MRR"),
+                           ("P_5", "P@5"), ("ndcg_cut.10", "nDCG@10"), ("P@10", None), ("nonsense", None)]:
+        assert label_among(spelled, labels) == label, spelled
+    # through the CLI: a retrieves more (NumRet, the first measure, puts it on top); b ranks the relevant higher
+    (tmp_path / "a.run").write_text("1 Q0 d2 1 3.0 a\n1 Q0 d1 2 2.0 a\n1 Q0 d5 3 1.0 a\n2 Q0 d4 1 3.0 a\n"
+                                    "2 Q0 d6 2 2.0 a\n2 Q0 d7 3 1.0 a\n")
+    (tmp_path / "b.run").write_text("1 Q0 d1 1 3.0 b\n1 Q0 d2 2 2.0 b\n2 Q0 d3 1 3.0 b\n2 Q0 d4 2 2.0 b\n")
+    (tmp_path / "qrels").write_text("1 0 d1 1\n2 0 d3 1\n")
+    done = rerank("eval", "a.run", "b.run", "--qrels", "qrels", "-m", "NumRet", "-m", "AP", "--sort", "map",
+                  cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    assert lines[1].startswith("b.run ") and lines[2].startswith("a.run (baseline)"), done.stdout
+    done = rerank("eval", "a.run", "--qrels", "qrels", "-m", "AP", "--sort", "P_5", cwd=tmp_path, check=False)
+    assert done.returncode == 2 and done.stderr == "rerank: error: --sort 'P_5' is not one of the measures: MAP\n"
+    spec = tmp_path / "p.toml"
+    spec.write_text('dataset = "vaswani"\nmeasures = ["AP", "R@100", "P_5"]\nsort = "R@100"\n'
+                    '[[stage]]\nname = "bm25"\nkind = "retrieve"\n')
+    load_pipeline(spec)
