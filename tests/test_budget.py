@@ -118,6 +118,18 @@ def test_zero_untimed_does_not_hide_a_partly_timed_run(tmp_path):
             budget.query_costs(run, zero_untimed=zero)
 
 
+def test_a_model_that_merely_fits_first_is_not_called_better(tmp_path):
+    """"dense is better than bm25 below 45.7 ms" was said of a dense run with the lower MAP: below 45.7 ms bm25
+    had no point at all. That is said as it is; where both fit, "better" still compares them."""
+    paths = [_write_run(tmp_path, "early", 20, 2.0, 1), _write_run(tmp_path, "late", 20, 40.0, 2)]
+    points, label = budget.measure_points([_load(p) for p in paths], "nDCG@10")
+    report = budget.build_report(points, label, "median", [10, 200])
+    assert [(c.better, c.other, c.alone) for c in report.crossings] == [("early", "late", True)]
+    text = budget.render(report, "table")
+    assert "below 41 ms per query only early fits (late needs 41)" in text
+    assert "late is better than early from 41 ms per query on" in text
+
+
 def test_crossings_in_milliseconds_are_never_in_scientific_notation():
     assert budget.Crossing("deep", "bm25", 2103.4, 12.25).sentence() == \
         "deep is better than bm25 from 12.2 to 2103 ms per query"
@@ -154,7 +166,7 @@ def test_cli_report_plot_and_errors(tmp_path, rerank):
     done = rerank("budget", f"cheap={fast}", slow, "--format", "json", "--plot", str(plot), "--budgets", "10,200")
     report = json.loads(done.stdout)
     assert {p["model"] for p in report["points"]} == {"cheap", "slow"}
-    assert report["crossings"][0]["sentence"].startswith("cheap is better than slow below 100")
+    assert report["crossings"][0]["sentence"] == "below 100 ms per query only cheap fits (slow needs 100)"
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = rerank("budget", slow, "--budgets", "10,-1", check=False)
     assert bad.returncode == 2 and "--budgets must be positive numbers, not '-1'" in bad.stderr

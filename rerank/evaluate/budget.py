@@ -48,14 +48,19 @@ class BudgetPoint:
 @dataclass(frozen=True)
 class Crossing:
     """Budgets in [from_ms, below_ms) favour `better` (from the smallest budget when from_ms is None);
-    at `below_ms`, `other` takes over."""
+    at `below_ms`, `other` takes over. `alone`: below it `other` has no point at all, so `better` is not
+    better there but the only one that fits."""
 
     better: str
     other: str
     below_ms: float
     from_ms: float | None = None
+    alone: bool = False
 
     def sentence(self) -> str:
+        if self.alone:
+            below = _ms(self.below_ms)
+            return f"below {below} ms per query only {self.better} fits ({self.other} needs {below})"
         where = (f"below {_ms(self.below_ms)}" if self.from_ms is None
                  else f"from {_ms(self.from_ms)} to {_ms(self.below_ms)}")
         return f"{self.better} is better than {self.other} {where} ms per query"
@@ -221,7 +226,8 @@ def compare_curves(points: list[BudgetPoint], statistic: str,
                 if winner is not None and (not segments or segments[-1][0] != winner):
                     segments.append((winner, t))
             for k, ((better, start), (other, end)) in enumerate(zip(segments, segments[1:])):
-                found.append(Crossing(better, other, end, start if k else None))
+                alone = min(p.cost(statistic) for p in models[other]) >= end
+                found.append(Crossing(better, other, end, start if k else None, alone))
             if len(segments) == 1:
                 better, start = segments[0]
                 leads.append(Lead(better, b if better == a else a, start, ties))
