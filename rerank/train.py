@@ -743,12 +743,14 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     files = ["qrels", "topics", "corpus", "teacher", *(["candidates"] if args.candidate_file else []),
              *(["dev"] if args.dev not in dataset_names() else [])]
     # The files it read, recorded resolved (found from any folder, as --init's base is) and by content: a run
-    # file regenerated under the same name must be told from the one this checkpoint learnt from.
+    # file regenerated under the same name must be told from the one this checkpoint learnt from. A pipe
+    # (--qrels <(zcat ...)) was read once and has no content left to hash: opening it again waits for a writer.
     record["file_sha256"] = {}
     for key in files:
         if record[key]:
             record[key] = str(Path(record[key]).resolve())
-            record["file_sha256"][key] = file_sha256(Path(record[key]))
+            if Path(record[key]).is_file():
+                record["file_sha256"][key] = file_sha256(Path(record[key]))
     began = time.perf_counter()
     history: list[dict] = []
     best, best_step, since_best, stopped = None, None, 0, "steps"

@@ -430,6 +430,33 @@ def test_a_checkpoint_records_where_its_run_files_are(tiny_bert, tmp_path, reran
     assert read_checkpoint(tmp_path / "ck2", "bert")["training"]["file_sha256"] == {}
 
 
+def test_qrels_read_from_a_pipe_train_and_have_no_digest(tiny_bert, tmp_path, data_root, monkeypatch):
+    """--qrels <(zcat qrels.gz) was read, then opened again to hash it: /dev/fd/N resolved to a path that is not
+    there (a traceback after the model had loaded), and a named FIFO waited for a writer for ever."""
+    import os
+
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    from rerank.data import get_dataset
+
+    dataset = get_dataset("trecqa-dev")
+    run = tmp_path / "train.run"
+    with open(run, "w") as handle, RunWriter(handle, RunHeader({"dataset": "trecqa-dev"})) as writer:
+        for ranking in dataset.candidates():
+            writer.write(ranking)
+    read_end, write_end = os.pipe()  # what the shell's <(...) hands over; the qrels fit in its buffer
+    os.write(write_end, "".join(f"{q} 0 {d} {g}\n" for q, grades in dataset.qrels().items()
+                                for d, g in grades.items()).encode())
+    os.close(write_end)
+    try:
+        train("bert", TrainArgs(train=None, candidates=str(run), qrels=f"/dev/fd/{read_end}",
+                                output=str(tmp_path / "ck"), steps=1, batch_groups=2, negatives=2,
+                                model_options={"base": str(tiny_bert), "max_length": 32}))
+    finally:
+        os.close(read_end)
+    digests = read_checkpoint(tmp_path / "ck", "bert")["training"]["file_sha256"]
+    assert digests == {"candidates": hashlib.sha256(run.read_bytes()).hexdigest()}
+
+
 def test_a_teacher_of_a_training_run_file_that_names_no_data_set(tiny_bert, tmp_path, data_root, monkeypatch):
     """A headerless training run (its files passed) has no data set to hold a teacher run's against: no warning
     that the teacher is 'a run of trecqa-dev, not of plain.run' when nothing says the two differ."""
