@@ -184,6 +184,28 @@ def test_an_overwrite_that_changes_only_the_faiss_index_encodes_nothing(home, ca
     assert len(loads) == 2 and info.source["resumed_documents"] == 0
 
 
+def test_an_overwrite_of_a_damaged_index_encodes_again(home, cacm_slice, tiny_encoder, tmp_path):  # noqa: F811
+    """--overwrite is how a damaged index is repaired: taking its stored vectors copied a cut docids.txt into the
+    new index (300 vectors, 100 docids: a search that fails or names the wrong documents), and a cut or removed
+    vectors.npy stopped the build with a traceback or an error."""
+    from rerank.retrieve import dense
+
+    docs = _documents(cacm_slice, 30)
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"id": d.docid, "contents": d.contents}) + "\n" for d in docs))
+    source, folder = {"corpus": str(corpus)}, home / "indexes" / "damaged" / "dense"
+    dense.build("damaged", iter(docs), None, source, encoder=tiny_encoder)
+    good = np.load(folder / dense.VECTORS)
+    for damage in (lambda: (folder / dense.DOCIDS).write_text("\n".join(d.docid for d in docs[:10]) + "\n"),
+                   lambda: (folder / dense.VECTORS).write_bytes((folder / dense.VECTORS).read_bytes()[:1000]),
+                   lambda: (folder / dense.VECTORS).unlink()):
+        damage()
+        info = dense.build("damaged", iter(docs), None, source, encoder=tiny_encoder, overwrite=True)
+        assert not info.source[dense.REUSED] and info.documents == 30
+        assert (folder / dense.DOCIDS).read_text().split() == [d.docid for d in docs]
+        assert np.allclose(np.load(folder / dense.VECTORS), good, atol=1e-6)
+
+
 def test_a_repeated_docid_stops_the_build_where_it_appears(home, cacm_slice, tiny_encoder, monkeypatch,
                                                            tmp_path):  # noqa: F811
     """The shared id check (formats.distinct_ids) stops a dense build at the repeat, before the rest is encoded;

@@ -213,16 +213,24 @@ def _stored_vectors(folder: Path, source: dict, files: list[str], encoder_hash: 
     """The docids and vectors of the index at `folder` if it was built from this source and these files (as
     file_state sees them) with this encoder: an --overwrite that changes only the faiss index (exact to HNSW,
     another M) encodes nothing again. None otherwise: for documents that no file stands for (nothing tells them
-    apart), or an index built before manifests recorded files."""
+    apart), or an index built before manifests recorded files; and for an index whose vectors or docids are
+    unreadable or disagree with its manifest: --overwrite is how a damaged index is repaired, not copied."""
     import numpy as np
 
     if not files or not (folder / MANIFEST).is_file():
         return None
-    stored = json.loads((folder / MANIFEST).read_text()).get("source", {})
+    manifest = json.loads((folder / MANIFEST).read_text())
+    stored = manifest.get("source", {})
     if (stored.get("files") != files or stored.get("encoder", {}).get("hash") != encoder_hash
             or any(stored.get(key) != value for key, value in source.items())):
         return None
-    return (folder / DOCIDS).read_text().split(), np.load(folder / VECTORS)
+    try:  # mapped, not read: faiss copies it into the new index, and one copy of a corpus's vectors is enough
+        docids, vectors = (folder / DOCIDS).read_text().split(), np.load(folder / VECTORS, mmap_mode="r")
+    except (OSError, ValueError):
+        return None
+    if vectors.shape != (manifest.get("documents"), stored.get("dim")) or len(docids) != len(vectors):
+        return None
+    return docids, vectors
 
 
 class DenseIndex:
