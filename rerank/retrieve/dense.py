@@ -251,11 +251,14 @@ class DenseIndex:
         import faiss
 
         faiss.omp_set_num_threads(threads)
-        self.index = faiss.read_index(str(self.path / FAISS_INDEX))
-        if exact and not isinstance(self.index, faiss.IndexFlat):  # the graph's own vectors, every one compared
+        if exact and self.info.source.get("faiss") != "FlatIP":  # the graph's own vectors, every one compared
             import numpy as np
 
-            self.index = _faiss_index(np.load(self.path / VECTORS), None)
+            # The graph is not read and the vectors are mapped: the graph, the array and the flat index's own
+            # copy held three times a corpus's vectors in memory at once, for one index's worth of search.
+            self.index = _faiss_index(np.load(self.path / VECTORS, mmap_mode="r"), None)
+        else:
+            self.index = faiss.read_index(str(self.path / FAISS_INDEX))
         if hasattr(faiss, "index_cpu_to_all_gpus") and faiss.get_num_gpus() > 0 and isinstance(self.index, faiss.IndexFlat):
             self.index = faiss.index_cpu_to_all_gpus(self.index)
         self.docids = (self.path / DOCIDS).read_text().split()
