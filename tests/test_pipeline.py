@@ -121,6 +121,7 @@ def test_pipeline_shape_mistakes_are_refused_when_read(tmp_path, top, extra, mes
     ('kind = "score"\ninput = "bm25"\nmodel = "tk"', "stage 's': --model tk needs --checkpoint DIR"),
     ('kind = "retrieve"\nbackend = "dense"', "stage 's': no complete dense index at .*; build it with: rerank index vaswani --backend dense"),
     ('kind = "retrieve"\nbackend = "nosuch"', "stage 's': unknown back end 'nosuch'"),
+    ('kind = "retrieve"\nbackend = "dense"\nexact = true\nef_search = 64', "stage 's': --ef-search tunes the HNSW"),
     ('kind = "retrieve"\nk = -5', "stage 's': --k must be a positive number"),
     ('kind = "retrieve"\ntopics = "/nonexistent/t.tsv"', "stage 's': file not found: /nonexistent/t.tsv"),
     ('kind = "candidates"', "stage 's': data set vaswani ships no candidate runs"),

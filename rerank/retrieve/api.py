@@ -4,7 +4,8 @@ A back end is a module registered by name in BACKENDS that provides
 `build(name, documents, total, source, **options) -> IndexInfo` and
 `open_index(name, k=..., **options)` whose `.search(topics, k, **options)` yields QueryRankings (`k` comes
 to open_index too, for provenance that depends on it and limits to check before searching). The run's header
-records the options a back end names in SEARCH_OPTIONS.
+records the options a back end names in SEARCH_OPTIONS; one that refuses some of them together provides
+`check_search_options(**options)`, called before any index opens.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def check_retrieve(name: str, backend_name: str, k: int, topics: str | None, opt
     _check_options(options)
     module = backend(backend_name)
     _check_backend_options(backend_name, options, module.SEARCH_OPTIONS)
+    if hasattr(module, "check_search_options"):
+        module.check_search_options(**options)
     collection = _collection(name, None, topics)
     if collection is None:
         raise DataError(f"{name!r} is not a known data set (known: {', '.join(dataset_names())}); "

@@ -295,15 +295,21 @@ class DenseIndex:
                 yield ranking
 
 
+def check_search_options(ef_search: int | None = None, exact: bool | None = None, **_options) -> None:
+    """What a search refuses in its options alone, before any index opens: a pipeline checks its stages with
+    it before the first runs, instead of failing at this stage after the ones before it."""
+    if ef_search is not None and ef_search < 1:
+        raise UsageError(f"--ef-search must be a positive number, not {ef_search}")
+    if ef_search is not None and exact:
+        raise UsageError("--ef-search tunes the HNSW graph's search; --exact compares every vector instead: give one")
+
+
 def open_index(name: str, encoder: str | None = None, threads: int = 2, ef_search: int | None = None,
                k: int | None = None, exact: bool | None = None, **_options) -> DenseIndex:
     path = index_folder(name) / BACKEND
     if not path.is_dir():
         raise MissingIndexError(f"no dense index {name!r} at {path}; build it with: {build_command(name, ' --backend dense')}")
-    if ef_search is not None and ef_search < 1:
-        raise UsageError(f"--ef-search must be a positive number, not {ef_search}")
-    if ef_search is not None and exact:
-        raise UsageError("--ef-search tunes the HNSW graph's search; --exact compares every vector instead: give one")
+    check_search_options(ef_search, exact)
     index = DenseIndex(name, encoder, threads, bool(exact))
     if ef_search is not None and not hasattr(index.index, "hnsw"):
         raise UsageError(f"--ef-search tunes an HNSW index; {name}'s is exact (build one with --hnsw M)")
