@@ -294,7 +294,7 @@ def render(report: BudgetReport, fmt: str) -> str:
             for model in models:
                 best = row[model]
                 writer.writerow([row["budget_ms"], report.statistic, report.pick, model, best["depth"] if best else "",
-                                 f"{best['effectiveness']:.4f}" if best else ""])
+                                 repr(best["effectiveness"]) if best else ""])  # every digit, as eval's CSV
         return buf.getvalue()
     table = _markdown if fmt == "markdown" else _text
     notes = []

@@ -56,6 +56,11 @@ def _cell(value: float, measure: NamedMeasure) -> str:
     return f"{value:.0f}" if is_count(measure) else f"{value:.4f}"
 
 
+def _exact(value: float, measure: NamedMeasure) -> str:
+    """A CSV cell: every digit, as JSON gives it (rounded to 4, per-query deltas and ties were lost to pandas)."""
+    return f"{value:.0f}" if is_count(measure) else repr(float(value))
+
+
 def _mark(c: Comparison | None) -> str:
     """'+'/'-' when better/worse than the baseline at ALPHA after Holm correction (t-test) and
     by the randomization test; '' when the evidence does not reach both."""
@@ -102,7 +107,7 @@ def _leaderboard_csv(rows: list[Row], measures: list[NamedMeasure]) -> str:
     table = []
     for r in rows:
         versus = [(r.versus or {}).get(label) for label in labels]
-        table.append([r.run, str(r.versus is None).lower(), *[_cell(r.means[m.label], m) for m in measures],
+        table.append([r.run, str(r.versus is None).lower(), *[_exact(r.means[m.label], m) for m in measures],
                       *[_mark(c) for c in versus], *[f"{c.wins}/{c.ties}/{c.losses}" if c else "" for c in versus]])
     return _csv(header, table)
 
@@ -116,9 +121,9 @@ def render_per_query(evaluations: list[Evaluation], measures: list[NamedMeasure]
         values.append([ev.run_name, "all", *[ev.overall(m.label) for m in measures]])
     if fmt == "json":
         return json.dumps([dict(zip(header, row)) for row in values], indent=2) + "\n"
-    table = [[run, qid, *[_cell(v, m) for v, m in zip(numbers, measures)]] for run, qid, *numbers in values]
     if fmt == "csv":
-        return _csv(header, table)
+        return _csv(header, [[run, qid, *map(_exact, numbers, measures)] for run, qid, *numbers in values])
+    table = [[run, qid, *[_cell(v, m) for v, m in zip(numbers, measures)]] for run, qid, *numbers in values]
     return _markdown(header, table) if fmt == "markdown" else _text(header, table)
 
 

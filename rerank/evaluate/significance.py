@@ -6,6 +6,7 @@ fixed seed, so a leaderboard is reproducible to the last digit.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,7 +52,9 @@ def compare(candidate: np.ndarray, baseline: np.ndarray) -> Comparison:
     else:
         from scipy import stats  # imported here: it costs ~1 s, and a single-run eval never needs it
 
-        t_p = float(stats.ttest_rel(candidate, baseline).pvalue)
+        with warnings.catch_warnings():  # a difference equal on every query (up to float rounding) is a clear
+            warnings.simplefilter("ignore", RuntimeWarning)  # result (p ~ 0), not scipy's precision-loss warning
+            t_p = float(stats.ttest_rel(candidate, baseline).pvalue)
         t_p = 1.0 if np.isnan(t_p) else t_p
     wins = int(np.count_nonzero(diff > 1e-12))
     losses = int(np.count_nonzero(diff < -1e-12))
