@@ -253,3 +253,22 @@ def test_sort_takes_a_measure_as_m_spells_it(rerank, tmp_path):
     spec.write_text('dataset = "vaswani"\nmeasures = ["AP", "R@100", "P_5"]\nsort = "R@100"\n'
                     '[[stage]]\nname = "bm25"\nkind = "retrieve"\n')
     load_pipeline(spec)
+
+
+def test_a_baseline_named_by_a_stage_name_that_several_runs_carry(rerank, tmp_path):
+    """Two runs of a stage named `dense` are shown as dense:exact.run and dense:hnsw.run; `--baseline dense` said it
+    named none of the runs, when it named two."""
+    (tmp_path / "qrels").write_text("1 0 d1 1\n2 0 d3 1\n")
+    from rerank.runs import QueryRanking, RunHeader, RunWriter
+
+    for name, first in (("exact.run", "d1"), ("hnsw.run", "d2")):
+        with open(tmp_path / name, "w") as handle, RunWriter(handle, RunHeader({}).with_stage({"name": "dense"})) as out:
+            out.write(QueryRanking("1", [first], [2.0]))
+            out.write(QueryRanking("2", ["d3"], [2.0]))
+    common = ("eval", "exact.run", "hnsw.run", "--qrels", "qrels", "--baseline")
+    done = rerank(*common, "dense", cwd=tmp_path, check=False)
+    assert done.returncode == 2 and done.stderr == ("rerank: error: --baseline 'dense' is the stage name of several runs: "
+                                                    "dense:exact.run, dense:hnsw.run; name one of them\n")
+    assert "dense:hnsw.run (baseline)" in rerank(*common, "hnsw.run", cwd=tmp_path).stdout
+    done = rerank(*common, "bm25", cwd=tmp_path, check=False)
+    assert done.returncode == 2 and "--baseline 'bm25' names none of the runs: dense:exact.run, dense:hnsw.run" in done.stderr
