@@ -107,8 +107,10 @@ def _check_index_there(spec: dict, backend_name: str) -> None:
     folder = indexes_dir() / spec["dataset"] / backend_name
     if backend_name in LOCAL_BACKENDS and backend_name != built and not (folder / MANIFEST).is_file():
         options = "" if backend_name == "lucene" else f" --backend {backend_name}"
+        table = (f" (the pipeline's [index] table builds its {built} index: one back end per pipeline)" if built
+                 else ", or give the pipeline an [index] table")
         raise MissingIndexError(f"no complete {backend_name} index at {folder}; build it with: "
-                                f"{build_command(spec['dataset'], options)}, or give the pipeline an [index] table")
+                                f"{build_command(spec['dataset'], options)}{table}")
 
 
 def check_stages(spec: dict) -> None:

@@ -146,3 +146,18 @@ def test_an_unknown_data_set_stops_the_pipeline_before_any_stage_runs(rerank, tm
     spec.write_text('dataset = "nosuch"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n')
     done = rerank("run", str(spec), check=False)
     assert done.returncode != 0 and "'nosuch' is not a known data set" in done.stderr and "running" not in done.stderr
+
+
+def test_a_missing_index_of_another_back_end_than_the_index_table_builds(tmp_path, monkeypatch):
+    """With `[index] backend = "lucene"` and a dense stage, the error said to "give the pipeline an [index] table",
+    which it had: one table builds one back end."""
+    from rerank.errors import MissingIndexError
+    from rerank.pipeline import _check_index_there
+
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
+    with pytest.raises(MissingIndexError) as raised:
+        _check_index_there({"dataset": "vaswani", "index": {"backend": "lucene"}}, "dense")
+    assert str(raised.value).endswith("build it with: rerank index vaswani --backend dense (the pipeline's [index] "
+                                      "table builds its lucene index: one back end per pipeline)")
+    with pytest.raises(MissingIndexError, match=r"--backend dense, or give the pipeline an \[index\] table$"):
+        _check_index_there({"dataset": "vaswani"}, "dense")
