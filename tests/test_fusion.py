@@ -119,6 +119,9 @@ def test_fuse_cli_reads_stdin_and_files(rerank, tmp_path):
     assert one.returncode == 2 and "at least two runs" in one.stderr
     bad = rerank("fuse", str(tmp_path / "bm25.run"), str(tmp_path / "nope.run"), check=False)
     assert bad.returncode != 0 and "run file not found" in bad.stderr
+    # runs of two data sets: the error alone, not first a note about their queries that differ
+    other = rerank("fuse", str(tmp_path / "bm25.run"), "-", input=DENSE.replace('"vaswani"', '"cacm"'), check=False)
+    assert other.returncode == 2 and other.stderr.startswith("rerank: error: cannot fuse runs of different data sets")
 
 
 @pytest.mark.data

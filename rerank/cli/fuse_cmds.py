@@ -37,8 +37,9 @@ def fuse(runs, method, rrf_k, norm, depth, stage_name, output, trec_only) -> Non
         raise UsageError("only one of the runs can come from stdin ('-')")
     with contextlib.ExitStack() as stack:
         loaded = load_runs([stack.enter_context(open_run_input(path)) for path in runs], strict=False)
+    fused = fusion.fuse(loaded, method, rrf_k, norm, depth, stage_name)  # refuses runs it cannot fuse, before the note
     uneven = fusion.uneven_queries(loaded)
     if uneven:
         click.echo(f"rerank: note: {len(uneven)} queries are missing from some of the runs and are fused from the "
                    f"others {some_ids(uneven)}", err=True)
-    write_stream(fusion.fuse(loaded, method, rrf_k, norm, depth, stage_name), output, trec_only)
+    write_stream(fused, output, trec_only)
