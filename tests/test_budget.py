@@ -178,6 +178,13 @@ def test_cli_report_plot_and_errors(tmp_path, rerank):
     assert "score cache" not in done.stderr
     cached = rerank("budget", _write_run(tmp_path, "cached", 20, 0.1, 2, cache=True))
     assert "stage cached ran with the score cache on" in cached.stderr and "--no-cache" in cached.stderr
+    # a first stage timed as one batch (Lucene, dense, Elasticsearch) has no spread of its own to put in a p95
+    amortised = tmp_path / "amortised.run"
+    amortised.write_text(open(slow).read().replace('"stage": "retrieve"', '"stage": "retrieve", "timing": "amortised"'))
+    for statistic, said in (("median", False), ("p95", True)):
+        done = rerank("budget", str(amortised), "--statistic", statistic)
+        assert ("amortised.run: stage bm25 timed its queries as one batch and gave each an equal share, so its p95 is "
+                "its median" in done.stderr) == said, done.stderr
     few = tmp_path / "few.run"  # a run of 2 of the 8 judged queries: its mean counts the other 6 as 0
     qid_of = {True: lambda line: line.split()[2], False: lambda line: line.split()[0]}  # '# time: QID ...' or a record
     few.write_text("".join(line for line in open(slow) if line.startswith("# ") and not line.startswith("# time:")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Callable
 
 import click
 
@@ -22,16 +23,20 @@ def _split_label(argument: str) -> tuple[str | None, str]:
     return label, path
 
 
-def _cached_score_stages(stages: list[dict]) -> list[str]:
-    """Score stages that ran with the cache on, including those inside the inputs of a fusion."""
+def _stages_where(stages: list[dict], wanted: Callable[[dict], bool]) -> list[str]:
+    """Names of the stages `wanted` picks, including those inside the inputs of a fusion."""
     found = []
     for stage in stages:
-        if stage.get("stage") == "score" and stage.get("cache"):
-            found.append(stage.get("name", "score"))
+        if wanted(stage):
+            found.append(stage.get("name", stage.get("stage")))
         for fused in stage.get("inputs", []) if isinstance(stage.get("inputs"), list) else []:
             if isinstance(fused, dict):
-                found += _cached_score_stages(fused.get("stages", []))
+                found += _stages_where(fused.get("stages", []), wanted)
     return list(dict.fromkeys(found))
+
+
+def _cached_score_stages(stages: list[dict]) -> list[str]:
+    return _stages_where(stages, lambda stage: stage.get("stage") == "score" and bool(stage.get("cache")))
 
 
 @cli.command("budget")
@@ -93,6 +98,10 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
                 click.echo(f"rerank: warning: {run.source}: stage {', '.join(cached)} ran with the score cache on, so "
                            "a query whose pairs came from the cache costs about 0 ms; time it with rerank score "
                            "--no-cache", err=True)
+            shared = _stages_where(run.header.stages, lambda stage: stage.get("timing") == "amortised")
+            if shared and statistic == "p95":
+                click.echo(f"rerank: note: {run.source}: stage {', '.join(shared)} timed its queries as one batch and "
+                           "gave each an equal share, so its p95 is its median", err=True)
     points, label = budgets_lib.measure_points(loaded, measure, qrels, zero_untimed,
                                                note=lambda message: click.echo(f"rerank: note: {message}", err=True))
     report = budgets_lib.build_report(points, label, statistic, chosen, pick)
