@@ -262,13 +262,36 @@ def test_a_baseline_named_by_a_stage_name_that_several_runs_carry(rerank, tmp_pa
     from rerank.runs import QueryRanking, RunHeader, RunWriter
 
     for name, first in (("exact.run", "d1"), ("hnsw.run", "d2")):
-        with open(tmp_path / name, "w") as handle, RunWriter(handle, RunHeader({}).with_stage({"name": "dense"})) as out:
+        header = RunHeader({}).with_stage({"name": "dense"})
+        with open(tmp_path / name, "w") as handle, RunWriter(handle, header) as out:
             out.write(QueryRanking("1", [first], [2.0]))
             out.write(QueryRanking("2", ["d3"], [2.0]))
     common = ("eval", "exact.run", "hnsw.run", "--qrels", "qrels", "--baseline")
     done = rerank(*common, "dense", cwd=tmp_path, check=False)
-    assert done.returncode == 2 and done.stderr == ("rerank: error: --baseline 'dense' is the stage name of several runs: "
-                                                    "dense:exact.run, dense:hnsw.run; name one of them\n")
+    assert done.returncode == 2
+    assert done.stderr == ("rerank: error: --baseline 'dense' is the stage name of several runs: dense:exact.run, "
+                           "dense:hnsw.run; name one of them\n")
     assert "dense:hnsw.run (baseline)" in rerank(*common, "hnsw.run", cwd=tmp_path).stdout
     done = rerank(*common, "bm25", cwd=tmp_path, check=False)
-    assert done.returncode == 2 and "--baseline 'bm25' names none of the runs: dense:exact.run, dense:hnsw.run" in done.stderr
+    assert done.returncode == 2 and "'bm25' names none of the runs: dense:exact.run, dense:hnsw.run" in done.stderr
+
+
+def test_a_threshold_in_the_name_above_every_grade_is_said(rerank, tmp_path):
+    """`-m "AP(rel=2)"` on binary qrels gave 0.0000 with no word of why."""
+    (tmp_path / "a.run").write_text("1 Q0 d1 1 2.0 a\n2 Q0 d3 1 2.0 a\n")
+    (tmp_path / "qrels").write_text("1 0 d1 1\n2 0 d3 1\n")
+    done = rerank("eval", "a.run", "--qrels", "qrels", "-m", "AP(rel=2)", "-m", "AP", cwd=tmp_path)
+    assert done.stderr == ("rerank: note: AP(rel=2): no judgement has grade >= 2 (the highest is 1), so it is 0 for "
+                           "every query\n")
+    assert rerank("eval", "a.run", "--qrels", "qrels", "-m", "AP(rel=1)", cwd=tmp_path).stderr == ""
+
+
+def test_counts_get_no_significance_mark(rerank, tmp_path):
+    """A run retrieving one more document on each of 8 queries was marked `NumRet 16+`: a count is no finding."""
+    (tmp_path / "qrels").write_text("".join(f"{q} 0 d1 1\n" for q in range(8)))
+    (tmp_path / "a.run").write_text("".join(f"{q} Q0 d1 1 2.0 a\n" for q in range(8)))
+    (tmp_path / "b.run").write_text("".join(f"{q} Q0 d1 1 2.0 b\n{q} Q0 d2 2 1.0 b\n" for q in range(8)))
+    table = rerank("eval", "a.run", "b.run", "--qrels", "qrels", "-m", "NumRet", "-m", "AP", cwd=tmp_path).stdout
+    assert table.splitlines()[1].split()[:3] == ["b.run", "16", "1.0000"], table
+    csv = rerank("eval", "a.run", "b.run", "--qrels", "qrels", "-m", "NumRet", "--format", "csv", cwd=tmp_path).stdout
+    assert csv.splitlines()[1] == "b.run,false,16,,8/0/0"

@@ -61,10 +61,11 @@ def _exact(value: float, measure: NamedMeasure) -> str:
     return f"{value:.0f}" if is_count(measure) else repr(float(value))
 
 
-def _mark(c: Comparison | None) -> str:
+def _mark(c: Comparison | None, measure: NamedMeasure) -> str:
     """'+'/'-' when better/worse than the baseline at ALPHA after Holm correction (t-test) and
-    by the randomization test; '' when the evidence does not reach both."""
-    if c is None or c.holm_p >= ALPHA or c.rand_p >= ALPHA:
+    by the randomization test; '' when the evidence does not reach both, and for counts (NumRet, NumRel):
+    more documents retrieved is no finding."""
+    if c is None or is_count(measure) or c.holm_p >= ALPHA or c.rand_p >= ALPHA:
         return ""
     return "+" if c.delta > 0 else "-"
 
@@ -84,7 +85,7 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
     for r in rows:
         cells = [r.run + (" (baseline)" if many and r.versus is None else "")]
         for m in measures:
-            cells.append(_cell(r.means[m.label], m) + _mark((r.versus or {}).get(m.label)))
+            cells.append(_cell(r.means[m.label], m) + _mark((r.versus or {}).get(m.label), m))
         table.append(cells)
     if many:
         header.append(f"W/T/L ({labels[0]})")
@@ -108,7 +109,8 @@ def _leaderboard_csv(rows: list[Row], measures: list[NamedMeasure]) -> str:
     for r in rows:
         versus = [(r.versus or {}).get(label) for label in labels]
         table.append([r.run, str(r.versus is None).lower(), *[_exact(r.means[m.label], m) for m in measures],
-                      *[_mark(c) for c in versus], *[f"{c.wins}/{c.ties}/{c.losses}" if c else "" for c in versus]])
+                      *[_mark(c, m) for c, m in zip(versus, measures)],
+                      *[f"{c.wins}/{c.ties}/{c.losses}" if c else "" for c in versus]])
     return _csv(header, table)
 
 

@@ -79,6 +79,12 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
     if hopeless:  # trec_eval keeps them in its means too (num_q), but nothing says so
         warnings.append(f"{len(hopeless)} judged queries have no document of grade >= {judgements.min_rel} and score 0 "
                         f"in most measures {some_ids(hopeless)}")
+    top = max((grade for grades in judgements.qrels.values() for grade in grades.values()), default=0)
+    for named in measures:  # a threshold set in the name (AP(rel=2)) above every grade: 0 everywhere, unsaid
+        rel = named.measure.params.get("rel")
+        if rel is not None and rel > top and rel != judgements.min_rel:
+            warnings.append(f"{named.label}: no judgement has grade >= {rel} (the highest is {top}), so it is 0 "
+                            "for every query")
     for run in runs:
         if not set(run.queries) & set(judgements.qrels):
             raise DataError(f"{run.source}: none of its {len(run.queries)} queries is judged in {judgements.source} "
