@@ -80,6 +80,14 @@ def test_data_commands(rerank, data_root):
 
     shown = json.loads(rerank("data", "show", "cacm").stdout)
     assert shown["counts"] == {"documents": 3204, "topics": 64, "judged_queries": 52, "judgements": 796}
+    # the measures as eval's tables label them (they listed AP, RR and R@100 where a leaderboard says MAP, MRR and
+    # Recall@100)
+    from rerank.data import dataset_names, get_dataset
+    from rerank.evaluate.measures import parse_measure
+
+    assert shown["measures"] == ["MAP", "MRR", "P@1", "nDCG@10", "Recall@100"]
+    for name in dataset_names():
+        assert [parse_measure(m).label for m in get_dataset(name).measures] == list(get_dataset(name).measures), name
     absent = json.loads(rerank("data", "show", "wikiqa-test").stdout)
     assert absent["present"] is False and absent["missing"][0].endswith("WikiQASent-test.txt")
     via_option = rerank("--data-root", str(data_root), "data", "list", env={"RERANK_DATA": ""}).stdout

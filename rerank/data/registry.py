@@ -17,9 +17,10 @@ from ..runs import QueryRanking
 from . import formats
 from .formats import AnswerSelection, Document, Qrels
 
-ADHOC_MEASURES = ("AP", "RR", "P@1", "nDCG@10", "R@100")
-DL_MEASURES = ("nDCG@10", "RR@10", "AP", "R@100")
-QA_MEASURES = ("AP", "RR", "P@1")
+# Spelled as eval's tables label them (MAP for ir_measures' AP), so `rerank data show` and a leaderboard agree.
+ADHOC_MEASURES = ("MAP", "MRR", "P@1", "nDCG@10", "Recall@100")
+DL_MEASURES = ("nDCG@10", "MRR@10", "MAP", "Recall@100")
+QA_MEASURES = ("MAP", "MRR", "P@1")
 
 
 @dataclass
