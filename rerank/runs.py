@@ -471,10 +471,18 @@ def _load_fast(text: str, source: str) -> Run | None:
     records = records.replace(b"\t", b" ")
     if b"#" in records:  # a '#' inside a record; wrong column counts (extra spaces too) fail the parse below
         return None
+    if not records.strip():  # no records: nothing for Arrow to read (the slow path names the empty input)
+        return None
+    # Arrow's reader finishes with its input on a thread of its own, also after a failed read has returned. A
+    # buffer over Python's bytes then needs the GIL to be released there; at interpreter exit that thread cannot
+    # have it, and the process aborted ("terminate called without an active exception") after its error message.
+    # A copy in Arrow's own memory needs no GIL.
+    owned = pa.BufferOutputStream()
+    owned.write(records)
     columns = ["qid", "q0", "docid", "rank", "score", "tag"]
     types = {"qid": pa.string(), "docid": pa.string(), "rank": pa.int64(), "score": pa.float64(), "tag": pa.string()}
     try:
-        table = pacsv.read_csv(pa.py_buffer(records), read_options=pacsv.ReadOptions(column_names=columns),
+        table = pacsv.read_csv(owned.getvalue(), read_options=pacsv.ReadOptions(column_names=columns),
                                parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False),
                                convert_options=pacsv.ConvertOptions(column_types=types))
     except (pa.ArrowInvalid, pa.ArrowTypeError):
