@@ -751,6 +751,11 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
             record[key] = str(Path(record[key]).resolve())
             if Path(record[key]).is_file():
                 record["file_sha256"][key] = file_sha256(Path(record[key]))
+    # --init's base by content too: its folder may be retrained later (train -o replaces a checkpoint), and the
+    # path alone would then name other weights than the ones this run continued.
+    base = args.model_options.get("base")
+    record["init_hash"] = (read_checkpoint(base, model_name)["hash"]
+                           if base and (Path(base) / CHECKPOINT_FILE).is_file() else None)
     began = time.perf_counter()
     history: list[dict] = []
     best, best_step, since_best, stopped = None, None, 0, "steps"

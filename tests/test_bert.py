@@ -430,6 +430,19 @@ def test_a_checkpoint_records_where_its_run_files_are(tiny_bert, tmp_path, reran
     assert read_checkpoint(tmp_path / "ck2", "bert")["training"]["file_sha256"] == {}
 
 
+def test_a_continued_checkpoint_records_the_hash_of_the_one_it_started_from(tiny_checkpoint, tiny_bert, tmp_path):
+    """--init's base was recorded by path alone: once that folder was retrained (train -o replaces it without a
+    word), nothing told which weights the continuation had started from. Its content hash is recorded too."""
+    parent, _ = tiny_checkpoint
+    args = TrainArgs(train="trecqa-dev", output=str(tmp_path / "child"), steps=1, batch_groups=2, negatives=2,
+                     model_options={"base": str(parent), "max_length": 32})
+    train("bert", args)
+    training = read_checkpoint(tmp_path / "child", "bert")["training"]
+    assert training["init_hash"] == read_checkpoint(parent, "bert")["hash"]
+    train("bert", replace(args, output=str(tmp_path / "fresh"), model_options={"base": str(tiny_bert), "max_length": 32}))
+    assert read_checkpoint(tmp_path / "fresh", "bert")["training"]["init_hash"] is None  # a model folder, not a checkpoint
+
+
 def test_qrels_read_from_a_pipe_train_and_have_no_digest(tiny_bert, tmp_path, data_root, monkeypatch):
     """--qrels <(zcat qrels.gz) was read, then opened again to hash it: /dev/fd/N resolved to a path that is not
     there (a traceback after the model had loaded), and a named FIFO waited for a writer for ever."""
