@@ -117,7 +117,7 @@ def main() -> None:
             settings = {"dev_fraction": 0.2, "seed": args.seed, "patience": 10, **overrides}
             return train(variant, TrainArgs(train="trec-dl-2020", output=output, steps=args.steps, lr=args.lr,
                                             eval_every=args.eval_every, teacher=args.teacher, **distill,
-                                            max_minutes=args.max_minutes,
+                                            max_minutes=args.max_minutes, overwrite=True,
                                             model_options=options, **settings),
                          log=lambda m: print(m, file=sys.stderr, flush=True))
 

@@ -246,6 +246,7 @@ class TrainArgs:
     teacher_min_score: float | None = None  # unjudged teacher queries whose best score is lower are skipped
     max_minutes: float | None = None
     precision: str = "fp32"  # "bf16": forward passes under bfloat16 autocast (about 2x the steps on AVX512-BF16 CPUs)
+    overwrite: bool = False  # replace a checkpoint already at `output` (else refused, as index and encode refuse)
     model_options: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -282,6 +283,9 @@ class TrainArgs:
             raise UsageError(f"{self.output} is the checkpoint training starts from (--init); write the result to a "
                              "new folder")
         check_replaceable(self.output, CHECKPOINT_FILE)  # now, not after the first dev evaluation
+        if (Path(self.output) / CHECKPOINT_FILE).is_file() and not self.overwrite:  # runs name it by its hash
+            raise UsageError(f"{self.output} holds a checkpoint already; pass --overwrite to replace it, or choose "
+                             "another -o")
         check_writable(self.output)
         if sum(map(bool, (self.dev, self.dev_fraction, self.dev_fold))) > 1:
             raise UsageError("give only one of --dev DATASET, --dev-fraction and --dev-fold")
@@ -740,6 +744,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / max(1, args.steps - warmup))))
     record = asdict(args)
+    del record["overwrite"]  # how -o was written, not how the model was trained
     files = ["qrels", "topics", "corpus", "teacher", *(["candidates"] if args.candidate_file else []),
              *(["dev"] if args.dev not in dataset_names() else [])]
     # The files it read, recorded resolved (found from any folder, as --init's base is) and by content: a run

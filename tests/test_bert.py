@@ -267,7 +267,7 @@ def test_distillation_on_the_unjudged_queries_of_a_teacher_run(tiny_bert, tmp_pa
             writer.write(QueryRanking.from_scores(ranking.qid, ranking.docids,
                                                  [float(i % 2)] + [0.0] * (len(ranking.docids) - 1)))
     messages: list[str] = []
-    args = TrainArgs(train="trecqa-dev", output=str(tmp_path / "ck"), steps=2, batch_groups=2, negatives=2,
+    args = TrainArgs(train="trecqa-dev", output=str(tmp_path / "ck"), steps=2, batch_groups=2, negatives=2, overwrite=True,
                      teacher=str(teacher), distill="kl", model_options={"base": str(tiny_bert), "max_length": 48})
     assert train("bert", args, log=messages.append).steps == 2
     assert f"distilling also on {len(rankings)} unjudged queries of the teacher run" in messages
@@ -412,10 +412,14 @@ def test_a_checkpoint_records_where_its_run_files_are(tiny_bert, tmp_path, reran
             out.write(ranking)
     monkeypatch.chdir(tmp_path)
     args = TrainArgs(train="trecqa-dev", candidates="train.run", topics="topics.tsv", dev_fraction=0.25, output="ck",
-                     steps=1, batch_groups=2, negatives=2, dev_depth=5,
+                     steps=1, batch_groups=2, negatives=2, dev_depth=5, overwrite=True,
                      model_options={"base": str(tiny_bert), "max_length": 32})
     train("bert", args)
     manifest = read_checkpoint(tmp_path / "ck", "bert")["training"]
+    assert "overwrite" not in manifest
+    # a second run into it replaces it only when asked: runs name the first by its hash
+    with pytest.raises(UsageError, match="^ck holds a checkpoint already; pass --overwrite to replace it"):
+        replace(args, overwrite=False).check()
     assert (manifest["candidates"], manifest["topics"]) == (str(tmp_path / "train.run"), str(tmp_path / "topics.tsv"))
     assert manifest["train"] == "trecqa-dev" and manifest["train_source"] == "trecqa-dev"
     # and by content: a run file regenerated under the same name is told from the one it learnt from

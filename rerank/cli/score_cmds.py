@@ -101,6 +101,7 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--dev-fold", default=None, metavar="K/N",
               help="Hold out the K-th of N folds of the training queries instead (N runs: cross-validation).")
 @click.option("-o", "--output", required=True, type=click.Path(), help="Checkpoint folder to write.")
+@click.option("--overwrite", is_flag=True, help="Replace the checkpoint already in OUTPUT.")
 @click.option("--candidates", default=None,
               help="A candidate run the data set ships (default: its first, e.g. bm25), or a run file (e.g. from "
                    "rerank retrieve) whose judged queries train; its header names its data set, texts and qrels.")
@@ -145,7 +146,7 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
                    "-O term_weights=query-idf -O exact_sigma=0.01 -O oov_buckets=50000 (see README).")
 @click.option("--init", "init_from", type=click.Path(), default=None,
               help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")
-def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, candidates, qrels, topics, corpus, min_rel,
+def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwrite, candidates, qrels, topics, corpus, min_rel,
           steps, batch_groups, negatives,
           loss, lr, head_lr_scale, eval_every, patience, dev_depth, metric, seed, teacher, distill, distill_weight,
           teacher_scale, teacher_min_score, max_minutes, max_length, threads, precision, model_option,
@@ -169,7 +170,7 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, candid
                      eval_every=eval_every, patience=patience, dev_depth=dev_depth, metric=metric, seed=seed,
                      teacher=teacher, distill=distill, distill_weight=distill_weight, teacher_scale=teacher_scale,
                      teacher_min_score=teacher_min_score,
-                     max_minutes=max_minutes, precision=precision,
+                     max_minutes=max_minutes, precision=precision, overwrite=overwrite,
                      model_options={**options, **parse_model_options(model_option),
                                     **({"base": str(Path(init_from).resolve())} if init_from else {})})
     result = run_training(model_name, args, log=lambda message: click.echo(f"rerank: {message}", err=True))
