@@ -335,6 +335,9 @@ class TrainArgs:
             return False
         if self.train is not None and self.candidates in get_dataset(self.train).run_files:
             return False
+        if self.candidates == "-":  # other stages read '-' as stdin; training keeps the file's path and digest
+            raise UsageError("--candidates takes a run file, not stdin ('-'): save the stream first "
+                             "(rerank retrieve ... > train.run) and pass --candidates train.run")
         if Path(self.candidates).is_dir():
             raise UsageError(f"--candidates {self.candidates} is a folder; give a run file")
         if not Path(self.candidates).is_file():

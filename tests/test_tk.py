@@ -435,6 +435,8 @@ def test_a_bad_dev_fold_is_a_one_line_error(tmp_path, rerank):
     (["--max-length", "5"], "--max-length is an option of bert and minilm-bi only, not tk"),  # it was ignored
     (["-o", "{ck}/weights.pt"], "{ck}/weights.pt is a file, not a folder"),  # these two were click's 4-line usage
     (["--teacher", "{ck}"], "--teacher {ck} is a folder; give a run file"),
+    ([], "{ck} holds a checkpoint already; pass --overwrite to replace it"),  # it was replaced without a word
+    (["--overwrite", "--candidates", "-"], "--candidates takes a run file, not stdin ('-')"),  # "candidate run file not found: -"
 ])
 def test_train_cli_refuses_in_one_line_before_training(wrong, words, tmp_path, rerank):
     ck = checkpoint(tmp_path)  # an output that exists: refusals leave it as it was
