@@ -65,7 +65,8 @@ STAGE_CHECKS: dict[str, str] = {
 # mistyped one is refused when the file is read, before any stage runs, instead of being ignored.
 STAGE_PARAMETERS: dict[str, dict[str, type]] = {
     "retrieve": {"backend": str, "k": int, "k1": float, "b": float, "topics": str, "threads": int, "ef_search": int,
-                 "exact": bool, "encoder": str, "es_url": str, "index_name": str, "es_ca_certs": str, "es_verify_certs": bool},
+                 "exact": bool, "encoder": str, "es_url": str, "index_name": str, "es_ca_certs": str,
+                 "es_verify_certs": bool},
     "candidates": {"run": str, "k": int},
     "score": {"model": str, "checkpoint": str, "depth": int, "cache": bool, "skip_missing": bool, "topics": str,
               "corpus": str, "interpolate": float, **MODEL_OPTIONS},
@@ -288,6 +289,5 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False) -> s
     if baseline not in names:
         raise UsageError(f"{path}: baseline {baseline!r} is not an evaluated stage ({', '.join(names)})")
     base = names.index(baseline)
-    sort = spec.get("sort")
-    rows = report.leaderboard(evaluations, named, base, None if sort is None else label_among(sort, [m.label for m in named]))
+    rows = report.leaderboard(evaluations, named, base, spec.get("sort"))
     return report.render(rows, named, fmt, baseline)

@@ -198,7 +198,9 @@ def test_an_overwrite_of_a_damaged_index_encodes_again(home, cacm_slice, tiny_en
     good = np.load(folder / dense.VECTORS)
     for damage in (lambda: (folder / dense.DOCIDS).write_text("\n".join(d.docid for d in docs[:10]) + "\n"),
                    lambda: (folder / dense.VECTORS).write_bytes((folder / dense.VECTORS).read_bytes()[:1000]),
-                   lambda: (folder / dense.VECTORS).unlink()):
+                   lambda: (folder / dense.VECTORS).unlink(),
+                   lambda: (folder / "rerank-index.json").write_text("{not json"),
+                   lambda: (folder / "rerank-index.json").write_text('{"name": "damaged", "unknown": 1}')):
         damage()
         info = dense.build("damaged", iter(docs), None, source, encoder=tiny_encoder, overwrite=True)
         assert not info.source[dense.REUSED] and info.documents == 30

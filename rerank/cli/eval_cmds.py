@@ -53,8 +53,7 @@ def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_
         return
     base = _baseline_index(loaded, baseline)
     labels = [m.label for m in named]
-    sort_label = None if sort_by is None else label_among(sort_by, labels)
-    if sort_by is not None and sort_label is None:
+    if sort_by is not None and label_among(sort_by, labels) is None:
         raise UsageError(f"--sort {sort_by!r} is not one of the measures: {', '.join(labels)}")
-    rows = report.leaderboard(evaluations, named, base, sort_label)
+    rows = report.leaderboard(evaluations, named, base, sort_by)
     click.echo(report.render(rows, named, fmt, evaluations[base].run_name), nl=False)

@@ -146,8 +146,8 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
                    "-O term_weights=query-idf -O exact_sigma=0.01 -O oov_buckets=50000 (see README).")
 @click.option("--init", "init_from", type=click.Path(), default=None,
               help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")
-def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwrite, candidates, qrels, topics, corpus, min_rel,
-          steps, batch_groups, negatives,
+def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwrite, candidates, qrels, topics, corpus,
+          min_rel, steps, batch_groups, negatives,
           loss, lr, head_lr_scale, eval_every, patience, dev_depth, metric, seed, teacher, distill, distill_weight,
           teacher_scale, teacher_min_score, max_minutes, max_length, threads, precision, model_option,
           init_from) -> None:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .measures import Evaluation, NamedMeasure, is_count
+from .measures import Evaluation, NamedMeasure, is_count, label_among
 from .significance import Comparison, compare, holm
 
 ALPHA = 0.05
@@ -27,7 +27,8 @@ class Row:
 
 def leaderboard(evaluations: list[Evaluation], measures: list[NamedMeasure], baseline: int = 0,
                 sort_by: str | None = None) -> list[Row]:
-    """Rows sorted by `sort_by` (default: the first measure), each compared with the baseline run.
+    """Rows sorted by `sort_by` (default: the first measure; spelled any way -m takes it, `AP` for MAP), each
+    compared with the baseline run.
 
     The t-test's p-values are Holm-corrected across the runs compared on each measure.
     """
@@ -48,7 +49,7 @@ def leaderboard(evaluations: list[Evaluation], measures: list[NamedMeasure], bas
         adjusted = holm([r.versus[m.label].t_p for r in compared])
         for row, p in zip(compared, adjusted):
             row.versus[m.label] = replace(row.versus[m.label], holm_p=p)
-    key = sort_by or measures[0].label
+    key = label_among(sort_by, [m.label for m in measures]) if sort_by else measures[0].label
     return sorted(rows, key=lambda r: -r.means[key])
 
 

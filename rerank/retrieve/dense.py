@@ -32,7 +32,7 @@ from ..atomic import replace_folder
 from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError
 from ..runs import QueryRanking, Timing
-from .store import MANIFEST, REUSED, IndexInfo, build_command, index_folder, source_state
+from .store import REUSED, IndexInfo, build_command, index_folder, source_state
 
 BACKEND = "dense"
 STAGE_NAME = "dense"  # the run tag when --name is not given
@@ -158,7 +158,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     partial.mkdir(parents=True, exist_ok=True)
     state_file.write_text(json.dumps(state, sort_keys=True))
 
-    stored = _stored_vectors(target, source, files, identity["hash"]) if overwrite else None
+    stored = _stored_vectors(name, target, source, files, identity["hash"]) if overwrite else None
     if stored is not None:
         docids, matrix = stored
         resumed = len(docids)
@@ -209,7 +209,7 @@ def _encode(name: str, documents: Iterable[Document], total: int | None, encoder
     return docids, np.concatenate(parts), resumed
 
 
-def _stored_vectors(folder: Path, source: dict, files: list[str], encoder_hash: str):
+def _stored_vectors(name: str, folder: Path, source: dict, files: list[str], encoder_hash: str):
     """The docids and vectors of the index at `folder` if it was built from this source and these files (as
     file_state sees them) with this encoder: an --overwrite that changes only the faiss index (exact to HNSW,
     another M) encodes nothing again. None otherwise: for documents that no file stands for (nothing tells them
@@ -217,10 +217,13 @@ def _stored_vectors(folder: Path, source: dict, files: list[str], encoder_hash: 
     unreadable or disagree with its manifest: --overwrite is how a damaged index is repaired, not copied."""
     import numpy as np
 
-    if not files or not (folder / MANIFEST).is_file():
+    if not files:
         return None
-    manifest = json.loads((folder / MANIFEST).read_text())
-    stored = manifest.get("source", {})
+    try:
+        info = IndexInfo.read(folder, name, BACKEND)
+    except (MissingIndexError, ValueError, TypeError):  # none there, or a manifest that is not one: build afresh
+        return None
+    stored = info.source
     if (stored.get("files") != files or stored.get("encoder", {}).get("hash") != encoder_hash
             or any(stored.get(key) != value for key, value in source.items())):
         return None
@@ -228,7 +231,7 @@ def _stored_vectors(folder: Path, source: dict, files: list[str], encoder_hash: 
         docids, vectors = (folder / DOCIDS).read_text().split(), np.load(folder / VECTORS, mmap_mode="r")
     except (OSError, ValueError):
         return None
-    if vectors.shape != (manifest.get("documents"), stored.get("dim")) or len(docids) != len(vectors):
+    if vectors.shape != (info.documents, stored.get("dim")) or len(docids) != len(vectors):
         return None
     return docids, vectors
 
@@ -262,7 +265,8 @@ class DenseIndex:
         if hasattr(faiss, "index_cpu_to_all_gpus") and faiss.get_num_gpus() > 0 and isinstance(self.index, faiss.IndexFlat):
             self.index = faiss.index_cpu_to_all_gpus(self.index)
         self.docids = (self.path / DOCIDS).read_text().split()
-        self.provenance = {"encoder": built_with.get("hash"), "faiss": "FlatIP" if exact else self.info.source.get("faiss")}
+        searched = "FlatIP" if exact else self.info.source.get("faiss")
+        self.provenance = {"encoder": built_with.get("hash"), "faiss": searched}
         self._built_ef = self.index.hnsw.efSearch if hasattr(self.index, "hnsw") else None
         self._encoder = None
 
