@@ -247,8 +247,11 @@ def test_sort_takes_a_measure_as_m_spells_it(rerank, tmp_path):
                   cwd=tmp_path)
     lines = done.stdout.splitlines()
     assert lines[1].startswith("b.run ") and lines[2].startswith("a.run (baseline)"), done.stdout
-    done = rerank("eval", "a.run", "--qrels", "qrels", "-m", "AP", "--sort", "P_5", cwd=tmp_path, check=False)
+    (tmp_path / "u.run").write_text("1 Q0 d1 1 2.0 u\n9 Q0 d1 1 2.0 u\n")  # query 9 unjudged: a note, if evaluated
+    done = rerank("eval", "u.run", "--qrels", "qrels", "-m", "AP", "--sort", "P_5", cwd=tmp_path, check=False)
     assert done.returncode == 2 and done.stderr == "rerank: error: --sort 'P_5' is not one of the measures: MAP\n"
+    done = rerank("eval", "u.run", "--qrels", "qrels", "--baseline", "x", cwd=tmp_path, check=False)
+    assert done.returncode == 2 and done.stderr == "rerank: error: --baseline 'x' names none of the runs: u.run\n"
     spec = tmp_path / "p.toml"
     spec.write_text('dataset = "vaswani"\nmeasures = ["AP", "R@100", "P_5"]\nsort = "R@100"\n'
                     '[[stage]]\nname = "bm25"\nkind = "retrieve"\n')

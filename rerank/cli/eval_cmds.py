@@ -8,7 +8,7 @@ import click
 
 from ..errors import UsageError
 from ..evaluate import report
-from ..evaluate.measures import label_among
+from ..evaluate.measures import label_among, parse_measures
 from ..evaluate.session import evaluate_runs, judgements_for, load_runs
 from . import cli
 from .io import open_run_input
@@ -45,15 +45,17 @@ def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_
         inputs = [stack.enter_context(open_run_input(path)) for path in (runs or [None])]
         loaded = load_runs(inputs, strict)
     judgements = judgements_for(loaded, qrels, min_rel)
+    # the leaderboard's options are refused before any measure is computed, and before the notes that computing
+    # them prints: the error alone
+    base = _baseline_index(loaded, baseline)
+    labels = [m.label for m in parse_measures(list(measures or judgements.measures), judgements.min_rel)]
+    if sort_by is not None and label_among(sort_by, labels) is None:
+        raise UsageError(f"--sort {sort_by!r} is not one of the measures: {', '.join(labels)}")
     evaluations, named, warnings = evaluate_runs(loaded, judgements, list(measures))
     for warning in warnings:
         click.echo(f"rerank: note: {warning}", err=True)
     if per_query:
         click.echo(report.render_per_query(evaluations, named, fmt), nl=False)
         return
-    base = _baseline_index(loaded, baseline)
-    labels = [m.label for m in named]
-    if sort_by is not None and label_among(sort_by, labels) is None:
-        raise UsageError(f"--sort {sort_by!r} is not one of the measures: {', '.join(labels)}")
     rows = report.leaderboard(evaluations, named, base, sort_by)
     click.echo(report.render(rows, named, fmt, evaluations[base].run_name), nl=False)
