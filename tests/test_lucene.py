@@ -1,5 +1,6 @@
 """The embedded Lucene back end ranks exactly as Anserini's own SearchCollection does."""
 
+import io
 import json
 import os
 import subprocess
@@ -36,6 +37,56 @@ def test_ranking_equals_search_collection(rerank, vaswani_index, session_home, d
         got = mine.queries[qid]
         assert at_printed_precision(got) == at_printed_precision(ref), qid
         assert [round(s, 4) for s in got.scores] == [round(s, 4) for s in ref.scores], qid
+
+
+PYSERINI_RM3_SCRIPT = """
+import sys
+from rerank.retrieve import jvm
+jvm.start()  # Pyserini's own start asks for a JVM module this Java lacks
+from pyserini.search.lucene import LuceneSearcher
+searcher = LuceneSearcher(sys.argv[1])
+searcher.set_bm25(0.9, 0.4)
+searcher.set_rm3(fb_terms=5, fb_docs=3, original_query_weight=0.3)
+with open(sys.argv[2]) as topics:
+    for line in topics:
+        qid, text = line.rstrip("\\n").split("\\t")
+        for rank, hit in enumerate(searcher.search(text, k=100), 1):
+            print(qid, "Q0", hit.docid, rank, f"{hit.score:.6f}", "pyserini")
+"""
+
+
+def test_rm3_ranks_as_pyserinis_searcher(rerank, vaswani_index, session_home, data_root, tmp_path):
+    """`--rm3` with its feedback parameters gives the ranking of Pyserini's LuceneSearcher.set_rm3, and says
+    every parameter (defaults too) in the stage's header."""
+    from rerank.data import get_dataset
+
+    topics = get_dataset("vaswani", data_root).topics()
+    (tmp_path / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in topics.items()))
+    env = {**os.environ, "RERANK_HOME": str(session_home)}
+    reference = subprocess.run([sys.executable, "-c", PYSERINI_RM3_SCRIPT, str(session_home / "indexes/vaswani/lucene"),
+                                str(tmp_path / "topics.tsv")], check=True, env=env, capture_output=True, text=True)
+    ours = rerank("retrieve", "vaswani", "--k", "100", "--rm3", "--fb-terms", "5", "--fb-docs", "3",
+                  "--original-query-weight", "0.3").stdout
+    expected, got = load_run(io.StringIO(reference.stdout), "pyserini"), load_run(io.StringIO(ours), "ours")
+    assert set(expected.queries) == set(got.queries) == set(topics)
+    for qid, ref in expected.queries.items():
+        assert at_printed_precision(got.queries[qid]) == at_printed_precision(ref), qid
+    stage = json.loads(next(line for line in ours.splitlines() if line.startswith("# stage:"))[len("# stage:"):])
+    assert stage["name"] == "bm25+rm3" and (stage["rm3"], stage["fb_terms"], stage["fb_docs"]) == (True, 5, 3)
+    defaults = rerank("retrieve", "vaswani", "--k", "1", "--rm3").stdout
+    assert '"fb_docs": 10, "fb_terms": 10' in defaults and '"original_query_weight": 0.5' in defaults
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--fb-terms", "5"], "--fb-terms set RM3 feedback: add --rm3"),
+    (["--rm3", "--fb-docs", "0"], "--fb-docs must be a positive number, not 0"),
+    (["--rm3", "--original-query-weight", "1.5"], "--original-query-weight must be in [0, 1], not 1.5"),
+    (["--rm3", "--backend", "dense"], "--backend dense does not take --rm3"),
+    (["--rm3", "--candidates"], "--rm3 would be ignored"),
+])
+def test_rm3_mistakes(rerank, args, said):
+    refused = rerank("retrieve", "vaswani", *args, check=False)
+    assert refused.returncode == 2 and said in refused.stderr and not refused.stdout, refused.stderr
 
 
 def at_printed_precision(ranking):

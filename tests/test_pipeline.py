@@ -123,6 +123,7 @@ def test_pipeline_shape_mistakes_are_refused_when_read(tmp_path, top, extra, mes
     ('kind = "retrieve"\nbackend = "nosuch"', "stage 's': unknown back end 'nosuch'"),
     ('kind = "retrieve"\nbackend = "dense"\nexact = true\nef_search = 64', "stage 's': --ef-search tunes the HNSW"),
     ('kind = "retrieve"\nk = -5', "stage 's': --k must be a positive number"),
+    ('kind = "retrieve"\nfb_docs = 3', "stage 's': --fb-docs set RM3 feedback: add --rm3"),
     ('kind = "retrieve"\ntopics = "/nonexistent/t.tsv"', "stage 's': file not found: /nonexistent/t.tsv"),
     ('kind = "candidates"', "stage 's': data set vaswani ships no candidate runs"),
     ('kind = "fuse"\ninputs = ["bm25", "bm25"]\nmethod = "x"', "stage 's': unknown fusion method 'x'"),

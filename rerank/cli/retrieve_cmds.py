@@ -59,29 +59,34 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
 @click.option("--k", default=1000, show_default=True, help="Documents per query.")
 @click.option("--k1", type=float, default=None, help="BM25 k1 (Anserini default 0.9).")
 @click.option("--b", type=float, default=None, help="BM25 b (Anserini default 0.4).")
+@click.option("--rm3", flag_value=True, default=None, help="Lucene: expand each query with RM3 pseudo-relevance feedback.")
+@click.option("--fb-terms", type=int, default=None, help="RM3: expansion terms (default 10).")
+@click.option("--fb-docs", type=int, default=None, help="RM3: feedback documents (default 10).")
+@click.option("--original-query-weight", type=float, default=None, help="RM3: weight of the original query (default 0.5).")
 @click.option("--topics", type=click.Path(dir_okay=False), help="Topics file (TSV, TREC <top>, SGML or BEIR queries.jsonl); default: the data set NAME's topics.")
 @click.option("--candidates", "candidate_run", is_flag=False, flag_value="", default=None, metavar="[RUN]",
               help="Replay a candidate run shipped with the data set (bm25, bm25-rm3; default its first) instead of searching.")
 @click.option("--threads", default=2, show_default=True, help="Search threads.")
-@click.option("--name", "stage_name", default=None, help="Run tag for this stage (default bm25 / the candidate run).")
+@click.option("--name", "stage_name", default=None,
+              help="Run tag for this stage (default bm25, bm25+rm3, dense / the candidate run).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the run here instead of stdout.")
 @click.option("--trec", "trec_only", is_flag=True, help="Plain trec_eval-compatible lines (no # header or timings).")
 @backend_options
 @click.option("--ef-search", type=int, default=None, help="Dense HNSW: candidates explored per query (faiss efSearch; at least --k).")
 @click.option("--exact", flag_value=True, default=None,
               help="Dense: compare every stored vector, also in an index built with --hnsw (its exact reference).")
-def retrieve(name, backend_name, k, k1, b, topics, candidate_run, threads, stage_name, output, trec_only,
-             **backend_args) -> None:
+def retrieve(name, backend_name, k, topics, candidate_run, threads, stage_name, output, trec_only,
+             **search_args) -> None:
     """Retrieve candidates for every topic of NAME and write a run stream."""
     if candidate_run is not None:
-        given = {"topics": topics, "k1": k1, "b": b, "backend": backend_name != "lucene" or None, **backend_args}
+        given = {"topics": topics, "backend": backend_name != "lucene" or None, **search_args}
         ignored = [api.option_flag(key) for key, value in given.items() if value is not None]
         if ignored:
             raise UsageError(f"--candidates replays the run shipped with {name}; {', '.join(ignored)} "
                              "would be ignored: drop them, or search instead")
         stream = api.candidates(name, candidate_run or None, k if k != 1000 else None, stage_name)
     else:
-        options = {key: value for key, value in (("k1", k1), ("b", b), *backend_args.items()) if value is not None}
+        options = {key: value for key, value in search_args.items() if value is not None}
         stream = api.retrieve(name, backend_name, k=k, topics=topics, stage_name=stage_name, threads=threads, **options)
     write_stream(stream, output, trec_only)
 

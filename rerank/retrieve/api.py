@@ -3,7 +3,8 @@
 A back end is a module registered by name in BACKENDS that provides
 `build(name, documents, total, source, **options) -> IndexInfo` and
 `open_index(name, k=..., **options)` whose `.search(topics, k, **options)` yields QueryRankings (`k` comes
-to open_index too, for provenance that depends on it and limits to check before searching). The run's header
+to open_index too, for provenance that depends on it and limits to check before searching), and whose
+`default_stage` names the run when --name is not given. The run's header
 records the options a back end names in SEARCH_OPTIONS; one that refuses some of them together provides
 `check_search_options(**options)`, called before any index opens.
 """
@@ -107,7 +108,7 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
         raise MissingIndexError(f"{missing}; or replay a candidate run shipped with {name} "
                                 f"({', '.join(collection.run_files)}): "
                                 f"rerank retrieve {name} --candidates") from None
-    stage = stage_name or getattr(module, "STAGE_NAME", "bm25")
+    stage = stage_name or index.default_stage
     # Only the options this back end uses: every one is given threads, which Elasticsearch has no use for.
     params = {k_: v for k_, v in options.items() if v is not None and k_ in module.SEARCH_OPTIONS}
     header = RunHeader({"dataset": name} if topics is None else {"topics": str(Path(topics).resolve())})

@@ -35,7 +35,6 @@ from ..runs import QueryRanking, Timing
 from .store import REUSED, IndexInfo, build_command, index_folder, source_state
 
 BACKEND = "dense"
-STAGE_NAME = "dense"  # the run tag when --name is not given
 INDEX_OPTIONS = frozenset({"encoder", "hnsw"})
 SEARCH_OPTIONS = frozenset({"encoder", "ef_search", "threads", "exact"})
 SHARD = 1024  # documents per saved shard: the most work an interruption can lose
@@ -238,6 +237,8 @@ def _stored_vectors(name: str, folder: Path, source: dict, files: list[str], enc
 
 class DenseIndex:
     """An open dense index: encode queries, search faiss, map rows back to docids."""
+
+    default_stage = "dense"  # the run tag when --name is not given
 
     def __init__(self, name: str, encoder: str | None = None, threads: int = 2, exact: bool = False):
         self.path = index_folder(name) / BACKEND

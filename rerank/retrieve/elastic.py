@@ -302,6 +302,8 @@ def _error_reason(error) -> str:
 class ElasticIndex:
     """An open, complete Elasticsearch index: msearch BM25 and text lookup by docid."""
 
+    default_stage = "bm25"  # the run tag when --name is not given
+
     def __init__(self, name: str, connection: Connection, index_name: str):
         self.connection, self.index_name = connection, index_name
         self.where = where = f"Elasticsearch index {index_name!r} at {connection.shown}"
