@@ -39,14 +39,13 @@ def test_ranking_equals_search_collection(rerank, vaswani_index, session_home, d
         assert [round(s, 4) for s in got.scores] == [round(s, 4) for s in ref.scores], qid
 
 
-PYSERINI_RM3_SCRIPT = """
+PYSERINI_SCRIPT = """
 import sys
 from rerank.retrieve import jvm
 jvm.start()  # Pyserini's own start asks for a JVM module this Java lacks
 from pyserini.search.lucene import LuceneSearcher
 searcher = LuceneSearcher(sys.argv[1])
-searcher.set_bm25(0.9, 0.4)
-searcher.set_rm3(fb_terms=5, fb_docs=3, original_query_weight=0.3)
+exec(sys.argv[3])  # the model's set-up, e.g. searcher.set_qld(500)
 with open(sys.argv[2]) as topics:
     for line in topics:
         qid, text = line.rstrip("\\n").split("\\t")
@@ -55,26 +54,39 @@ with open(sys.argv[2]) as topics:
 """
 
 
-def test_rm3_ranks_as_pyserinis_searcher(rerank, vaswani_index, session_home, data_root, tmp_path):
-    """`--rm3` with its feedback parameters gives the ranking of Pyserini's LuceneSearcher.set_rm3, and says
-    every parameter (defaults too) in the stage's header."""
+@pytest.mark.parametrize("flags, pyserini, stage, said", [
+    (["--rm3", "--fb-terms", "5", "--fb-docs", "3", "--original-query-weight", "0.3"],
+     "searcher.set_bm25(0.9, 0.4); searcher.set_rm3(fb_terms=5, fb_docs=3, original_query_weight=0.3)",
+     "bm25+rm3", {"rm3": True, "fb_terms": 5, "fb_docs": 3, "original_query_weight": 0.3, "k1": 0.9, "b": 0.4}),
+    (["--qld", "--mu", "500"], "searcher.set_qld(500)", "qld", {"qld": True, "mu": 500.0}),
+])
+def test_rm3_and_qld_rank_as_pyserinis_searcher(rerank, vaswani_index, session_home, data_root, tmp_path, flags,
+                                               pyserini, stage, said):
+    """`--rm3` and `--qld` with their parameters give the ranking of Pyserini's LuceneSearcher set up the same
+    way, and the stage's header says every parameter of the model searched with."""
     from rerank.data import get_dataset
 
     topics = get_dataset("vaswani", data_root).topics()
     (tmp_path / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in topics.items()))
     env = {**os.environ, "RERANK_HOME": str(session_home)}
-    reference = subprocess.run([sys.executable, "-c", PYSERINI_RM3_SCRIPT, str(session_home / "indexes/vaswani/lucene"),
-                                str(tmp_path / "topics.tsv")], check=True, env=env, capture_output=True, text=True)
-    ours = rerank("retrieve", "vaswani", "--k", "100", "--rm3", "--fb-terms", "5", "--fb-docs", "3",
-                  "--original-query-weight", "0.3").stdout
+    reference = subprocess.run([sys.executable, "-c", PYSERINI_SCRIPT, str(session_home / "indexes/vaswani/lucene"),
+                                str(tmp_path / "topics.tsv"), pyserini], check=True, env=env, capture_output=True,
+                               text=True)
+    ours = rerank("retrieve", "vaswani", "--k", "100", *flags).stdout
     expected, got = load_run(io.StringIO(reference.stdout), "pyserini"), load_run(io.StringIO(ours), "ours")
     assert set(expected.queries) == set(got.queries) == set(topics)
     for qid, ref in expected.queries.items():
         assert at_printed_precision(got.queries[qid]) == at_printed_precision(ref), qid
-    stage = json.loads(next(line for line in ours.splitlines() if line.startswith("# stage:"))[len("# stage:"):])
-    assert stage["name"] == "bm25+rm3" and (stage["rm3"], stage["fb_terms"], stage["fb_docs"]) == (True, 5, 3)
-    defaults = rerank("retrieve", "vaswani", "--k", "1", "--rm3").stdout
-    assert '"fb_docs": 10, "fb_terms": 10' in defaults and '"original_query_weight": 0.5' in defaults
+    header = json.loads(next(line for line in ours.splitlines() if line.startswith("# stage:"))[len("# stage:"):])
+    assert header["name"] == stage and {key: header.get(key) for key in said} == said
+    assert "k1" not in header if "qld" in said else "mu" not in header
+
+
+def test_rm3_defaults_are_said():
+    from rerank.retrieve.lucene import ranking_flags
+
+    assert ranking_flags(rm3=True)[1] == {"k1": 0.9, "b": 0.4, "rm3": True, "fb_terms": 10, "fb_docs": 10,
+                                          "original_query_weight": 0.5}
 
 
 @pytest.mark.parametrize("args, said", [
@@ -83,8 +95,11 @@ def test_rm3_ranks_as_pyserinis_searcher(rerank, vaswani_index, session_home, da
     (["--rm3", "--original-query-weight", "1.5"], "--original-query-weight must be in [0, 1], not 1.5"),
     (["--rm3", "--backend", "dense"], "--backend dense does not take --rm3"),
     (["--rm3", "--candidates"], "--rm3 would be ignored"),
+    (["--mu", "500"], "--mu sets query likelihood's Dirichlet smoothing: add --qld"),
+    (["--qld", "--b", "0.5"], "--k1 and --b are BM25's; --qld scores by query likelihood instead"),
+    (["--qld", "--mu", "-1"], "--mu must be a positive number, not -1.0"),
 ])
-def test_rm3_mistakes(rerank, args, said):
+def test_rm3_and_qld_mistakes(rerank, args, said):
     refused = rerank("retrieve", "vaswani", *args, check=False)
     assert refused.returncode == 2 and said in refused.stderr and not refused.stdout, refused.stderr
 

@@ -59,6 +59,9 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
 @click.option("--k", default=1000, show_default=True, help="Documents per query.")
 @click.option("--k1", type=float, default=None, help="BM25 k1 (Anserini default 0.9).")
 @click.option("--b", type=float, default=None, help="BM25 b (Anserini default 0.4).")
+@click.option("--qld", flag_value=True, default=None,
+              help="Lucene: score by query likelihood with Dirichlet smoothing instead of BM25.")
+@click.option("--mu", type=float, default=None, help="Query likelihood: Dirichlet mu (Anserini default 1000).")
 @click.option("--rm3", flag_value=True, default=None, help="Lucene: expand each query with RM3 pseudo-relevance feedback.")
 @click.option("--fb-terms", type=int, default=None, help="RM3: expansion terms (default 10).")
 @click.option("--fb-docs", type=int, default=None, help="RM3: feedback documents (default 10).")
@@ -68,7 +71,7 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
               help="Replay a candidate run shipped with the data set (bm25, bm25-rm3; default its first) instead of searching.")
 @click.option("--threads", default=2, show_default=True, help="Search threads.")
 @click.option("--name", "stage_name", default=None,
-              help="Run tag for this stage (default bm25, bm25+rm3, dense / the candidate run).")
+              help="Run tag for this stage (default bm25, qld, bm25+rm3, dense ... / the candidate run).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the run here instead of stdout.")
 @click.option("--trec", "trec_only", is_flag=True, help="Plain trec_eval-compatible lines (no # header or timings).")
 @backend_options

@@ -1,4 +1,4 @@
-"""BM25 (optionally with RM3 feedback) over an embedded Lucene index (Anserini, the engine inside Pyserini):
+"""BM25 or query likelihood (optionally with RM3 feedback) over an embedded Lucene index (Anserini, the engine inside Pyserini):
 build, search, fetch text.
 
 The index keeps raw documents, positions and document vectors, so later stages can read text back.
@@ -11,6 +11,7 @@ takes the JVM's start and class loading, ~1.5 s, which would otherwise be charge
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -27,8 +28,8 @@ from .store import MANIFEST, IndexInfo, build_command, empty_skipped, index_fold
 
 BACKEND = "lucene"
 INDEX_OPTIONS: frozenset[str] = frozenset()  # besides threads and overwrite, which every back end takes
-SEARCH_OPTIONS = frozenset({"k1", "b", "threads", "rm3", "fb_terms", "fb_docs", "original_query_weight"})
-DEFAULT_K1, DEFAULT_B = 0.9, 0.4  # Anserini's defaults
+SEARCH_OPTIONS = frozenset({"k1", "b", "qld", "mu", "threads", "rm3", "fb_terms", "fb_docs", "original_query_weight"})
+DEFAULT_K1, DEFAULT_B, DEFAULT_MU = 0.9, 0.4, 1000.0  # Anserini's defaults
 RM3_DEFAULTS = {"fb_terms": 10, "fb_docs": 10, "original_query_weight": 0.5}  # Anserini's and Pyserini's
 _jvm_is_warm = False  # set once this process's JVM has run a search
 MAX_QUERY_TERMS = 1 << 20
@@ -66,38 +67,56 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     return info
 
 
-def check_search_options(rm3: bool | None = None, fb_terms: int | None = None, fb_docs: int | None = None,
-                         original_query_weight: float | None = None, **_options) -> None:
-    """RM3's parameters only with --rm3, and in Anserini's ranges (it takes others without a word)."""
-    feedback = {"fb_terms": fb_terms, "fb_docs": fb_docs, "original_query_weight": original_query_weight}
-    given = [f"--{key.replace('_', '-')}" for key, value in feedback.items() if value is not None]
+def check_search_options(k1: float | None = None, b: float | None = None, qld: bool | None = None,
+                         mu: float | None = None, rm3: bool | None = None, **feedback) -> None:
+    """Each model's parameters only with that model, in Anserini's ranges (it takes others without a word)."""
+    if mu is not None and not qld:
+        raise UsageError("--mu sets query likelihood's Dirichlet smoothing: add --qld")
+    if qld and (k1 is not None or b is not None):
+        raise UsageError("--k1 and --b are BM25's; --qld scores by query likelihood instead")
+    if mu is not None and not 0 < mu < math.inf:
+        raise UsageError(f"--mu must be a positive number, not {mu}")
+    given = [f"--{key.replace('_', '-')}" for key in RM3_DEFAULTS if feedback.get(key) is not None]
     if given and not rm3:
         raise UsageError(f"{', '.join(given)} set RM3 feedback: add --rm3")
     for key in ("fb_terms", "fb_docs"):
-        if feedback[key] is not None and feedback[key] < 1:
+        if feedback.get(key) is not None and feedback[key] < 1:
             raise UsageError(f"--{key.replace('_', '-')} must be a positive number, not {feedback[key]}")
-    if original_query_weight is not None and not 0 <= original_query_weight <= 1:
-        raise UsageError(f"--original-query-weight must be in [0, 1], not {original_query_weight}")
+    weight = feedback.get("original_query_weight")
+    if weight is not None and not 0 <= weight <= 1:
+        raise UsageError(f"--original-query-weight must be in [0, 1], not {weight}")
+
+
+def ranking_flags(k1: float | None = None, b: float | None = None, qld: bool | None = None, mu: float | None = None,
+                  rm3: bool | None = None, **feedback) -> tuple[list[str], dict]:
+    """SearchCollection's flags for the scoring model (BM25, or query likelihood) and RM3 feedback, and the
+    parameters they mean, defaults too: a header naming them stays true if defaults change."""
+    if qld:
+        said: dict = {"qld": True, "mu": DEFAULT_MU if mu is None else mu}
+        flags = ["-qld", "-qld.mu", str(said["mu"])]
+    else:
+        said = {"k1": DEFAULT_K1 if k1 is None else k1, "b": DEFAULT_B if b is None else b}
+        flags = ["-bm25", "-bm25.k1", str(said["k1"]), "-bm25.b", str(said["b"])]
+    if rm3:
+        said.update(rm3=True, **{key: default if feedback.get(key) is None else feedback[key]
+                                 for key, default in RM3_DEFAULTS.items()})
+        flags += ["-rm3", "-rm3.fbTerms", str(said["fb_terms"]), "-rm3.fbDocs", str(said["fb_docs"]),
+                  "-rm3.originalQueryWeight", str(said["original_query_weight"])]
+    return flags, said
 
 
 class LuceneIndex:
-    """An open index: BM25 (+RM3) search and raw-document lookup."""
+    """An open index: BM25 or query-likelihood search (with RM3 feedback if asked) and raw-document lookup."""
 
-    def __init__(self, name: str, k1: float | None = None, b: float | None = None, rm3: bool | None = None,
-                 **feedback):
+    def __init__(self, name: str, **ranking):
         self.path = index_folder(name) / BACKEND
         self.info = IndexInfo.read(self.path, name, BACKEND)
         self._searcher = None
-        # the parameters searched with, defaults too: a header naming them stays true if defaults change
-        self.provenance = {"k1": DEFAULT_K1 if k1 is None else k1, "b": DEFAULT_B if b is None else b}
-        self.rm3 = {key: default if feedback.get(key) is None else feedback[key]
-                    for key, default in RM3_DEFAULTS.items()} if rm3 else None
-        if self.rm3:
-            self.provenance.update(rm3=True, **self.rm3)
-        self.default_stage = "bm25+rm3" if rm3 else "bm25"
+        self.flags, self.provenance = ranking_flags(**ranking)
+        self.default_stage = ("qld" if ranking.get("qld") else "bm25") + ("+rm3" if ranking.get("rm3") else "")
 
-    def search(self, topics: dict[str, str], k: int = 1000, k1: float = DEFAULT_K1, b: float = DEFAULT_B,
-               threads: int = 2, stage: str = "bm25", **_options) -> Iterator[QueryRanking]:
+    def search(self, topics: dict[str, str], k: int = 1000, threads: int = 2, stage: str = "bm25",
+               **_options) -> Iterator[QueryRanking]:
         """All topics in one call of Anserini's SearchCollection, in this process's JVM, run before this returns
         (not lazily), so a failure comes before the stream's header is written.
 
@@ -113,10 +132,10 @@ class LuceneIndex:
             if lines and not _jvm_is_warm:
                 warm_up = Path(tmp) / "warm-up.tsv"
                 warm_up.write_text(lines[0], encoding="utf-8")
-                anserini_search_collection(self.path, warm_up, Path(tmp) / "warm-up.txt", 1, k1, b, 1, self.rm3)
+                anserini_search_collection(self.path, warm_up, Path(tmp) / "warm-up.txt", 1, 1, self.flags)
                 _jvm_is_warm = True
             began = time.perf_counter()
-            anserini_search_collection(self.path, topics_tsv, output, k, k1, b, threads, self.rm3)
+            anserini_search_collection(self.path, topics_tsv, output, k, threads, self.flags)
             share = (time.perf_counter() - began) * 1000 / max(len(topics), 1)
             if not output.is_file():
                 raise BackendError(f"Anserini's SearchCollection wrote no run for index {self.path} (see its log above)")
@@ -142,28 +161,25 @@ class LuceneIndex:
         return out
 
 
-def open_index(name: str, k1: float | None = None, b: float | None = None, rm3: bool | None = None,
-               fb_terms: int | None = None, fb_docs: int | None = None, original_query_weight: float | None = None,
-               **_options) -> LuceneIndex:
+def open_index(name: str, k1: float | None = None, b: float | None = None, qld: bool | None = None,
+               mu: float | None = None, rm3: bool | None = None, fb_terms: int | None = None,
+               fb_docs: int | None = None, original_query_weight: float | None = None, **_options) -> LuceneIndex:
     """Open indexes/NAME/lucene (options meant for other back ends are not needed here)."""
     path = index_folder(name) / BACKEND
     if not path.is_dir():
         raise MissingIndexError(f"no Lucene index {name!r} at {path}; build it with: {build_command(name)}")
-    return LuceneIndex(name, k1, b, rm3, fb_terms=fb_terms, fb_docs=fb_docs,
+    return LuceneIndex(name, k1=k1, b=b, qld=qld, mu=mu, rm3=rm3, fb_terms=fb_terms, fb_docs=fb_docs,
                        original_query_weight=original_query_weight)
 
 
-def anserini_search_collection(index: Path, topics_tsv: Path, output: Path, k: int = 1000,
-                               k1: float = DEFAULT_K1, b: float = DEFAULT_B, threads: int = 2,
-                               rm3: dict | None = None) -> None:
-    """Run Anserini's own batch searcher (the reference we test and benchmark against); `rm3` holds
-    RM3_DEFAULTS' keys. RM3 reads the document vectors that `build` stores."""
+def anserini_search_collection(index: Path, topics_tsv: Path, output: Path, k: int = 1000, threads: int = 2,
+                               flags: list[str] | None = None) -> None:
+    """Run Anserini's own batch searcher (the reference we test and benchmark against) with the scoring
+    `flags` of `ranking_flags` (default BM25 with Anserini's k1 and b). RM3 reads the doc vectors `build` stores."""
     # One clause per distinct query term: Lucene's default cap of 1,024 left a longer query (a whole document
     # as the query) with no results and a Java stack trace on stderr.
     jvm.autoclass("org.apache.lucene.search.IndexSearcher").setMaxClauseCount(MAX_QUERY_TERMS)
     with jvm.java_errors(f"searching index {index}"):
         jvm.autoclass("io.anserini.search.SearchCollection").main(
             ["-index", str(index), "-topics", str(topics_tsv), "-topicReader", "TsvString", "-output", str(output),
-             "-bm25", "-bm25.k1", str(k1), "-bm25.b", str(b), "-hits", str(k), "-threads", str(threads),
-             *(["-rm3", "-rm3.fbTerms", str(rm3["fb_terms"]), "-rm3.fbDocs", str(rm3["fb_docs"]),
-                "-rm3.originalQueryWeight", str(rm3["original_query_weight"])] if rm3 else [])])
+             *(flags or ranking_flags()[0]), "-hits", str(k), "-threads", str(threads)])
