@@ -247,6 +247,7 @@ class TrainArgs:
     max_minutes: float | None = None
     precision: str = "fp32"  # "bf16": forward passes under bfloat16 autocast (about 2x the steps on AVX512-BF16 CPUs)
     overwrite: bool = False  # replace a checkpoint already at `output` (else refused, as index and encode refuse)
+    eval_on_start: bool = False  # a dev evaluation before the first step (Hugging Face's eval_on_start)
     model_options: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -289,6 +290,8 @@ class TrainArgs:
         check_writable(self.output)
         if sum(map(bool, (self.dev, self.dev_fraction, self.dev_fold))) > 1:
             raise UsageError("give only one of --dev DATASET, --dev-fraction and --dev-fold")
+        if self.eval_on_start and not (self.dev or self.dev_fraction or self.dev_fold):
+            raise UsageError("--eval-on-start evaluates on a dev set: give --dev, --dev-fraction or --dev-fold")
         if self.dev is not None and (self.dev == self.train or _same_file(self.dev, self.candidates)):
             # early stopping would pick by the training queries
             raise UsageError(f"--dev {self.dev} is the training set; hold queries out with --dev-fraction or --dev-fold")
@@ -783,6 +786,25 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     groups: list[Group] = []
     step = 0
     losses: list[float] = []
+
+    def dev_round(step: int) -> bool:
+        """Evaluate on the dev set, keep the checkpoint if it is the best so far; False once patience runs out."""
+        nonlocal best, best_step, since_best
+        value = dev.evaluate(model, args.dev_depth)
+        recent = losses[-args.eval_every:]
+        history.append({"step": step, dev.measure.label: round(value, 4),
+                        "loss": round(sum(recent) / len(recent), 4) if recent else None,
+                        "seconds": round(time.perf_counter() - began, 1)})
+        log(f"step {step}: dev {dev.measure.label} = {value:.4f} on {dev.source}")
+        if best is None or value > best:
+            best, best_step, since_best = value, step, 0
+            save(step, value)
+        else:
+            since_best += 1
+        return since_best < args.patience
+
+    if dev is not None and args.eval_on_start:  # the weights it starts from compete for the best (--init's)
+        dev_round(0)
     with tqdm(total=args.steps, desc=f"training {model_name}", unit="step", disable=None) as bar:
         while step < args.steps:
             if len(groups) < args.batch_groups:
@@ -823,19 +845,9 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                     f"{time.perf_counter() - began:.0f} s")
             out_of_time = args.max_minutes is not None and time.perf_counter() - began > args.max_minutes * 60
             if dev is not None and (step % args.eval_every == 0 or step == args.steps or out_of_time):
-                value = dev.evaluate(model, args.dev_depth)
-                history.append({"step": step, dev.measure.label: round(value, 4),
-                                "loss": round(sum(losses[-args.eval_every:]) / len(losses[-args.eval_every:]), 4),
-                                "seconds": round(time.perf_counter() - began, 1)})
-                log(f"step {step}: dev {dev.measure.label} = {value:.4f} on {dev.source}")
-                if best is None or value > best:
-                    best, best_step, since_best = value, step, 0
-                    save(step, value)
-                else:
-                    since_best += 1
-                    if since_best >= args.patience:
-                        stopped = "early stopping"
-                        break
+                if not dev_round(step):
+                    stopped = "early stopping"
+                    break
             if out_of_time:
                 stopped = "time budget"
                 break

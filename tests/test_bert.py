@@ -447,6 +447,25 @@ def test_a_continued_checkpoint_records_the_hash_of_the_one_it_started_from(tiny
     assert read_checkpoint(tmp_path / "fresh", "bert")["training"]["init_hash"] is None  # a model folder, not a checkpoint
 
 
+def test_eval_on_start_lets_the_starting_weights_stay_the_best(tiny_checkpoint, tmp_path):
+    """A continuation (--init) whose steps never improve on the dev set kept its first evaluated step, worse than
+    the weights it started from; --eval-on-start evaluates those first, and keeps them if nothing beats them."""
+    parent, parent_result = tiny_checkpoint
+    args = TrainArgs(train="trecqa-dev", output=str(tmp_path / "child"), dev_fraction=0.25, steps=2, eval_every=1,
+                     dev_depth=10, batch_groups=2, negatives=3, lr=1e-12, eval_on_start=True,
+                     model_options={"base": str(parent), "max_length": 64})
+    result = train("bert", args)
+    assert [point["step"] for point in result.history] == [0, 1, 2] and result.history[0]["loss"] is None
+    assert result.history[0]["MAP"] == round(parent_result.best, 4)  # the same weights on the same dev queries
+    assert result.best_step == 0  # steps of a learning rate of 1e-12 change no ranking: none is better
+    child = read_checkpoint(tmp_path / "child", "bert")
+    assert child["training"]["step"] == 0 and child["training"]["history"][0]["step"] == 0
+    from safetensors.torch import load_file
+
+    kept, started = (load_file(folder / "model.safetensors") for folder in (tmp_path / "child", parent))
+    assert kept.keys() == started.keys() and all(torch.equal(kept[name], started[name]) for name in kept)
+
+
 def test_qrels_read_from_a_pipe_train_and_have_no_digest(tiny_bert, tmp_path, data_root, monkeypatch):
     """--qrels <(zcat qrels.gz) was read, then opened again to hash it: /dev/fd/N resolved to a path that is not
     there (a traceback after the model had loaded), and a named FIFO waited for a writer for ever."""
@@ -579,7 +598,8 @@ def test_bad_training_arguments(tmp_path):
                          ({"teacher": "t.run", "distill_weight": -1.0}, "--distill-weight must be >= 0"),
                          ({"metric": "MAP"}, "--metric is the dev measure: give a dev set too"),
                          ({"metric": "nDCG@0", "dev_fraction": 0.2}, "cannot read measure 'nDCG@0'"),
-                         ({"dev": "trecqa-dev"}, "is the training set")):  # it stopped early on training queries
+                         ({"dev": "trecqa-dev"}, "is the training set"),
+                         ({"eval_on_start": True}, "--eval-on-start evaluates on a dev set")):  # it stopped early on training queries
         with pytest.raises(UsageError, match=words):  # refused before any model loads or step runs
             train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), **wrong))
 
