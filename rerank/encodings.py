@@ -27,6 +27,7 @@ from .atomic import atomic_output
 from .errors import DataError, MissingIndexError, UsageError
 from .locks import exclusive
 from .paths import file_sha256, indexes_dir
+from .progress import Progress
 
 MANIFEST = "manifest.json"
 VECTORS, LENGTHS, DOCIDS = "vectors.f16", "lengths.i32", "docids.txt"
@@ -159,8 +160,6 @@ def encode_collection(name: str, documents: Callable[[], Iterable[tuple[str, str
 def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], total: int, reranker: Any,
                  folder: Path, overwrite: bool, chunk: int, progress: bool) -> dict:
     """encode_collection, with the store's lock held."""
-    from tqdm import tqdm
-
     model, checkpoint_hash = reranker.name, reranker.checkpoint_hash
     done_docs = done_tokens = 0
     if (folder / MANIFEST).is_file() and not overwrite:
@@ -183,8 +182,7 @@ def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], 
                 "checkpoint_hash": checkpoint_hash, "dim": dim, "dtype": "float16", "documents": done_docs,
                 "tokens": done_tokens, "total": total, "complete": False}
     _truncate(folder, manifest)
-    bar = tqdm(total=total, initial=done_docs, desc=f"encoding {name} with {model}", unit="doc",
-               disable=None if progress else True)
+    bar = Progress(f"encoding {name} with {model}", "doc", total, initial=done_docs, enabled=progress)
     pending: list[tuple[str, str]] = []
 
     def flush() -> None:

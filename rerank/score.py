@@ -33,6 +33,7 @@ from .errors import DataError, UsageError
 from .models.base import Reranker, load_model
 from .normalise import zscores
 from .paths import cache_dir
+from .progress import Progress
 from .runs import QueryRanking, Stream, Timing
 
 CACHE_FILE = "scores.sqlite"
@@ -170,8 +171,9 @@ def check_score_options(depth: int, interpolate: float | None) -> None:
 def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool = True,
                  skip_missing: bool = False, stage: str | None = None, topics: str | None = None,
                  corpus: str | None = None, store: DocStore | None = None, queries: dict[str, str] | None = None,
-                 stats: ScoreStats | None = None, interpolate: float | None = None) -> Stream:
-    """A new stream whose rankings are re-scored lazily, query by query, as it is written.
+                 stats: ScoreStats | None = None, interpolate: float | None = None, total: int | None = None) -> Stream:
+    """A new stream whose rankings are re-scored lazily, query by query, as it is written (with progress on
+    stderr; `total` queries, where known).
 
     Query and document texts come from `queries`/`store` when given, else from what the stream's
     header (or the `topics`/`corpus` files) name.
@@ -190,14 +192,18 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
 
     def rankings() -> Iterator[QueryRanking]:
         score_cache = ScoreCache(cache_namespace(model)) if cache else None
+        progress = Progress(f"scoring with {stage}", "query", total, units="queries")
         try:
             for ranking in stream.rankings:
                 if ranking.qid not in queries:
                     raise DataError(f"query {ranking.qid} has no text in the topics ({len(queries)} known)")
                 texts = store.texts(ranking.docids[:depth])
-                yield rescore(ranking, queries[ranking.qid], texts, model, depth, stage, score_cache,
-                              skip_missing, stats, interpolate)
+                rescored = rescore(ranking, queries[ranking.qid], texts, model, depth, stage, score_cache,
+                                   skip_missing, stats, interpolate)
+                progress.update()
+                yield rescored
         finally:
+            progress.close()
             if score_cache is not None:
                 score_cache.close()
 

@@ -347,3 +347,19 @@ def test_a_corpus_file_with_a_repeated_id_is_refused(tmp_path):
                        corpus=str(tmp_path / "corpus.jsonl"))
     with pytest.raises(DataError, match="corpus.jsonl: document id 'd1' appears twice"):
         list(out.rankings)
+
+
+def test_progress_without_a_terminal_says_a_line_now_and_then(capsys):
+    """tqdm's bar is silent where stderr is not a terminal: a log of a long score or encode run said nothing for
+    an hour. There a line comes instead, at most one per `every` seconds."""
+    from rerank.progress import Progress
+
+    progress = Progress("scoring with bert", "query", total=3, every=0.0, units="queries")
+    for _ in range(3):
+        progress.update()
+    progress.close()
+    quiet = Progress("scoring with bert", "query", every=3600.0)
+    quiet.update(5)
+    quiet.close()
+    assert capsys.readouterr().err.splitlines() == [
+        f"rerank: scoring with bert: {n}/3 queries in 0 s" for n in (1, 2, 3)]
