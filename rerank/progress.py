@@ -33,3 +33,9 @@ class Progress:
 
     def close(self) -> None:
         self.bar.close()
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.close()

@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from tqdm import tqdm
 
 from ..atomic import replace_folder
 from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError
+from ..progress import Progress
 from ..runs import QueryRanking, Timing
 from .store import REUSED, IndexInfo, build_command, index_folder, source_state
 
@@ -187,7 +187,7 @@ def _encode(name: str, documents: Iterable[Document], total: int | None, encoder
     docids: list[str] = []
     parts = []
     resumed = 0
-    with tqdm(total=total, unit="doc", desc=f"encoding {name}", disable=None) as bar, _discarded_on(DataError, partial):
+    with Progress(f"encoding {name}", "doc", total) as bar, _discarded_on(DataError, partial):
         for number, shard in enumerate(_shards(documents)):
             ids = [doc.docid for doc in shard]
             vec_file, ids_file = partial / f"{number:05d}.npy", partial / f"{number:05d}.ids"

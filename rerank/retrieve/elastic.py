@@ -23,11 +23,11 @@ import time
 from typing import Iterable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
-from tqdm import tqdm
 
 from ..atomic import atomic_dir
 from ..data import Document
 from ..errors import BackendError, MissingIndexError, UsageError
+from ..progress import Progress
 from ..runs import QueryRanking, Timing
 from .store import MANIFEST, IndexInfo, build_command, empty_skipped, index_folder
 
@@ -243,7 +243,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
 
     def load() -> tuple[int, int, list[str]]:
         loaded, failed, reasons = 0, 0, []
-        with tqdm(total=total, unit="doc", desc=f"loading {index_name}", disable=None) as bar:
+        with Progress(f"loading {index_name}", "doc", total) as bar:
             results = helpers.streaming_bulk(connection.client, actions(), chunk_size=BULK_CHUNK, raise_on_error=False,
                                              raise_on_exception=False, max_retries=2)
             for ok, item in results:  # a document's failure comes back as an item; a lost server raises

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from tqdm import tqdm
 
 from ..atomic import atomic_dir
 from ..data import Document
 from ..errors import BackendError, MissingIndexError, UsageError
+from ..progress import Progress
 from ..runs import QueryRanking, Timing, load_run
 from . import jvm
 from .store import MANIFEST, IndexInfo, build_command, empty_skipped, index_folder
@@ -47,7 +47,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
         indexer = indexer_class(["-index", str(tmp), "-storePositions", "-storeDocvectors", "-storeRaw",
                                  "-input", "", "-collection", "JsonCollection", "-threads", str(threads)])
         batch: list[str] = []
-        with tqdm(total=total, unit="doc", desc=f"indexing {name}", disable=None) as bar:
+        with Progress(f"indexing {name}", "doc", total) as bar:
             for doc in documents:
                 fed += 1
                 batch.append(json.dumps({"id": doc.docid, "contents": doc.contents}))
