@@ -797,60 +797,70 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                         "seconds": round(time.perf_counter() - began, 1)})
         log(f"step {step}: dev {dev.measure.label} = {value:.4f} on {dev.source}")
         if best is None or value > best:
+            save(step, value)  # first: an interrupt while it saves leaves best_step naming what -o holds
             best, best_step, since_best = value, step, 0
-            save(step, value)
         else:
             since_best += 1
         return since_best < args.patience
 
     if dev is not None and args.eval_on_start:  # the weights it starts from compete for the best (--init's)
         dev_round(0)
-    with tqdm(total=args.steps, desc=f"training {model_name}", unit="step", disable=None) as bar:
-        while step < args.steps:
-            if len(groups) < args.batch_groups:
-                epoch = sample_groups(queries, texts, args.negatives, rng)
+    try:
+        with tqdm(total=args.steps, desc=f"training {model_name}", unit="step", disable=None) as bar:
+            while step < args.steps:
+                if len(groups) < args.batch_groups:
+                    epoch = sample_groups(queries, texts, args.negatives, rng)
+                    if teacher is not None:
+                        epoch += teacher.groups(1 + args.negatives, rng)
+                    rng.shuffle(epoch)
+                    groups += epoch
+                batch, groups = groups[: args.batch_groups], groups[args.batch_groups :]
+                # bf16 autocast: matmuls in bfloat16, weights, losses and optimiser state stay fp32
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+                    scores = model.score_batch([g.query for g in batch], [g.passages for g in batch])
+                scores = scores.float()
+                labelled = [i for i, g in enumerate(batch) if g.labelled]
+                loss = group_loss(scores[labelled], args.loss) if labelled else scores.sum() * 0.0
                 if teacher is not None:
-                    epoch += teacher.groups(1 + args.negatives, rng)
-                rng.shuffle(epoch)
-                groups += epoch
-            batch, groups = groups[: args.batch_groups], groups[args.batch_groups :]
-            # bf16 autocast: matmuls in bfloat16, weights, losses and optimiser state stay fp32
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
-                scores = model.score_batch([g.query for g in batch], [g.passages for g in batch])
-            scores = scores.float()
-            labelled = [i for i, g in enumerate(batch) if g.labelled]
-            loss = group_loss(scores[labelled], args.loss) if labelled else scores.sum() * 0.0
-            if teacher is not None:
-                rows = [i for i, g in enumerate(batch) if all(d in teacher.scores.get(g.qid, {}) for d in g.docids)]
-                if rows:
-                    target = args.teacher_scale * torch.tensor(
-                        [[teacher.scores[batch[i].qid][d] for d in batch[i].docids] for i in rows])
-                    loss = loss + args.distill_weight * distill_loss(scores[rows], target, args.distill)
-            optimizer.zero_grad()
-            loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            if not (math.isfinite(loss.item()) and math.isfinite(norm)):  # before a step spreads it to the weights
-                if best_step is not None:  # else -o holds nothing of this run (an older checkpoint, or nothing)
-                    record_ending(Path(args.output), ended=f"diverged at step {step + 1}", last_step=step,
-                                  history=history)
-                raise DataError(diverged(args, step + 1, best_step))
-            optimizer.step()
-            schedule.step()
-            step += 1
-            losses.append(loss.item())
-            bar.update(1)
-            bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.4f}")
-            if bar.disable and step % 10 == 0:  # no terminal: a line now and then instead of the bar
-                log(f"step {step}/{args.steps}: mean loss of the last 10 steps {sum(losses[-10:]) / 10:.4f}, "
-                    f"{time.perf_counter() - began:.0f} s")
-            out_of_time = args.max_minutes is not None and time.perf_counter() - began > args.max_minutes * 60
-            if dev is not None and (step % args.eval_every == 0 or step == args.steps or out_of_time):
-                if not dev_round(step):
-                    stopped = "early stopping"
+                    rows = [i for i, g in enumerate(batch) if all(d in teacher.scores.get(g.qid, {}) for d in g.docids)]
+                    if rows:
+                        target = args.teacher_scale * torch.tensor(
+                            [[teacher.scores[batch[i].qid][d] for d in batch[i].docids] for i in rows])
+                        loss = loss + args.distill_weight * distill_loss(scores[rows], target, args.distill)
+                optimizer.zero_grad()
+                loss.backward()
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if not (math.isfinite(loss.item()) and math.isfinite(norm)):  # before a step spreads it to the weights
+                    if best_step is not None:  # else -o holds nothing of this run (an older checkpoint, or nothing)
+                        record_ending(Path(args.output), ended=f"diverged at step {step + 1}", last_step=step,
+                                      history=history)
+                    raise DataError(diverged(args, step + 1, best_step))
+                optimizer.step()
+                schedule.step()
+                step += 1
+                losses.append(loss.item())
+                bar.update(1)
+                bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.4f}")
+                if bar.disable and step % 10 == 0:  # no terminal: a line now and then instead of the bar
+                    log(f"step {step}/{args.steps}: mean loss of the last 10 steps {sum(losses[-10:]) / 10:.4f}, "
+                        f"{time.perf_counter() - began:.0f} s")
+                out_of_time = args.max_minutes is not None and time.perf_counter() - began > args.max_minutes * 60
+                if dev is not None and (step % args.eval_every == 0 or step == args.steps or out_of_time):
+                    if not dev_round(step):
+                        stopped = "early stopping"
+                        break
+                if out_of_time:
+                    stopped = "time budget"
                     break
-            if out_of_time:
-                stopped = "time budget"
-                break
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM (a scheduler's time limit)
+        if best_step is not None:
+            record_ending(Path(args.output), ended=f"interrupted at step {step}", last_step=step, history=history,
+                          total_seconds=round(time.perf_counter() - began, 1))
+        log(f"training interrupted at step {step}; " + (
+            f"{args.output} keeps the best checkpoint so far (step {best_step}, dev {dev.measure.label} {best:.4f})"
+            if best_step is not None else f"no checkpoint of this run was written to {args.output}"))
+        raise
+
     if dev is None:
         save(step, None)
     seconds = time.perf_counter() - began

@@ -466,6 +466,43 @@ def test_eval_on_start_lets_the_starting_weights_stay_the_best(tiny_checkpoint, 
     assert kept.keys() == started.keys() and all(torch.equal(kept[name], started[name]) for name in kept)
 
 
+@pytest.mark.parametrize("signal_name, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_an_interrupted_training_says_what_it_kept(tiny_checkpoint, tmp_path, data_root, signal_name, code):
+    """Ctrl-C (or a scheduler's SIGTERM) said only 'interrupted', and the checkpoint recorded no ending: whether -o
+    held this run's best weights, and from which step, was left to guess."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    parent, _ = tiny_checkpoint
+    out = tmp_path / "ck"
+    env = {**os.environ, "RERANK_DATA": str(data_root), "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rerank", "train", "bert", "--train", "trecqa-dev", "--dev-fraction", "0.25",
+         "--steps", "100000", "--eval-every", "1", "--patience", "100000", "--dev-depth", "10", "--batch-groups", "2",
+         "--negatives", "3", "--init", str(parent), "-o", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    for _ in range(600):  # until its first checkpoint is in place, at most 2 minutes
+        if process.poll() is not None or (out / "checkpoint.json").is_file():
+            break
+        time.sleep(0.2)
+    process.send_signal(getattr(signal, signal_name))
+    try:
+        _, err = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail(f"rerank train still runs 120 s after {signal_name}")
+    assert process.returncode == code, err
+    said = re.search(r"rerank: training interrupted at step (\d+); (\S+) keeps the best checkpoint so far "
+                     r"\(step (\d+), dev MAP [0-9.]+\)", err)
+    assert said and said.group(2) == str(out), err
+    training = read_checkpoint(out, "bert")["training"]
+    assert training["ended"] == f"interrupted at step {said.group(1)}" and training["step"] == int(said.group(3))
+
+
 def test_qrels_read_from_a_pipe_train_and_have_no_digest(tiny_bert, tmp_path, data_root, monkeypatch):
     """--qrels <(zcat qrels.gz) was read, then opened again to hash it: /dev/fd/N resolved to a path that is not
     there (a traceback after the model had loaded), and a named FIFO waited for a writer for ever."""
