@@ -779,6 +779,8 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
             write_checkpoint(tmp, model_name, config, {
                 **record, "train_source": training.name, "step": step, "dev_source": dev.source if dev else None,
                 "dev_measure": dev.measure.label if dev else None, "dev_value": metric,
+                # the training queries held out for dev, by id: the split is seeded, but a list needs no re-run
+                "held_out_qids": sorted(q.qid for q in dev.queries) if args.dev_fraction or args.dev_fold else None,
                 "history": history, "train_queries": len(queries),
                 "seconds": round(time.perf_counter() - began, 1),
                 "ended": None})  # until training ends: an interrupted run's checkpoint keeps None

@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from rerank.data import get_dataset  # noqa: E402
 from rerank.errors import DataError, UsageError  # noqa: E402
 from rerank.models.base import BF16_EMULATED, bf16_is_emulated, load_model  # noqa: E402
 from rerank.models.bert import CrossEncoderReranker, cls_logits, minilm_path, new_trainable, supports_cls_logits  # noqa: E402
@@ -172,6 +173,9 @@ def test_training_writes_a_loadable_checkpoint(tiny_checkpoint):
     # how it ended, and every dev evaluation (the checkpoint said neither: one stopped by Ctrl-C looked finished)
     assert manifest["training"]["ended"] == result.stopped == "steps" and manifest["training"]["last_step"] == 4
     assert [h["step"] for h in manifest["training"]["history"]] == [2, 4]
+    held_out = manifest["training"]["held_out_qids"]  # the queries early stopping chose by, not trained on
+    assert len(held_out) == int(re.search(r"held-out (\d+) queries", manifest["training"]["dev_source"]).group(1))
+    assert set(held_out) < set(get_dataset("trecqa-dev").qrels())
     model = load_model("bert", str(folder))
     assert isinstance(model, CrossEncoderReranker) and model.checkpoint_hash == manifest["hash"]
     assert model.provenance()["checkpoint_hash"] == manifest["hash"]
