@@ -89,6 +89,22 @@ def content_hash(folder: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def package_versions() -> dict[str, str | None]:
+    """What a rerun needs to match, besides the seed: the same data can train to other weights under another
+    torch or transformers (kernels, tokenizers, initialisation order)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    return {"python": platform.python_version(),
+            **{name: installed(name) for name in ("rerank", "torch", "transformers", "tokenizers", "numpy")}}
+
+
 def write_checkpoint(folder: Path, model: str, config: dict, training: dict) -> dict:
     manifest = {"model": model, "config": config, "training": training, "hash": content_hash(folder)}
     (Path(folder) / CHECKPOINT_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -767,6 +783,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     base = args.model_options.get("base")
     record["init_hash"] = (read_checkpoint(base, model_name)["hash"]
                            if base and (Path(base) / CHECKPOINT_FILE).is_file() else None)
+    record["versions"] = package_versions()
     began = time.perf_counter()
     history: list[dict] = []
     best, best_step, since_best, stopped = None, None, 0, "steps"

@@ -173,6 +173,9 @@ def test_training_writes_a_loadable_checkpoint(tiny_checkpoint):
     # how it ended, and every dev evaluation (the checkpoint said neither: one stopped by Ctrl-C looked finished)
     assert manifest["training"]["ended"] == result.stopped == "steps" and manifest["training"]["last_step"] == 4
     assert [h["step"] for h in manifest["training"]["history"]] == [2, 4]
+    versions = manifest["training"]["versions"]
+    assert versions["torch"] == torch.__version__
+    assert versions["transformers"] == transformers.__version__ and versions["python"].startswith("3.")
     held_out = manifest["training"]["held_out_qids"]  # the queries early stopping chose by, not trained on
     assert len(held_out) == int(re.search(r"held-out (\d+) queries", manifest["training"]["dev_source"]).group(1))
     assert set(held_out) < set(get_dataset("trecqa-dev").qrels())
