@@ -32,7 +32,7 @@ def _baseline_index(runs, baseline: str | None) -> int:
 @click.option("--qrels", type=click.Path(dir_okay=False), help="Qrels file (default: the data set named in the run header).")
 @click.option("-m", "--measure", "measures", multiple=True,
               help="MAP, MRR[@k], P@k, HITS@k, nDCG[@k], Recall@k, an ir_measures name (Rprec, Bpref) "
-                   "or trec_eval's (ndcg_cut.10, P.5,10); repeatable.")
+                   "or trec_eval's (ndcg_cut.10, P.5,10, official); repeatable.")
 @click.option("--min-rel", type=int, default=None, help="Lowest grade that counts as relevant (trec_eval -l).")
 @click.option("--per-query", is_flag=True, help="One row per query and run.")
 @click.option("--format", "fmt", type=click.Choice(report.FORMATS), default="table", show_default=True)

@@ -2,7 +2,7 @@
 
 Names accepted: MAP, MRR[@k], P@k (P@1), HITS@k (success at k), nDCG[@k], Recall@k; any native ir_measures
 name (AP, RR@10, Success@5, R@100, Rprec, Bpref, `AP(rel=2)`); or trec_eval's own (`ndcg_cut.10`, `P_5`,
-`recip_rank`, `bpref`, `P.5,10` for two). Measures with a relevance threshold use the data set's minimum
+`recip_rank`, `bpref`, `P.5,10` for two, `official` for trec_eval's default set). Measures with a relevance threshold use the data set's minimum
 relevant grade (TREC DL: 2), as trec_eval -l does, unless the name sets `rel=` itself. Values come from
 ir_measures' providers (pytrec_eval, i.e. trec_eval's own code, wherever it computes the measure). A run's
 figure is the mean over the judged queries, a query missing from the run counting as 0 (trec_eval -c);
@@ -34,8 +34,10 @@ _THRESHOLDED = {"AP", "RR", "P", "Success", "R", "Rprec", "RPrec", "Bpref", "BPr
 # relevant documents), where every other measure gives 0.
 _RUN_FREE = {"NumQ", "NumRel"}
 _NOTHING_RETRIEVED = "rerank:nothing-retrieved"
-# A rank cutoff, or a recall level for IPrec@0.1; never 0: trec_eval aborts the process on @0.
-_NAME = re.compile(r"^([A-Za-z_]+)(\(.*\))?(@(?:[1-9]\d*|0?\.\d*[1-9]\d*))?$")
+# A rank cutoff, or a recall level for IPrec@0.1; 0 only as IPrec's recall level (trec_eval's
+# iprec_at_recall_0.00): trec_eval aborts the process on a cutoff of 0.
+_NAME = re.compile(r"^([A-Za-z_]+)(\(.*\))?(@(?:[1-9]\d*|0?\.\d*[1-9]\d*|1\.0+|(?P<zero>0?\.0+)))?$")
+_ZERO_ALLOWED = {"IPrec"}
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ def _parse_named(text: str, min_rel: int) -> NamedMeasure:
         raise UsageError(f"cannot read measure {text!r}; {_HINT}")
     family, params, cutoff = match.group(1), match.group(2) or "", match.group(3) or ""
     native = _ALIASES.get(family.upper(), family)
+    if match.group("zero") and native not in _ZERO_ALLOWED:
+        raise UsageError(f"cannot read measure {text!r} (a cutoff of 0); {_HINT}")
     try:
         measure = ir_measures.parse_measure(f"{native}{params}{cutoff}")
     except (ValueError, NameError, SyntaxError, TypeError, AttributeError):
@@ -90,6 +94,19 @@ def _parse_all(text: str, min_rel: int) -> list[NamedMeasure]:
             return [_parse_named("NumRelRet" if str(m) == "NumRet(rel=1)" else str(m), min_rel) for m in translated]
         except UsageError:
             raise not_ours from None
+
+
+def trec_names_skipped(names: list[str]) -> list[str]:
+    """trec_eval measures that a set name such as `official` or `all_trec` includes and ir_measures cannot compute
+    (gm_map, utility, ...): left out of the table, so said."""
+    skipped = []
+    for name in names:
+        printed = io.StringIO()
+        with contextlib.suppress(ValueError), contextlib.redirect_stdout(printed):
+            ir_measures.parse_trec_measure(name.strip())
+        for found in re.findall(r"skipped \[(.*?)\]", printed.getvalue()):
+            skipped += [item.strip(" '") for item in found.split(",")]
+    return skipped
 
 
 def is_count(measure: NamedMeasure) -> bool:

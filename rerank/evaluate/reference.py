@@ -46,6 +46,8 @@ def trec_eval(qrels: Path, run: Path, measures: list[str], min_rel: int = 1, per
     out = {}
     for line in done.stdout.splitlines():
         name, qid, value = line.split()
+        if name == "runid":  # the run's tag (official's first line), not a figure
+            continue
         if per_query:
             out[(name, qid)] = float(value)
         elif qid == "all":

@@ -10,7 +10,7 @@ from ..data.formats import read_qrels
 from ..data.registry import ADHOC_MEASURES, Qrels
 from ..errors import DataError, UsageError
 from ..runs import Run, load_run
-from .measures import Evaluation, NamedMeasure, evaluate, parse_measures
+from .measures import Evaluation, NamedMeasure, evaluate, parse_measures, trec_names_skipped
 
 
 def some_ids(ids: list[str], shown: int = 10) -> str:
@@ -75,6 +75,9 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
     """Per-run evaluations plus warnings (missing / unjudged queries) for stderr."""
     measures = parse_measures(measure_names or list(judgements.measures), judgements.min_rel)
     evaluations, warnings = [], []
+    skipped = trec_names_skipped(measure_names or [])
+    if skipped:
+        warnings.append(f"trec_eval's {', '.join(skipped)} cannot be computed by ir_measures: left out")
     hopeless = sorted(q for q, grades in judgements.qrels.items() if max(grades.values(), default=0) < judgements.min_rel)
     if hopeless:  # trec_eval keeps them in its means too (num_q), but nothing says so
         warnings.append(f"{len(hopeless)} judged queries have no document of grade >= {judgements.min_rel} and score 0 "
