@@ -481,7 +481,8 @@ def test_an_interrupted_training_says_what_it_kept(tiny_checkpoint, tmp_path, da
     import signal
     import subprocess
     import sys
-    import time
+
+    from signals import signal_when_ready
 
     parent, _ = tiny_checkpoint
     out = tmp_path / "ck"
@@ -492,16 +493,7 @@ def test_an_interrupted_training_says_what_it_kept(tiny_checkpoint, tmp_path, da
          "--negatives", "3", "--init", str(parent), "-o", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    for _ in range(600):  # until its first checkpoint is in place, at most 2 minutes
-        if process.poll() is not None or (out / "checkpoint.json").is_file():
-            break
-        time.sleep(0.2)
-    process.send_signal(getattr(signal, signal_name))
-    try:
-        _, err = process.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        pytest.fail(f"rerank train still runs 120 s after {signal_name}")
+    err = signal_when_ready(process, (out / "checkpoint.json").is_file, signal_name, "rerank train")  # its first kept
     assert process.returncode == code, err
     said = re.search(r"rerank: training interrupted at step (\d+); (\S+) keeps the best checkpoint so far "
                      r"\(step (\d+), dev MAP [0-9.]+\)", err)

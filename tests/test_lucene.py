@@ -206,8 +206,9 @@ def test_signals_reach_rerank_not_the_jvm(rerank, vaswani_index, session_home, d
     output removed), not by the JVM's own shutdown, which hung or killed the process mid-call and could leave
     an hs_err_pid*.log in the working folder."""
     import signal
-    import time
     from pathlib import Path
+
+    from signals import signal_when_ready
 
     stream = rerank("retrieve", "vaswani", "--k", "3").stdout
     lines = stream.splitlines(keepends=True)
@@ -221,17 +222,9 @@ def test_signals_reach_rerank_not_the_jvm(rerank, vaswani_index, session_home, d
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     process.stdin.write(two_queries)
     process.stdin.flush()  # stdin stays open: once its passages are read, the stage waits for more queries
-    maps = f"/proc/{process.pid}/maps"
-    for _ in range(600):  # until the JVM is loaded (it reads the passages), at most 2 minutes
-        if process.poll() is not None or "libjvm" in Path(maps).read_text():
-            break
-        time.sleep(0.2)
-    process.send_signal(getattr(signal, signal_name))
-    try:
-        _, err = process.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        pytest.fail(f"rerank score still runs 120 s after {signal_name}")
+    maps = Path(f"/proc/{process.pid}/maps")
+    err = signal_when_ready(process, lambda: "libjvm" in maps.read_text(), signal_name,  # the JVM reads the passages
+                            "rerank score")
     assert process.returncode == code and f"rerank: {said}" in err, err
     assert not list(tmp_path.iterdir())  # no out.run, no temporary sibling, no hs_err_pid*.log
 
