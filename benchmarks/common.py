@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
@@ -9,6 +10,12 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def no_options(doc: str) -> None:
+    """For the scripts that take no options: `--help` prints their docstring, anything else is refused (neither runs
+    the benchmark, which takes minutes and rewrites its results)."""
+    argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
 
 
 def time_command(args: list[str], repeats: int = 3, **kw) -> float:

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import time_command, write_results  # noqa: E402
+from common import no_options, time_command, write_results  # noqa: E402
 
 from rerank.evaluate.reference import trec_eval_binary  # noqa: E402
 
@@ -22,6 +22,7 @@ MEASURES = [("MAP", "map"), ("MRR", "recip_rank"), ("P@1", "P.1"), ("nDCG@10", "
 
 
 def main() -> None:
+    no_options(__doc__)
     rng = random.Random(0)
     work = Path(tempfile.mkdtemp(prefix="rerank-eval-bench-"))
     run, qrels = work / "run.txt", work / "qrels.txt"

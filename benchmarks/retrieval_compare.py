@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_results  # noqa: E402
+from common import no_options, write_results  # noqa: E402
 from retrieval_common import HOME, evaluate, es_server, rerank, run_path  # noqa: E402
 
 DATASETS = ("vaswani", "cacm", "trec-dl-2019")
@@ -55,6 +55,7 @@ def relative(a: float, b: float) -> float:
 
 
 def main() -> None:
+    no_options(__doc__)
     results: dict = {"k": K, "datasets": {}}
     lines = ["# First stages compared: BM25 vs dense vs fused, and Elasticsearch vs Lucene", "",
              "`python benchmarks/retrieval_compare.py`; every figure is `rerank eval` on a run of depth 1,000.",

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_results  # noqa: E402
+from common import no_options, write_results  # noqa: E402
 from retrieval_common import HOME, es_server, load_average, rerank  # noqa: E402
 
 os.environ["RERANK_HOME"] = str(HOME)
@@ -37,6 +37,7 @@ def queries_per_second(index, topics: dict[str, str], k: int) -> float:
 
 
 def main() -> None:
+    no_options(__doc__)
     topics = dict(list(get_dataset(DATASET).topics().items())[:QUERIES])
     rows, load_before = [], load_average()
     with es_server() as url:

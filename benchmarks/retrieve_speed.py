@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import time_command, write_results  # noqa: E402
+from common import no_options, time_command, write_results  # noqa: E402
 
 from rerank.data import get_dataset  # noqa: E402
 from rerank.paths import data_root  # noqa: E402
@@ -33,6 +33,7 @@ def at_printed_precision(ranking) -> list:
 
 
 def main() -> None:
+    no_options(__doc__)
     WORK.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "RERANK_HOME": str(WORK)}
     corpus, topics = WORK / "pool.jsonl", WORK / "queries.tsv"

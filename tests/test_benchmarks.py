@@ -1,0 +1,22 @@
+"""The benchmark scripts answer `--help` with what they do, and nothing else: none starts its run (minutes of
+work that rewrites benchmarks/results/)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("*.py") if p.stem not in ("common", "retrieval_common"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_only_describes(script, tmp_path):
+    env = {**os.environ, "RERANK_HOME": str(tmp_path), "TMPDIR": str(tmp_path)}  # a run that starts stays here
+    done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--help"], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage:"), done.stdout
+    assert not any(tmp_path.iterdir())
