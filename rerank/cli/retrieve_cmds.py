@@ -71,7 +71,8 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
               help="Replay a candidate run shipped with the data set (bm25, bm25-rm3; default its first) instead of searching.")
 @click.option("--threads", default=2, show_default=True, help="Search threads.")
 @click.option("--name", "stage_name", default=None,
-              help="Run tag for this stage (default bm25, qld, bm25+rm3, dense ... / the candidate run).")
+              help="Run tag for this stage (default bm25, bm25+rm3, qld or qld+rm3; dense for --backend dense; "
+                   "the candidate run's name for --candidates).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the run here instead of stdout.")
 @click.option("--trec", "trec_only", is_flag=True, help="Plain trec_eval-compatible lines (no # header or timings).")
 @backend_options

@@ -25,11 +25,11 @@ from .io import open_run_input, write_stream
 @click.option("--topics", type=click.Path(dir_okay=False), help="Query texts (default: the data set named in the run header).")
 @click.option("--corpus", type=click.Path(dir_okay=False), help="Document texts (default: the index / data set in the run header).")
 @click.option("--batch-size", type=int, default=None, help="Pairs per forward pass (default: the model's; 16 for bert, 32 otherwise).")
-@click.option("--max-length", type=int, default=None, help="Truncate pairs to this many tokens (default: the checkpoint's).")
-@click.option("--threads", type=int, default=None, help="Torch threads (default: torch's choice, one per core).")
+@click.option("--max-length", type=int, default=None, help="Truncate pairs to this many tokens (default: the checkpoint's; 256 for minilm-bi).")
+@click.option("--threads", type=int, default=None, help="Torch threads (default: torch's choice, one per core; 1 for tk/tkl).")
 @click.option("--quantize", is_flag=True, help="Dynamic int8 quantisation of the linear layers (bert only).")
 @click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
-              help="bert: bfloat16 is about 3x faster on CPUs with AMX/AVX512-BF16, slower without AVX512; "
+              help="bert: bfloat16 is 1.9-3x faster on CPUs with AMX/AVX512-BF16, slower without AVX512; "
                    "scores move by about 1e-2.")
 @click.option("--compile", "compile_model", is_flag=True,
               help="bert: torch.compile with frozen weights: same scores, faster on AVX512 CPUs (slower than the default "

@@ -37,7 +37,7 @@ def _collection(name: str, corpus: str | None):
 @click.option("--corpus", type=click.Path(dir_okay=False), help="Documents file (default: the data set NAME's documents).")
 @click.option("--overwrite", is_flag=True, help="Replace existing encodings instead of resuming them.")
 @click.option("--batch-size", default=64, show_default=True, help="Documents per forward pass.")
-@click.option("--threads", type=int, default=None, help="Torch threads.")
+@click.option("--threads", type=int, default=None, help="Torch threads (default 1, as for TK scoring).")
 def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads) -> None:
     """Store every document's contextualised term vectors of NAME for fast TK/TKL scoring (resumable).
 
