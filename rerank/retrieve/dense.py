@@ -12,8 +12,8 @@ build serves both searches (`exact=True` searches them all): an approximate run 
 come from the same vectors. The manifest records the encoder's content hash: an index built with another
 encoder is refused rather than searched with mismatched vectors.
 
-GPU: with the `gpu` extra (`pip install 'rerank[gpu]'`, which brings faiss-gpu-cu12 in place of
-faiss-cpu) exact indexes are searched on every visible GPU; nothing else changes.
+GPU: with the `gpu` extra (`pip install 'rerank[gpu]'`, which adds faiss-gpu-cu12; faiss-cpu, a dependency,
+provides the same `faiss` module) exact indexes are searched on every visible GPU; nothing else changes.
 """
 
 from __future__ import annotations
