@@ -1,7 +1,7 @@
 """The Elasticsearch back end against a real ES-API server (noida-db, started by the es_server fixture).
 
 Small real data (the first 300 CACM abstracts, 8 topics) keeps these tests to seconds; the full
-Vaswani/CACM parity figures are in benchmarks/results/retrieval_parity.md.
+Vaswani/CACM parity figures are in benchmarks/results/retrieval_compare.md.
 """
 
 from __future__ import annotations
