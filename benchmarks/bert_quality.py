@@ -92,7 +92,7 @@ def earlier_sections(markdown: str) -> dict[str, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for option in SUITES:
         parser.add_argument(f"--{option}", metavar="CHECKPOINT", action="append",
                             help=f"checkpoint to evaluate on {SUITES[option][0]} (repeatable; the first is the "

@@ -11,7 +11,7 @@
 3. Reduced precision (`--precision bf16`, alone and compiled; `--quantize` int8): throughput on the same
    pairs, and nDCG@10 on all 43 queries against fp32 (offered as a default only if within 0.005).
 
-Usage: python benchmarks/bert_speed.py --checkpoint DIR [--queries 10] [--rounds 3] [--reduced] [--results NAME]
+Usage: python benchmarks/bert_speed.py --checkpoint DIR [--queries 43] [--rounds 2] [--reduced] [--results NAME]
 (writes benchmarks/results/NAME.{json,md}, default bert_speed). Process start-up and model loading are excluded.
 """
 
@@ -52,7 +52,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--queries", type=int, default=43, help="first N of the 43 judged DL 2019 queries")
     parser.add_argument("--rounds", type=int, default=2)

@@ -34,7 +34,7 @@ def main() -> None:
     from rerank.models.base import load_model
     from rerank.runs import RunHeader
 
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tk", required=True)
     parser.add_argument("--bert", required=True)
     parser.add_argument("--queries", type=int, default=10)

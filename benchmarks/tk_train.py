@@ -85,7 +85,7 @@ def main() -> None:
 
     from rerank.train import TrainArgs, train
 
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("specs", nargs="+", help="NAME:VARIANT:EMBEDDINGS[:PROJECTION[:OPTION=JSON ...]]")
     parser.add_argument("--teacher", default=None)
     parser.add_argument("--teacher-min-score", type=float, default=None)

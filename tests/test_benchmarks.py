@@ -1,6 +1,7 @@
 """The benchmark scripts answer `--help` with what they do, and nothing else: none starts its run (minutes of
 work that rewrites benchmarks/results/)."""
 
+import ast
 import os
 import subprocess
 import sys
@@ -19,4 +20,6 @@ def test_help_only_describes(script, tmp_path):
                           env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage:"), done.stdout
+    summary = ast.get_docstring(ast.parse((BENCHMARKS / script).read_text())).splitlines()[0]
+    assert summary in done.stdout  # what it does, from its header
     assert not any(tmp_path.iterdir())
