@@ -1,7 +1,8 @@
-"""The reference implementations we check ourselves against: trec_eval and Anserini's SearchCollection.
+"""The reference evaluator we check ourselves against: trec_eval (Anserini's SearchCollection, the reference
+retriever, is run by benchmarks/retrieve_speed.py and the Lucene back end itself).
 
 trec_eval ships inside the Anserini fatjar (for several platforms); we extract the one for this
-machine on first use. Tests and benchmarks use these; the evaluator itself does not.
+machine on first use. Tests and benchmarks use it; the evaluator itself does not.
 """
 
 from __future__ import annotations
