@@ -6,6 +6,7 @@ import argparse
 import json
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -29,8 +30,21 @@ def time_command(args: list[str], repeats: int = 3, **kw) -> float:
     return statistics.median(times)
 
 
+def hand_written(markdown: str) -> list[str]:
+    """The `## Notes ...` sections of a results file: written by hand, not by its script."""
+    return ["## " + part.rstrip("\n") + "\n" for part in markdown.split("\n## ")[1:] if part.startswith("Notes")]
+
+
 def write_results(name: str, results: dict, markdown: str) -> None:
+    """Write NAME.json and NAME.md; the earlier NAME.md's hand-written notes are kept at its end (a re-run
+    erased them), and said on stderr, to be checked against the new figures."""
     RESULTS.mkdir(parents=True, exist_ok=True)
+    earlier = RESULTS / f"{name}.md"
+    kept = [section for section in hand_written(earlier.read_text()) if section not in markdown] if earlier.exists() else []
+    if kept:
+        markdown = markdown.rstrip("\n") + "\n\n" + "\n".join(kept)
+        print(f"kept {len(kept)} hand-written section(s) of the earlier {earlier.name}: check that they still hold",
+              file=sys.stderr)
     (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (RESULTS / f"{name}.md").write_text(markdown)
+    earlier.write_text(markdown)
     print(markdown)

@@ -23,3 +23,20 @@ def test_help_only_describes(script, tmp_path):
     summary = ast.get_docstring(ast.parse((BENCHMARKS / script).read_text())).splitlines()[0]
     assert summary in done.stdout  # what it does, from its header
     assert not any(tmp_path.iterdir())
+
+
+def test_a_rerun_keeps_the_hand_written_notes(tmp_path, monkeypatch, capsys):
+    """eval_speed.py and bert_speed.py rewrote their .md whole on every run, erasing the notes added by hand."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import common
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    common.write_results("speed", {"ratio": 1.5}, "# Speed\n\nratio 1.5\n")
+    with open(tmp_path / "speed.md", "a") as notes:
+        notes.write("\n## Notes (added by hand)\n\nMeasured on a busy machine.\n")
+    common.write_results("speed", {"ratio": 1.4}, "# Speed\n\nratio 1.4\n")
+    assert (tmp_path / "speed.md").read_text() == ("# Speed\n\nratio 1.4\n\n## Notes (added by hand)\n\n"
+                                                   "Measured on a busy machine.\n")
+    assert "kept 1 hand-written section(s) of the earlier speed.md" in capsys.readouterr().err
+    common.write_results("speed", {"ratio": 1.4}, "# Speed\n\nratio 1.4\n")  # kept once, not twice
+    assert (tmp_path / "speed.md").read_text().count("## Notes") == 1
