@@ -822,9 +822,9 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
             since_best += 1
         return since_best < args.patience
 
-    if dev is not None and args.eval_on_start:  # the weights it starts from compete for the best (--init's)
-        dev_round(0)
     try:
+        if dev is not None and args.eval_on_start:  # the weights it starts from compete for the best (--init's)
+            dev_round(0)
         with tqdm(total=args.steps, desc=f"training {model_name}", unit="step", disable=None) as bar:
             while step < args.steps:
                 if len(groups) < args.batch_groups:

@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
-
 from ..atomic import replace_folder
 from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError

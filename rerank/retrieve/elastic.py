@@ -23,7 +23,6 @@ import time
 from typing import Iterable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
-
 from ..atomic import atomic_dir
 from ..data import Document
 from ..errors import BackendError, MissingIndexError, UsageError

@@ -1,5 +1,5 @@
-"""BM25 or query likelihood (optionally with RM3 feedback) over an embedded Lucene index (Anserini, the engine inside Pyserini):
-build, search, fetch text.
+"""BM25 or query likelihood, optionally with RM3 feedback, over an embedded Lucene index (Anserini, the engine
+inside Pyserini): build, search, fetch text.
 
 The index keeps raw documents, positions and document vectors, so later stages can read text back.
 Searching runs Anserini's own SearchCollection (so rankings are Anserini's, by construction), on Java
@@ -16,7 +16,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Iterable, Iterator
-
 
 from ..atomic import atomic_dir
 from ..data import Document
