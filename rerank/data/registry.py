@@ -137,7 +137,7 @@ class AnswerSelectionDataset(Dataset):
     judged = True  # the labels of its pairs
 
     def qrels(self) -> Qrels:
-        """Judged questions as the published evaluations count them ("clean"): questions with at least
+        """Judged questions as TrecQA's published evaluations count them ("clean"): questions with at least
         one right and one wrong candidate. The others stay in topics and candidate runs (unjudged)."""
         return {qid: labels for qid, labels in self._pairs.qrels.items()
                 if any(labels.values()) and not all(labels.values())}
@@ -148,6 +148,11 @@ class AnswerSelectionDataset(Dataset):
 
 class WikiQADataset(AnswerSelectionDataset):
     reader = staticmethod(formats.read_wikiqa)
+
+    def qrels(self) -> Qrels:
+        """Judged questions as WikiQA's published evaluations count them (Yang et al., 2015): questions with at
+        least one right answer (126 in dev), those whose every candidate is right included."""
+        return {qid: labels for qid, labels in self._pairs.qrels.items() if any(labels.values())}
 
 
 def _vaswani(root: Path) -> Dataset:
