@@ -192,3 +192,12 @@ def test_stdin_that_is_not_utf8_text_is_named(data_root, tmp_path):
                                   text=True, env=env, cwd=tmp_path)
         assert done.returncode == 1, done.stderr
         assert done.stderr.strip().splitlines() == ["rerank: error: <stdin>: not UTF-8 text (invalid start byte)"]
+
+
+def test_measure_parameters_pytrec_eval_cannot_take(rerank, data_root):
+    """rel=0 and cutoffs beyond a C long were tracebacks from inside pytrec_eval (TypeError, KeyError)."""
+    qrels = str(data_root / "vaswani/qrels")
+    for name, words in (("AP(rel=0)", "rel must be between 1 and 2147483647, not 0"),
+                        ("P(rel=2147483648)@5", "rel must be between 1 and 2147483647, not 2147483648"),
+                        ("P@9223372036854775808", "a cutoff must be at most 2147483647")):
+        fails(rerank, "eval", "--qrels", qrels, "-m", name, input="1 Q0 a 1 1.0 t\n", words=words)

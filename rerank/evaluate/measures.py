@@ -38,6 +38,9 @@ _NOTHING_RETRIEVED = "rerank:nothing-retrieved"
 # iprec_at_recall_0.00): trec_eval aborts the process on a cutoff of 0.
 _NAME = re.compile(r"^([A-Za-z_]+)(\(.*\))?(@(?:[1-9]\d*|0?\.\d*[1-9]\d*|1\.0+|(?P<zero>0?\.0+)))?$")
 _ZERO_ALLOWED = {"IPrec"}
+# pytrec_eval holds relevance levels and grades in C ints and cutoffs in C longs: a larger one raised a TypeError,
+# or a KeyError once the cutoff had wrapped, from inside the evaluator.
+MAX_LEVEL = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,11 @@ def _parse_named(text: str, min_rel: int) -> NamedMeasure:
     # The data set's relevance threshold, as trec_eval's -l, unless the name sets rel= itself.
     if min_rel > 1 and native in _THRESHOLDED and "rel=" not in params:
         measure = measure(rel=min_rel)
+    rel, depth = measure.params.get("rel"), measure.params.get("cutoff")
+    if isinstance(rel, int) and not 1 <= rel <= MAX_LEVEL:  # rel=0 would count grade-0 judgements as relevant
+        raise UsageError(f"measure {text!r}: rel must be between 1 and {MAX_LEVEL}, not {rel}")
+    if isinstance(depth, int) and depth > MAX_LEVEL:
+        raise UsageError(f"measure {text!r}: a cutoff must be at most {MAX_LEVEL}, not {depth}")
     if not _computable(measure):
         raise UsageError(f"measure {text!r} cannot be computed by ir_measures' providers here; {_HINT}")
     label = f"{_DISPLAY.get(native, native)}{cutoff}" if not params else text.strip()
