@@ -344,8 +344,9 @@ class TrainArgs:
             if given:  # they would be ignored: named data sets bring their own
                 raise UsageError(f"{', '.join(given)}: for candidate run files (--candidates FILE, --dev FILE); "
                                  f"the data set {self.train} brings its own")
-        if self.min_rel is not None and self.min_rel < 1:  # as eval's --min-rel
-            raise UsageError(f"--min-rel must be 1 or more, not {self.min_rel}")
+        from .evaluate.session import check_min_rel
+
+        check_min_rel(self.min_rel)  # as eval's --min-rel
 
     @property
     def candidate_file(self) -> bool:

@@ -584,7 +584,7 @@ def test_bad_training_data(tmp_path, rerank):
                                                               "pass --dev FILE"),
             (("--train", "trecqa-dev", "--qrels", "qrels.txt"), "--qrels: for candidate run files"),
             (("--train", "trecqa-dev", "--min-rel", "2"), "--min-rel: for candidate run files"),
-            (("--candidates", "dev.run", "--min-rel", "0"), "--min-rel must be 1 or more, not 0"),
+            (("--candidates", "dev.run", "--min-rel", "0"), "--min-rel must be between 1 and 2147483647, not 0"),
             (("--candidates", "plain.run"), "no qrels: the run's header names no known data set; pass --qrels FILE"),
             (("--candidates", "plain.run", "--qrels", "qrels.txt"), "plain.run needs a '# ' header naming a data set "
                                                                     "known here, or its topics and corpus"),

@@ -81,7 +81,7 @@ def test_bad_measure_and_k(rerank, data_root):
     fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), "-m", "nDCG@0",  # trec_eval would abort()
           input="1 Q0 a 1 1.0 t\n", words="cannot read measure 'nDCG@0'")
     fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), "--min-rel", "0",  # was taken as 1
-          input="1 Q0 a 1 1.0 t\n", words="--min-rel must be 1 or more, not 0")
+          input="1 Q0 a 1 1.0 t\n", words="--min-rel must be between 1 and 2147483647, not 0")
     fails(rerank, "retrieve", "vaswani", "--k", "0", words="--k must be a positive")
     fails(rerank, "retrieve", "vaswani", "--k1", "-1", words="--k1 must be >= 0, not -1.0")
     fails(rerank, "retrieve", "vaswani", "--b", "1.5", words="--b must be in [0, 1], not 1.5")
@@ -201,3 +201,13 @@ def test_measure_parameters_pytrec_eval_cannot_take(rerank, data_root):
                         ("P(rel=2147483648)@5", "rel must be between 1 and 2147483647, not 2147483648"),
                         ("P@9223372036854775808", "a cutoff must be at most 2147483647")):
         fails(rerank, "eval", "--qrels", qrels, "-m", name, input="1 Q0 a 1 1.0 t\n", words=words)
+
+
+def test_min_rel_above_what_pytrec_eval_takes(rerank, data_root, tmp_path):
+    """--min-rel 2147483648 was a TypeError traceback from inside pytrec_eval (a C int)."""
+    fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), "--min-rel", "2147483648",
+          input="1 Q0 a 1 1.0 t\n", words="--min-rel must be between 1 and 2147483647, not 2147483648")
+    (tmp_path / "mine.run").write_text('# dataset: "vaswani"\n1 Q0 a 1 1.0 t\n')
+    fails(rerank, "train", "bert", "--candidates", str(tmp_path / "mine.run"), "--min-rel", "2147483648",
+          "-o", str(tmp_path / "ck"), words="--min-rel must be between 1 and 2147483647")
+    assert not (tmp_path / "ck").exists()

@@ -10,12 +10,20 @@ from ..data.formats import read_qrels
 from ..data.registry import ADHOC_MEASURES, Qrels
 from ..errors import DataError, UsageError
 from ..runs import Run, load_run
-from .measures import Evaluation, NamedMeasure, evaluate, parse_measures, trec_names_skipped
+from .measures import MAX_LEVEL, Evaluation, NamedMeasure, evaluate, parse_measures, trec_names_skipped
 
 
 def some_ids(ids: list[str], shown: int = 10) -> str:
     """'(a, b, c ...)': the first few of a list of query ids, for a one-line note."""
     return f"({', '.join(ids[:shown])}{' ...' if len(ids) > shown else ''})"
+
+
+def check_min_rel(min_rel: int | None, flag: str = "--min-rel") -> None:
+    """A relevance level pytrec_eval takes: trec_eval -l 0 would count grade-0 judgements as relevant, and one
+    above a C int was a TypeError from inside pytrec_eval."""
+    if min_rel is not None and not 1 <= min_rel <= MAX_LEVEL:
+        raise UsageError(f"{flag} must be between 1 and {MAX_LEVEL}, not {min_rel}: pytrec_eval takes no other "
+                         "relevance level")
 
 
 @dataclass
@@ -34,8 +42,7 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
     Runs that name different data sets have no qrels in common (CACM's and Vaswani's query ids even
     overlap, so one would silently score 0 against the other's): they are refused unless --qrels says which.
     """
-    if min_rel is not None and min_rel < 1:  # trec_eval -l 0 would count grade-0 judgements as relevant
-        raise UsageError(f"--min-rel must be 1 or more, not {min_rel}: pytrec_eval takes no lower relevance level")
+    check_min_rel(min_rel)
     datasets = {run.header.dataset for run in runs if run.header.dataset}
     if len(datasets) > 1 and not qrels_path:
         named = ", ".join(f"{run.source}: {run.header.dataset}" for run in runs if run.header.dataset)
