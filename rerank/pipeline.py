@@ -226,7 +226,12 @@ def _check_leaderboard(source: str, spec: dict) -> None:
     """Measures, baseline and sort are used only after every stage has run: check them before any does."""
     from .data.registry import ADHOC_MEASURES
     from .evaluate.measures import parse_measures
+    from .evaluate.session import check_min_rel
 
+    try:
+        check_min_rel(spec.get("min_rel"), "min_rel")
+    except UsageError as error:
+        raise DataError(f"{source}: {error}") from None
     default = get_dataset(spec["dataset"]).measures if spec["dataset"] in dataset_names() else ADHOC_MEASURES
     labels = [m.label for m in parse_measures(spec.get("measures") or list(default), 1)]
     evaluated = [s["name"] for s in spec["stage"] if s.get("evaluate", True)]

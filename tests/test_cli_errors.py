@@ -211,3 +211,12 @@ def test_min_rel_above_what_pytrec_eval_takes(rerank, data_root, tmp_path):
     fails(rerank, "train", "bert", "--candidates", str(tmp_path / "mine.run"), "--min-rel", "2147483648",
           "-o", str(tmp_path / "ck"), words="--min-rel must be between 1 and 2147483647")
     assert not (tmp_path / "ck").exists()
+
+
+def test_pipeline_min_rel_is_checked_before_any_stage_runs(rerank, vaswani_index, tmp_path):
+    """min_rel = 0 was refused only at the leaderboard, after every stage had run (and 2^31 was a traceback)."""
+    spec = tmp_path / "p.toml"
+    for value in ("0", "2147483648"):
+        spec.write_text(f'dataset = "vaswani"\nmin_rel = {value}\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n')
+        error = fails(rerank, "run", str(spec), words=f"min_rel must be between 1 and 2147483647, not {value}")
+        assert "running" not in error
