@@ -220,3 +220,11 @@ def test_pipeline_min_rel_is_checked_before_any_stage_runs(rerank, vaswani_index
         spec.write_text(f'dataset = "vaswani"\nmin_rel = {value}\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n')
         error = fails(rerank, "run", str(spec), words=f"min_rel must be between 1 and 2147483647, not {value}")
         assert "running" not in error
+
+
+def test_qrels_grade_beyond_a_c_int_is_refused(rerank, tmp_path):
+    """pytrec_eval keeps grades in C ints: a grade of 4294967296 was judged non-relevant (0), silently."""
+    qrels = tmp_path / "qrels"
+    qrels.write_text("1 0 a 1\n1 0 b 4294967296\n")
+    fails(rerank, "eval", "--qrels", str(qrels), input="1 Q0 b 1 2.0 t\n1 Q0 a 2 1.0 t\n",
+          words=f"{qrels}:2: grade 4294967296 is out of range")

@@ -383,6 +383,8 @@ def read_qrels(path: str | Path) -> Qrels:
                 grade = int(no_underscores(grade_text))
             except ValueError:
                 raise FormatError(str(path), line_no, f"grade {grade_text!r} is not an integer") from None
+            if abs(grade) > 2**31 - 1:  # pytrec_eval keeps grades in C ints: 4294967296 became 0, silently
+                raise FormatError(str(path), line_no, f"grade {grade_text} is out of range (-2147483647 to 2147483647)")
             key = (qid, docid)
             if key in first_seen:  # trec_eval refuses these too
                 raise FormatError(str(path), line_no, f"duplicate judgement of {key[1]} for query {key[0]} "
