@@ -228,3 +228,12 @@ def test_qrels_grade_beyond_a_c_int_is_refused(rerank, tmp_path):
     qrels.write_text("1 0 a 1\n1 0 b 4294967296\n")
     fails(rerank, "eval", "--qrels", str(qrels), input="1 Q0 b 1 2.0 t\n1 Q0 a 2 1.0 t\n",
           words=f"{qrels}:2: grade 4294967296 is out of range")
+
+
+def test_budget_plot_that_cannot_be_written_leaves_no_report(rerank, tmp_path):
+    """The report was written to -o first, then the plot failed: an error exit with the report left behind."""
+    run = tmp_path / "bm25.run"
+    run.write_text('# dataset: "vaswani"\n# time: 1 bm25 2.0 1\n1 Q0 8172 1 2.0 bm25\n')
+    fails(rerank, "budget", str(run), "-o", str(tmp_path / "report.txt"), "--plot", str(run / "plot.png"),
+          words="cannot write")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bm25.run"]

@@ -105,8 +105,9 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
     points, label = budgets_lib.measure_points(loaded, measure, qrels, zero_untimed,
                                                note=lambda message: click.echo(f"rerank: note: {message}", err=True))
     report = budgets_lib.build_report(points, label, statistic, chosen, pick)
-    with atomic_output(output) as handle:
+    with atomic_output(output) as handle:  # a plot that cannot be written takes the report with it
         handle.write(budgets_lib.render(report, fmt))
+        if plot_path:
+            budgets_lib.plot(report, plot_path, title)
     if plot_path:
-        budgets_lib.plot(report, plot_path, title)
         click.echo(f"rerank: wrote plot {plot_path}", err=True)
