@@ -237,3 +237,12 @@ def test_budget_plot_that_cannot_be_written_leaves_no_report(rerank, tmp_path):
     fails(rerank, "budget", str(run), "-o", str(tmp_path / "report.txt"), "--plot", str(run / "plot.png"),
           words="cannot write")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bm25.run"]
+
+
+def test_budget_report_and_plot_into_one_file(rerank, tmp_path):
+    """-o X --plot X: the plot silently replaced the report."""
+    run = tmp_path / "bm25.run"
+    run.write_text('# dataset: "vaswani"\n# time: 1 bm25 2.0 1\n1 Q0 8172 1 2.0 bm25\n')
+    fails(rerank, "budget", str(run), "-o", str(tmp_path / "out"), "--plot", str(tmp_path / "." / "out"),
+          words="-o and --plot are both")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bm25.run"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -71,6 +72,8 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
     """
     from ..atomic import atomic_output
 
+    if output and plot_path and os.path.realpath(output) == os.path.realpath(plot_path):
+        raise UsageError(f"-o and --plot are both {output}: the plot would replace the report; give each a file")
     chosen = budgets_lib.positive_numbers(budget_text, "--budgets") if budget_text is not None else None
     if model_name is not None:
         if runs:
