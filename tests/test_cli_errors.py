@@ -246,3 +246,21 @@ def test_budget_report_and_plot_into_one_file(rerank, tmp_path):
     fails(rerank, "budget", str(run), "-o", str(tmp_path / "out"), "--plot", str(tmp_path / "." / "out"),
           words="-o and --plot are both")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bm25.run"]
+
+
+def test_closed_standard_output(data_root, tmp_path):
+    """`rerank cat RUN >&-` was an AttributeError traceback ('NoneType' object has no attribute 'write'), and
+    `rerank eval RUN >&-` printed nothing and exited 0."""
+    import os
+    import subprocess
+    import sys
+
+    run = tmp_path / "a.run"
+    run.write_text("1 Q0 8172 1 2.0 t\n")
+    env = {**os.environ, "RERANK_HOME": str(tmp_path), "RERANK_DATA": str(data_root)}
+    for command in (["cat", str(run)], ["eval", "--qrels", str(data_root / "vaswani/qrels"), str(run)]):
+        done = subprocess.run([sys.executable, "-m", "rerank", *command], stderr=subprocess.PIPE, text=True,
+                              env=env, cwd=tmp_path, preexec_fn=lambda: os.close(1))
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.strip().splitlines()[-1].startswith("rerank: error: standard output is closed")
+        assert "Traceback" not in done.stderr

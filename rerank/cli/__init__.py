@@ -7,6 +7,8 @@ Ctrl-C or SIGTERM into an exit that leaves no temporary output behind.
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import signal
 import sys
@@ -46,10 +48,23 @@ def _note_undecodable() -> None:
                    "replacement character", err=True)
 
 
+class _ClosedOutput(io.TextIOBase):
+    """Standard output closed by the shell (`>&-`), where Python leaves None: writing to it is one line's error,
+    not an AttributeError traceback (a run) or nothing at all with exit 0 (click.echo skips None)."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed (>&-); redirect it instead, e.g. > /dev/null")
+
+
 def main() -> None:
     from . import commands  # noqa: F401  (registers the commands on `cli`)
 
     signal.signal(signal.SIGTERM, _terminated)
+    if sys.stdout is None:
+        sys.stdout = _ClosedOutput()
     try:
         try:
             cli.main(standalone_mode=False)
