@@ -225,14 +225,19 @@ class RunReader:
         if self._pending is not None:
             lines = itertools.chain([self._pending], self._line_iter)
             self._line_no -= 1
+        closed = False  # an end line after records (before them it is a run sorted by qid, `sort -s -k1,1`)
         for line in lines:
             self._line_no += 1
             if line.startswith("#"):
                 self._absorb(line, None)
+                closed = closed or self._ended
                 continue
             parts = line.split()
             if not parts:
                 continue
+            if closed:  # a run appended to a finished one: its records would merge into this run's queries
+                raise FormatError(self.source, self._line_no, f"a record after the '# {END_TEXT}' line (runs joined by "
+                                                              "cat?); give each run as a file of its own")
             if len(parts) != 6:
                 msmarco = " (an MS MARCO 'qid docid rank' run? convert it to TREC lines first)" if len(parts) == 3 else ""
                 raise FormatError(self.source, self._line_no,
@@ -500,6 +505,10 @@ def _load_fast(text: str, source: str) -> Run | None:
     except FormatError:
         return None
     if header.promises_end and not ended:
+        return None
+    last = text[-1024:].rstrip().rpartition("\n")[2]  # (a slice: runs are large)
+    if any(not in_header and comment[1:].strip() == END_TEXT for in_header, comment in comments) \
+            and not (last.startswith("#") and last[1:].strip() == END_TEXT):  # records after it? the slow path says
         return None
     # Queries in order of first appearance; within each, trec_eval's order: score descending, ties by
     # docid descending. Sorting on integer query codes is cheaper than on the qid strings.

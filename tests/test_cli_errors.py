@@ -264,3 +264,14 @@ def test_closed_standard_output(data_root, tmp_path):
         assert done.returncode == 1, done.stderr
         assert done.stderr.strip().splitlines()[-1].startswith("rerank: error: standard output is closed")
         assert "Traceback" not in done.stderr
+
+
+def test_records_after_the_end_line_are_refused(rerank, tmp_path):
+    """A plain run appended to a finished one (`cat a.run b.trec`) was merged into the first run's queries:
+    eval scored the mixture, silently."""
+    joined = tmp_path / "joined.run"
+    joined.write_text('# rerank-run: 2\n# dataset: "vaswani"\n1 Q0 8172 1 2.0 bm25\n# end of run\n'
+                      "1 Q0 5502 1 9.0 other\n")
+    for command in ("eval", "cat", "fuse"):
+        extra = [str(joined)] if command == "fuse" else []
+        fails(rerank, command, str(joined), *extra, words=f"{joined}:5: a record after the '# end of run' line")
