@@ -321,6 +321,8 @@ class TrainArgs:
                              *([("--max-minutes", self.max_minutes)] if self.max_minutes is not None else [])):
             if not 0 < value < math.inf:
                 raise UsageError(f"{label} must be positive and finite, not {value}")
+        if not -2**63 <= self.seed < 2**64:  # torch.manual_seed's range: beyond it, an overflow traceback
+            raise UsageError(f"--seed must be between -2^63 and 2^64-1, not {self.seed}")
         if self.metric is not None:
             from .evaluate.measures import parse_measure
 

@@ -275,3 +275,10 @@ def test_records_after_the_end_line_are_refused(rerank, tmp_path):
     for command in ("eval", "cat", "fuse"):
         extra = [str(joined)] if command == "fuse" else []
         fails(rerank, command, str(joined), *extra, words=f"{joined}:5: a record after the '# end of run' line")
+
+
+def test_seed_beyond_torch_range(rerank, tmp_path):
+    """--seed 2^64 was an overflow traceback from torch.manual_seed, after the data had been read."""
+    fails(rerank, "train", "tk", "--train", "trecqa-dev", "--steps", "1", "--seed", str(2**64),
+          "-o", str(tmp_path / "ck"), words="--seed must be between -2^63 and 2^64-1")
+    assert not (tmp_path / "ck").exists()
