@@ -282,3 +282,12 @@ def test_seed_beyond_torch_range(rerank, tmp_path):
     fails(rerank, "train", "tk", "--train", "trecqa-dev", "--steps", "1", "--seed", str(2**64),
           "-o", str(tmp_path / "ck"), words="--seed must be between -2^63 and 2^64-1")
     assert not (tmp_path / "ck").exists()
+
+
+def test_encode_name_must_be_a_plain_folder_name(rerank, tmp_path, session_home):
+    """`rerank encode ../x` wrote its encodings outside indexes/ (rerank index refuses such names)."""
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text('{"id": "a", "contents": "x"}\n')
+    fails(rerank, "encode", "../escaped", "--model", "tk", "--checkpoint", str(tmp_path / "ck"), "--corpus", str(corpus),
+          words="index name '../escaped' must be a plain folder name")
+    assert not (session_home / "escaped").exists()

@@ -45,7 +45,9 @@ def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads)
     """
     from ..encodings import encode_collection, store_folder
     from ..data.formats import distinct_ids
+    from ..retrieve.store import index_folder
 
+    index_folder(name)  # a plain folder name, as `rerank index` takes: `encode ../../x` wrote outside indexes/
     reranker = _load(model_name, checkpoint, threads, batch_size)
     collection = _collection(name, corpus)
     # `rerank index`'s id check, before anything is encoded: a repeated id's later vectors stood for both texts
