@@ -162,9 +162,13 @@ def _parse_timing(text: str, source: str, line_no: int) -> tuple[str, Timing]:
         raise FormatError(source, line_no, "a '# time:' line needs QID STAGE MS DEPTH")
     qid, stage, ms, depth = parts
     try:
-        return qid, Timing(stage, float(ms), int(depth))
+        timing = Timing(stage, float(no_underscores(ms)), int(no_underscores(depth)))
     except ValueError:
         raise FormatError(source, line_no, f"non-numeric time or depth in '# time: {text.strip()}'") from None
+    if not 0 <= timing.ms < math.inf or timing.depth < 0:  # budget curves sum and sort them: inf was a traceback
+        raise FormatError(source, line_no, f"a time must be finite and not negative, and a depth not negative, "
+                                           f"in '# time: {text.strip()}'")
+    return qid, timing
 
 
 def open_run_file(path: str) -> IO[str]:

@@ -291,3 +291,13 @@ def test_encode_name_must_be_a_plain_folder_name(rerank, tmp_path, session_home)
     fails(rerank, "encode", "../escaped", "--model", "tk", "--checkpoint", str(tmp_path / "ck"), "--corpus", str(corpus),
           words="index name '../escaped' must be a plain folder name")
     assert not (session_home / "escaped").exists()
+
+
+@pytest.mark.parametrize("ms", ["inf", "nan", "-5"])
+def test_time_lines_that_no_budget_can_use(rerank, tmp_path, ms):
+    """`# time: 1 bm25 inf 1` was an OverflowError traceback in budget; nan and negative times went into its
+    medians silently."""
+    run = tmp_path / "timed.run"
+    run.write_text(f'# dataset: "vaswani"\n# time: 1 bm25 {ms} 1\n1 Q0 8172 1 2.0 bm25\n')
+    for command in ("budget", "cat"):
+        fails(rerank, command, str(run), words=f"{run}:2: a time must be finite and not negative")
