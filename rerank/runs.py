@@ -38,6 +38,7 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 END_TEXT = "end of run"  # from format 2 on, the last line of a complete stream
 TIME_KEY = "time"
+TEXT_FIELDS = ("dataset", "index", "topics", "corpus", "qrels")  # header fields that name a data set, index or file
 BYTE_ORDER_MARK = "\ufeff"  # Windows editors start UTF-8 files with one; it is not part of the first qid
 
 
@@ -127,6 +128,8 @@ def _parse_header_line(header: RunHeader, text: str, source: str, line_no: int) 
                                                f"{', '.join(map(str, READABLE_VERSIONS))} (a newer rerank wrote it?)")
         header.version = parsed
     else:
+        if key in TEXT_FIELDS and not isinstance(parsed, str):  # names and paths: a list was a TypeError traceback
+            raise FormatError(source, line_no, f"'# {key}:' must be a JSON string, not {value.strip()}")
         header.fields[key] = parsed
 
 

@@ -301,3 +301,13 @@ def test_time_lines_that_no_budget_can_use(rerank, tmp_path, ms):
     run.write_text(f'# dataset: "vaswani"\n# time: 1 bm25 {ms} 1\n1 Q0 8172 1 2.0 bm25\n')
     for command in ("budget", "cat"):
         fails(rerank, command, str(run), words=f"{run}:2: a time must be finite and not negative")
+
+
+def test_header_field_that_is_not_a_string(rerank, tmp_path):
+    """`# dataset: ["vaswani"]` was a TypeError traceback (unhashable type) in eval and budget, `# qrels: 5` one
+    from pathlib."""
+    run = tmp_path / "edited.run"
+    for line in ('# dataset: ["vaswani"]', "# qrels: 5"):
+        run.write_text(f"{line}\n1 Q0 8172 1 2.0 bm25\n")
+        for command in ("eval", "budget"):
+            fails(rerank, command, str(run), words=f"{run}:1: '{line.split(':')[0]}:' must be a JSON string")
