@@ -121,6 +121,9 @@ def _parse_header_line(header: RunHeader, text: str, source: str, line_no: int) 
     if key == "stage":
         if not isinstance(parsed, dict):
             raise FormatError(source, line_no, "a '# stage:' line must hold a JSON object")
+        if not isinstance(parsed.get("name", ""), str):  # it labels runs and curves: a list was a traceback
+            raise FormatError(source, line_no, f"a '# stage:' line's name must be a JSON string, not "
+                                               f"{json.dumps(parsed['name'])}")
         header.stages.append(parsed)
     elif key == MAGIC_KEY:
         if parsed not in READABLE_VERSIONS:  # a later format may mean things this reader would get wrong

@@ -311,3 +311,16 @@ def test_header_field_that_is_not_a_string(rerank, tmp_path):
         run.write_text(f"{line}\n1 Q0 8172 1 2.0 bm25\n")
         for command in ("eval", "budget"):
             fails(rerank, command, str(run), words=f"{run}:1: '{line.split(':')[0]}:' must be a JSON string")
+
+
+def test_stage_name_that_is_not_a_string(rerank, tmp_path):
+    """A hand-edited `# stage: {"name": [1]}` was an 'unhashable type' traceback in budget; a fused input's
+    stage named so, another one in budget's cache warning."""
+    run = tmp_path / "edited.run"
+    run.write_text('# dataset: "vaswani"\n# stage: {"stage": "score", "cache": true, "name": [1]}\n'
+                   "1 Q0 8172 1 2.0 bm25\n")
+    fails(rerank, "budget", str(run), words=f"{run}:2: a '# stage:' line's name must be a JSON string, not [1]")
+    run.write_text('# dataset: "vaswani"\n# stage: {"name": "f", "inputs": [{"stages": [{"stage": "score", '
+                   '"cache": true, "name": {"x": 1}}]}]}\n# time: 1 f 2.0 1\n1 Q0 8172 1 2.0 f\n')
+    done = rerank("budget", str(run))
+    assert "Traceback" not in done.stderr and "stage {'x': 1} ran with the score cache on" in done.stderr

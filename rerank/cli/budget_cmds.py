@@ -29,7 +29,7 @@ def _stages_where(stages: list[dict], wanted: Callable[[dict], bool]) -> list[st
     found = []
     for stage in stages:
         if wanted(stage):
-            found.append(stage.get("name", stage.get("stage")))
+            found.append(str(stage.get("name", stage.get("stage"))))  # (a fused input's header, as its file had it)
         for fused in stage.get("inputs", []) if isinstance(stage.get("inputs"), list) else []:
             if isinstance(fused, dict):
                 found += _stages_where(fused.get("stages", []), wanted)
