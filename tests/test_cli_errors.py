@@ -324,3 +324,9 @@ def test_stage_name_that_is_not_a_string(rerank, tmp_path):
                    '"cache": true, "name": {"x": 1}}]}]}\n# time: 1 f 2.0 1\n1 Q0 8172 1 2.0 f\n')
     done = rerank("budget", str(run))
     assert "Traceback" not in done.stderr and "stage {'x': 1} ran with the score cache on" in done.stderr
+
+
+def test_stdin_named_twice(rerank, data_root):
+    """`rerank eval - -` read stdin twice and called the second, drained, an empty input (fuse refused it)."""
+    for command in ("eval", "budget"):
+        fails(rerank, command, "-", "-", input="1 Q0 a 1 1.0 t\n", words="only one of the runs can come from stdin")

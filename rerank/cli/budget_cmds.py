@@ -13,7 +13,7 @@ from ..errors import UsageError
 from ..evaluate import budget as budgets_lib
 from ..evaluate.session import load_runs
 from . import cli
-from .io import open_run_input
+from .io import open_run_input, open_run_inputs
 
 
 def _split_label(argument: str) -> tuple[str | None, str]:
@@ -92,8 +92,7 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
             raise UsageError("no runs given: name run files (one per model and depth) or use --model with --depths")
         labelled = [_split_label(arg) for arg in runs]
         with contextlib.ExitStack() as stack:
-            inputs = [stack.enter_context(open_run_input(path)) for _, path in labelled]
-            loaded = load_runs(inputs, strict=False)
+            loaded = load_runs(open_run_inputs(stack, [path for _, path in labelled]), strict=False)
         for run, (label, _) in zip(loaded, labelled):
             run.label = label or (run.header.stages[-1].get("name") if run.header.stages else None) or run.source
             cached = _cached_score_stages(run.header.stages)

@@ -11,7 +11,7 @@ from ..evaluate import report
 from ..evaluate.measures import label_among, parse_measures
 from ..evaluate.session import evaluate_runs, judgements_for, load_runs
 from . import cli
-from .io import open_run_input
+from .io import open_run_inputs
 
 
 def _baseline_index(runs, baseline: str | None) -> int:
@@ -42,8 +42,7 @@ def _baseline_index(runs, baseline: str | None) -> int:
 def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_by, strict) -> None:
     """Evaluate RUNS (files; '-' or none for stdin) and print a table or leaderboard."""
     with contextlib.ExitStack() as stack:
-        inputs = [stack.enter_context(open_run_input(path)) for path in (runs or [None])]
-        loaded = load_runs(inputs, strict)
+        loaded = load_runs(open_run_inputs(stack, runs or [None]), strict)
     judgements = judgements_for(loaded, qrels, min_rel)
     # the leaderboard's options are refused before any measure is computed, and before the notes that computing
     # them prints: the error alone

@@ -10,7 +10,7 @@ from ..errors import UsageError
 from ..evaluate.session import load_runs, some_ids
 from ..retrieve import fusion
 from . import cli
-from .io import open_run_input, write_stream
+from .io import open_run_inputs, write_stream
 
 
 @cli.command()
@@ -33,10 +33,8 @@ def fuse(runs, method, rrf_k, norm, depth, stage_name, output, trec_only) -> Non
     """
     if len(runs) < 2:
         raise UsageError("rerank fuse needs at least two runs")
-    if list(runs).count("-") > 1:
-        raise UsageError("only one of the runs can come from stdin ('-')")
     with contextlib.ExitStack() as stack:
-        loaded = load_runs([stack.enter_context(open_run_input(path)) for path in runs], strict=False)
+        loaded = load_runs(open_run_inputs(stack, runs), strict=False)
     fused = fusion.fuse(loaded, method, rrf_k, norm, depth, stage_name)  # refuses runs it cannot fuse, before the note
     uneven = fusion.uneven_queries(loaded)
     if uneven:

@@ -31,6 +31,14 @@ def open_run_input(path: str | None) -> Iterator[tuple[IO[str], str]]:
         yield handle, path
 
 
+def open_run_inputs(stack: contextlib.ExitStack, paths) -> list[tuple[IO[str], str]]:
+    """Several runs (`open_run_input` each, closed with `stack`), one at most from stdin: a second '-' read what
+    the first had left, nothing, and was called an empty input."""
+    if list(paths).count("-") > 1:
+        raise UsageError("only one of the runs can come from stdin ('-')")
+    return [stack.enter_context(open_run_input(path)) for path in paths]
+
+
 def write_stream(stream: Stream, output: str | None, trec_only: bool = False) -> int:
     """Write to stdout or (atomically) to a file; returns the number of queries written."""
     with atomic_output(output) as handle:
