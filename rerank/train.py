@@ -147,7 +147,7 @@ def read_checkpoint(folder: str | Path, model: str | None) -> dict:
     return manifest
 
 
-def average_checkpoints(folders: list[str], output: str) -> dict:
+def average_checkpoints(folders: list[str], output: str, overwrite: bool = False) -> dict:
     """A "model soup": the uniform average of the weights of checkpoints of one model and architecture
     (e.g. continuations of one parent with other seeds), written as a checkpoint folder like a trained one.
 
@@ -166,6 +166,8 @@ def average_checkpoints(folders: list[str], output: str) -> dict:
         raise UsageError("give at least two checkpoints to average")
     if Path(output).resolve() in {Path(f).resolve() for f in folders}:  # it would lose its own training record
         raise UsageError(f"{output} is one of the checkpoints to average; write the average to a new folder")
+    if (Path(output) / CHECKPOINT_FILE).is_file() and not overwrite:  # as train -o: runs name it by its hash
+        raise UsageError(f"{output} holds a checkpoint already; pass --overwrite to replace it, or choose another -o")
     manifests = [read_checkpoint(f, None) for f in folders]
     model = manifests[0]["model"]
 

@@ -330,3 +330,14 @@ def test_stdin_named_twice(rerank, data_root):
     """`rerank eval - -` read stdin twice and called the second, drained, an empty input (fuse refused it)."""
     for command in ("eval", "budget"):
         fails(rerank, command, "-", "-", input="1 Q0 a 1 1.0 t\n", words="only one of the runs can come from stdin")
+
+
+def test_average_replaces_a_checkpoint_only_with_overwrite(rerank, tmp_path):
+    """As train -o: `rerank average A B -o SOUP` silently replaced the checkpoint in SOUP, which runs name by hash."""
+    ck, soup = tmp_path / "ck", tmp_path / "soup"
+    rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "-o", str(ck))
+    rerank("average", str(ck), str(ck), "-o", str(soup))
+    before = (soup / "checkpoint.json").read_text()
+    fails(rerank, "average", str(ck), str(ck), "-o", str(soup), words="holds a checkpoint already; pass --overwrite")
+    assert (soup / "checkpoint.json").read_text() == before
+    rerank("average", str(ck), str(ck), "-o", str(soup), "--overwrite")

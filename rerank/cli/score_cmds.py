@@ -184,11 +184,12 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
 @cli.command()
 @click.argument("checkpoints", nargs=-1, required=True, type=click.Path(file_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Checkpoint folder to write.")
-def average(checkpoints, output) -> None:
+@click.option("--overwrite", is_flag=True, help="Replace the checkpoint already in OUTPUT.")
+def average(checkpoints, output, overwrite) -> None:
     """Average the weights of CHECKPOINTS of one model (a "model soup", e.g. of continuations of one
     parent with other seeds) into a new checkpoint, which scores like any trained one."""
     from ..train import average_checkpoints
 
-    manifest = average_checkpoints(list(checkpoints), output)
+    manifest = average_checkpoints(list(checkpoints), output, overwrite)
     click.echo(f"rerank: averaged {len(checkpoints)} {manifest['model']} checkpoints into {output} "
                f"(hash {manifest['hash']})", err=True)
