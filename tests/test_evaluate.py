@@ -319,3 +319,20 @@ def test_counts_get_no_significance_mark(rerank, tmp_path):
     assert table.splitlines()[1].split()[:3] == ["b.run", "16", "1.0000"], table
     csv = rerank("eval", "a.run", "b.run", "--qrels", "qrels", "-m", "NumRet", "--format", "csv", cwd=tmp_path).stdout
     assert csv.splitlines()[1] == "b.run,false,16,,8/0/0"
+
+
+def test_one_measure_named_two_ways_fills_both_columns(tmp_path):
+    """`-m MAP -m 'AP(rel=1)'` (or, with --min-rel 2, 'AP(rel=2)'), `-m IPrec@0.1 -m IPrec@0.10` or `-m official
+    -m IPrec@0.00` named one ir_measures measure under two labels: the first column read 0.0000 on every query."""
+    from rerank.data.formats import read_qrels
+    from rerank.evaluate.measures import evaluate, parse_measures
+    from rerank.runs import load_run
+
+    (tmp_path / "qrels").write_text("1 0 a 1\n1 0 c 1\n2 0 b 1\n")
+    (tmp_path / "run").write_text("1 Q0 a 1 3.0 t\n1 Q0 b 2 2.0 t\n1 Q0 c 3 1.0 t\n2 Q0 b 1 1.0 t\n")
+    with open(tmp_path / "run") as handle:
+        run = load_run(handle, "run")
+    measures = parse_measures(["MAP", "AP(rel=1)", "P@2", "P(rel=1)@2"], 1)
+    got = evaluate(run, read_qrels(str(tmp_path / "qrels")), measures)
+    assert {m.label: round(got.overall(m.label), 4) for m in measures} == \
+        {"MAP": 0.9167, "AP(rel=1)": 0.9167, "P@2": 0.5, "P(rel=1)@2": 0.5}

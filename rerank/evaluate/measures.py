@@ -174,14 +174,19 @@ def evaluate(run: Run, qrels: Qrels, measures: list[NamedMeasure]) -> Evaluation
               for qid, r in run.queries.items() if qid in judged and r.docids}
     missing = sorted(q for q in judged if q not in scored)
     per_query: dict[str, dict[str, float]] = {m.label: dict.fromkeys(qrels, 0.0) for m in measures}
-    by_measure = {m.measure: m.label for m in measures}
+    # One measure can come under two labels (MAP and AP(rel=1), IPrec@0.1 and IPrec@0.10): each gets its figures.
+    by_measure: dict[Measure, list[str]] = {}
+    for m in measures:
+        by_measure.setdefault(m.measure, []).append(m.label)
     if scored:
-        for metric in ir_measures.iter_calc([m.measure for m in measures], qrels, scored):
-            per_query[by_measure[metric.measure]][metric.query_id] = float(metric.value)
-    run_free = [m.measure for m in measures if m.measure.NAME in _RUN_FREE]
+        for metric in ir_measures.iter_calc(list(by_measure), qrels, scored):
+            for label in by_measure[metric.measure]:
+                per_query[label][metric.query_id] = float(metric.value)
+    run_free = [measure for measure in by_measure if measure.NAME in _RUN_FREE]
     if run_free and missing:  # a one-document stand-in run: these counts read only the judgements
         stand_in = {qid: {_NOTHING_RETRIEVED: 0.0} for qid in missing}
         for metric in ir_measures.iter_calc(run_free, {qid: qrels[qid] for qid in missing}, stand_in):
-            per_query[by_measure[metric.measure]][metric.query_id] = float(metric.value)
+            for label in by_measure[metric.measure]:
+                per_query[label][metric.query_id] = float(metric.value)
     summed = frozenset(m.label for m in measures if is_count(m))
     return Evaluation(run.name, per_query, missing, unjudged, summed)
