@@ -336,3 +336,17 @@ def test_one_measure_named_two_ways_fills_both_columns(tmp_path):
     got = evaluate(run, read_qrels(str(tmp_path / "qrels")), measures)
     assert {m.label: round(got.overall(m.label), 4) for m in measures} == \
         {"MAP": 0.9167, "AP(rel=1)": 0.9167, "P@2": 0.5, "P(rel=1)@2": 0.5}
+
+
+def test_a_recall_level_has_one_label_however_spelled():
+    """IPrec@0.00, IPrec@.0 and IPrec@0.50 kept their spelling as labels: beside `-m official` (whose
+    iprec_at_recall_0.00 reads IPrec@0.0) the same figure came twice, and `--sort IPrec@0.00` was refused as
+    "not one of the measures"."""
+    from rerank.evaluate.measures import label_among, parse_measure, parse_measures
+
+    labels = [m.label for m in parse_measures(["official", "IPrec@0.00", "IPrec@.5", "IPrec@1.00", "IPrec@0.50"], 1)]
+    assert [label for label in labels if label.startswith("IPrec")] == [f"IPrec@{level / 10:.1f}" for level in range(11)]
+    assert parse_measure("IPrec@.25").label == "IPrec@0.25"
+    for spelled, label in [("IPrec@0.00", "IPrec@0.0"), ("IPrec@.0", "IPrec@0.0"), ("IPrec@1.000", "IPrec@1.0"),
+                           ("iprec_at_recall_0.50", "IPrec@0.5")]:
+        assert label_among(spelled, labels) == label, spelled

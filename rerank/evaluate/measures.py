@@ -83,6 +83,9 @@ def _parse_named(text: str, min_rel: int) -> NamedMeasure:
         raise UsageError(f"measure {text!r}: a cutoff must be at most {MAX_LEVEL}, not {depth}")
     if not _computable(measure):
         raise UsageError(f"measure {text!r} cannot be computed by ir_measures' providers here; {_HINT}")
+    if "." in cutoff:  # a recall level spelled one way (IPrec@.5, IPrec@0.50: IPrec@0.5), as trec_eval's names read
+        whole, _, fraction = cutoff[1:].partition(".")
+        cutoff = f"@{whole or '0'}.{fraction.rstrip('0') or '0'}"
     label = f"{_DISPLAY.get(native, native)}{cutoff}" if not params else text.strip()
     return NamedMeasure(label, measure)
 
