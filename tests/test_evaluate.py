@@ -350,3 +350,12 @@ def test_a_recall_level_has_one_label_however_spelled():
     for spelled, label in [("IPrec@0.00", "IPrec@0.0"), ("IPrec@.0", "IPrec@0.0"), ("IPrec@1.000", "IPrec@1.0"),
                            ("iprec_at_recall_0.50", "IPrec@0.5")]:
         assert label_among(spelled, labels) == label, spelled
+
+
+def test_a_skipped_trec_eval_measure_is_named_once():
+    """`-m official -m all_trec` (or official twice) said "trec_eval's gm_map, ..., gm_map cannot be computed"."""
+    from rerank.evaluate.measures import trec_names_skipped
+
+    assert trec_names_skipped(["official", "official"]) == ["gm_map"]
+    skipped = trec_names_skipped(["official", "all_trec", "MAP"])
+    assert skipped.count("gm_map") == 1 and "utility" in skipped

@@ -117,7 +117,7 @@ def trec_names_skipped(names: list[str]) -> list[str]:
             ir_measures.parse_trec_measure(name.strip())
         for found in re.findall(r"skipped \[(.*?)\]", printed.getvalue()):
             skipped += [item.strip(" '") for item in found.split(",")]
-    return skipped
+    return list(dict.fromkeys(skipped))  # each once: official and all_trec both skip gm_map
 
 
 def is_count(measure: NamedMeasure) -> bool:
