@@ -89,6 +89,18 @@ def test_rm3_defaults_are_said():
                                           "original_query_weight": 0.5}
 
 
+def test_fb_docs_beyond_fifty_acts(rerank, vaswani_index):
+    """RM3 takes its feedback from the first search's results, which Anserini (and Pyserini) cut at 50
+    (-rerankCutoff): --fb-docs 100 or 1000 ranked exactly as --fb-docs 50, while the header said 100 or 1000."""
+    def ranked(fb_docs: int) -> str:
+        run = rerank("retrieve", "vaswani", "--rm3", "--fb-docs", str(fb_docs), "--k", "20", "--trec").stdout
+        assert len(run.splitlines()) == 20 * 93
+        return run
+
+    at_50, at_100 = ranked(50), ranked(100)
+    assert at_100 != at_50 and ranked(1000) not in (at_50, at_100)
+
+
 @pytest.mark.parametrize("args, said", [
     (["--fb-terms", "5"], "--fb-terms set RM3 feedback: add --rm3"),
     (["--rm3", "--fb-docs", "0"], "--fb-docs must be a positive number, not 0"),

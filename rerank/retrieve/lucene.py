@@ -30,6 +30,7 @@ INDEX_OPTIONS: frozenset[str] = frozenset()  # besides threads and overwrite, wh
 SEARCH_OPTIONS = frozenset({"k1", "b", "qld", "mu", "threads", "rm3", "fb_terms", "fb_docs", "original_query_weight"})
 DEFAULT_K1, DEFAULT_B, DEFAULT_MU = 0.9, 0.4, 1000.0  # Anserini's defaults
 RM3_DEFAULTS = {"fb_terms": 10, "fb_docs": 10, "original_query_weight": 0.5}  # Anserini's and Pyserini's
+RERANK_CUTOFF = 50  # Anserini's -rerankCutoff: the depth of the first search that RM3 takes its feedback from
 _jvm_is_warm = False  # set once this process's JVM has run a search
 MAX_QUERY_TERMS = 1 << 20
 
@@ -101,6 +102,8 @@ def ranking_flags(k1: float | None = None, b: float | None = None, qld: bool | N
                                  for key, default in RM3_DEFAULTS.items()})
         flags += ["-rm3", "-rm3.fbTerms", str(said["fb_terms"]), "-rm3.fbDocs", str(said["fb_docs"]),
                   "-rm3.originalQueryWeight", str(said["original_query_weight"])]
+        if said["fb_docs"] > RERANK_CUTOFF:  # feedback reads the first search's results, only this many by default
+            flags += ["-rerankCutoff", str(said["fb_docs"])]
     return flags, said
 
 
