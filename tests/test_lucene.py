@@ -103,13 +103,15 @@ def test_fb_docs_beyond_fifty_acts(rerank, vaswani_index):
 
 @pytest.mark.parametrize("args, said", [
     (["--fb-terms", "5"], "--fb-terms set RM3 feedback: add --rm3"),
-    (["--rm3", "--fb-docs", "0"], "--fb-docs must be a positive number, not 0"),
+    (["--rm3", "--fb-docs", "0"], "--fb-docs must be a positive number below 2^31, not 0"),
+    (["--rm3", "--fb-terms", "3000000000"], "--fb-terms must be a positive number below 2^31, not 3000000000"),
+    (["--qld", "--mu", "1e39"], "--mu must be a positive number (at most 3.403e+38), not 1e+39"),
     (["--rm3", "--original-query-weight", "1.5"], "--original-query-weight must be in [0, 1], not 1.5"),
     (["--rm3", "--backend", "dense"], "--backend dense does not take --rm3"),
     (["--rm3", "--candidates"], "--rm3 would be ignored"),
     (["--mu", "500"], "--mu sets query likelihood's Dirichlet smoothing: add --qld"),
     (["--qld", "--b", "0.5"], "--k1 and --b are BM25's; --qld scores by query likelihood instead"),
-    (["--qld", "--mu", "-1"], "--mu must be a positive number, not -1.0"),
+    (["--qld", "--mu", "-1"], "--mu must be a positive number (at most 3.403e+38), not -1.0"),
 ])
 def test_rm3_and_qld_mistakes(rerank, args, said):
     refused = rerank("retrieve", "vaswani", *args, check=False)

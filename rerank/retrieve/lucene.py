@@ -11,7 +11,6 @@ takes the JVM's start and class loading, ~1.5 s, which would otherwise be charge
 from __future__ import annotations
 
 import json
-import math
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ INDEX_OPTIONS: frozenset[str] = frozenset()  # besides threads and overwrite, wh
 SEARCH_OPTIONS = frozenset({"k1", "b", "qld", "mu", "threads", "rm3", "fb_terms", "fb_docs", "original_query_weight"})
 DEFAULT_K1, DEFAULT_B, DEFAULT_MU = 0.9, 0.4, 1000.0  # Anserini's defaults
 RM3_DEFAULTS = {"fb_terms": 10, "fb_docs": 10, "original_query_weight": 0.5}  # Anserini's and Pyserini's
+JAVA_FLOAT_MAX = 3.4028234663852886e38
 RERANK_CUTOFF = 50  # Anserini's -rerankCutoff: the depth of the first search that RM3 takes its feedback from
 _jvm_is_warm = False  # set once this process's JVM has run a search
 MAX_QUERY_TERMS = 1 << 20
@@ -74,14 +74,14 @@ def check_search_options(k1: float | None = None, b: float | None = None, qld: b
         raise UsageError("--mu sets query likelihood's Dirichlet smoothing: add --qld")
     if qld and (k1 is not None or b is not None):
         raise UsageError("--k1 and --b are BM25's; --qld scores by query likelihood instead")
-    if mu is not None and not 0 < mu < math.inf:
-        raise UsageError(f"--mu must be a positive number, not {mu}")
+    if mu is not None and not 0 < mu <= JAVA_FLOAT_MAX:  # Anserini reads it as a Java float: 1e39 is Infinity
+        raise UsageError(f"--mu must be a positive number (at most {JAVA_FLOAT_MAX:.4g}), not {mu}")
     given = [f"--{key.replace('_', '-')}" for key in RM3_DEFAULTS if feedback.get(key) is not None]
     if given and not rm3:
         raise UsageError(f"{', '.join(given)} set RM3 feedback: add --rm3")
     for key in ("fb_terms", "fb_docs"):
-        if feedback.get(key) is not None and feedback[key] < 1:
-            raise UsageError(f"--{key.replace('_', '-')} must be a positive number, not {feedback[key]}")
+        if feedback.get(key) is not None and not 0 < feedback[key] < 2**31:  # a Java int, as --k
+            raise UsageError(f"--{key.replace('_', '-')} must be a positive number below 2^31, not {feedback[key]}")
     weight = feedback.get("original_query_weight")
     if weight is not None and not 0 <= weight <= 1:
         raise UsageError(f"--original-query-weight must be in [0, 1], not {weight}")
