@@ -795,17 +795,29 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     if args.precision == "bf16" and bf16_is_emulated():
         log(f"warning: {BF16_EMULATED}")
 
+    written: list[dict] = []  # the manifest of the checkpoint being saved
+
     def save(step: int, metric: float | None) -> None:
+        written.clear()
         with atomic_dir(args.output, CHECKPOINT_FILE) as tmp:
             config = model.save(tmp)
-            write_checkpoint(tmp, model_name, config, {
+            written.append(write_checkpoint(tmp, model_name, config, {
                 **record, "train_source": training.name, "step": step, "dev_source": dev.source if dev else None,
                 "dev_measure": dev.measure.label if dev else None, "dev_value": metric,
                 # the training queries held out for dev, by id: the split is seeded, but a list needs no re-run
                 "held_out_qids": sorted(q.qid for q in dev.queries) if args.dev_fraction or args.dev_fold else None,
                 "history": history, "train_queries": len(queries),
                 "seconds": round(time.perf_counter() - began, 1),
-                "ended": None})  # until training ends: an interrupted run's checkpoint keeps None
+                "ended": None}))  # until training ends: an interrupted run's checkpoint keeps None
+
+    def saved() -> bool:
+        """Whether -o holds the checkpoint `save` wrote: an interrupt while the one it replaced is deleted comes
+        after it took that one's place."""
+        try:
+            held = json.loads((Path(args.output) / CHECKPOINT_FILE).read_text())
+        except (OSError, ValueError):
+            return False
+        return bool(written) and json.dumps(held, sort_keys=True) == json.dumps(written[0], sort_keys=True)
 
     groups: list[Group] = []
     step = 0
@@ -821,7 +833,12 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                         "seconds": round(time.perf_counter() - began, 1)})
         log(f"step {step}: dev {dev.measure.label} = {value:.4f} on {dev.source}")
         if best is None or value > best:
-            save(step, value)  # first: an interrupt while it saves leaves best_step naming what -o holds
+            try:
+                save(step, value)  # first: an interrupt while it saves leaves best_step naming what -o holds
+            except BaseException:
+                if saved():
+                    best, best_step = value, step
+                raise
             best, best_step, since_best = value, step, 0
         else:
             since_best += 1

@@ -473,6 +473,41 @@ def test_eval_on_start_lets_the_starting_weights_stay_the_best(tiny_checkpoint, 
     assert kept.keys() == started.keys() and all(torch.equal(kept[name], started[name]) for name in kept)
 
 
+def test_an_interrupt_while_the_replaced_checkpoint_is_deleted_says_what_it_kept(tiny_checkpoint, tmp_path,
+                                                                                   monkeypatch):
+    """A dev evaluation's checkpoint takes -o's place, then the one it replaced (an older run's, with --overwrite;
+    or this run's earlier best) is deleted: Ctrl-C there came after -o held the new checkpoint, yet training said
+    "no checkpoint of this run was written" (or named the earlier best step) and recorded no ending in it."""
+    import os
+    import shutil
+
+    import rerank.atomic
+
+    parent, _ = tiny_checkpoint
+    out = tmp_path / "ck"
+    shutil.copytree(parent, out)  # an older checkpoint, replaced with --overwrite
+    deleting = shutil.rmtree
+
+    def interrupted(path, *args, **kwargs):  # while the replaced checkpoint, moved aside, is deleted
+        moved_aside = os.path.basename(path) == ".ck.old" and os.path.exists(path)
+        deleting(path, *args, **kwargs)
+        if moved_aside:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(rerank.atomic.shutil, "rmtree", interrupted)
+    messages: list[str] = []
+    args = TrainArgs(train="trecqa-dev", output=str(out), overwrite=True, dev_fraction=0.25, steps=2, eval_every=1,
+                     dev_depth=10, batch_groups=2, negatives=3, eval_on_start=True,
+                     model_options={"base": str(parent), "max_length": 64})
+    with pytest.raises(KeyboardInterrupt):
+        train("bert", args, log=messages.append)
+    training = read_checkpoint(out, "bert")["training"]
+    assert training["step"] == 0 and training["eval_on_start"]  # this run's first checkpoint is in place
+    assert training["ended"] == "interrupted at step 0"
+    assert re.fullmatch(rf"training interrupted at step 0; {re.escape(str(out))} keeps the best checkpoint so far "
+                        r"\(step 0, dev MAP [0-9.]+\)", messages[-1]), messages
+
+
 @pytest.mark.parametrize("signal_name, code", [("SIGINT", 130), ("SIGTERM", 143)])
 def test_an_interrupted_training_says_what_it_kept(tiny_checkpoint, tmp_path, data_root, signal_name, code):
     """Ctrl-C (or a scheduler's SIGTERM) said only 'interrupted', and the checkpoint recorded no ending: whether -o
