@@ -32,7 +32,7 @@ def time_command(args: list[str], repeats: int = 3, **kw) -> float:
 
 def hand_written(markdown: str) -> list[str]:
     """The `## Notes ...` sections of a results file: written by hand, not by its script."""
-    return ["## " + part.rstrip("\n") + "\n" for part in markdown.split("\n## ")[1:] if part.startswith("Notes")]
+    return ["## " + part.rstrip("\n") + "\n" for part in ("\n" + markdown).split("\n## ")[1:] if part.startswith("Notes")]
 
 
 def write_results(name: str, results: dict, markdown: str) -> None:

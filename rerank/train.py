@@ -101,8 +101,11 @@ def package_versions() -> dict[str, str | None]:
         except PackageNotFoundError:
             return None
 
-    return {"python": platform.python_version(),
-            **{name: installed(name) for name in ("rerank", "torch", "transformers", "tokenizers", "numpy")}}
+    from . import __version__
+
+    # rerank's own from the code that runs: an installed package's metadata may be another checkout's
+    return {"python": platform.python_version(), "rerank": __version__,
+            **{name: installed(name) for name in ("torch", "transformers", "tokenizers", "numpy")}}
 
 
 def write_checkpoint(folder: Path, model: str, config: dict, training: dict) -> dict:

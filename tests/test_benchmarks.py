@@ -40,3 +40,6 @@ def test_a_rerun_keeps_the_hand_written_notes(tmp_path, monkeypatch, capsys):
     assert "kept 1 hand-written section(s) of the earlier speed.md" in capsys.readouterr().err
     common.write_results("speed", {"ratio": 1.4}, "# Speed\n\nratio 1.4\n")  # kept once, not twice
     assert (tmp_path / "speed.md").read_text().count("## Notes") == 1
+    (tmp_path / "top.md").write_text("## Notes (added by hand)\n\nAt the very top.\n")
+    common.write_results("top", {}, "# Top\n")
+    assert (tmp_path / "top.md").read_text() == "# Top\n\n## Notes (added by hand)\n\nAt the very top.\n"

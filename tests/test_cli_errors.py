@@ -83,7 +83,8 @@ def test_bad_measure_and_k(rerank, data_root):
     fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), "--min-rel", "0",  # was taken as 1
           input="1 Q0 a 1 1.0 t\n", words="--min-rel must be between 1 and 2147483647, not 0")
     fails(rerank, "retrieve", "vaswani", "--k", "0", words="--k must be a positive")
-    fails(rerank, "retrieve", "vaswani", "--k1", "-1", words="--k1 must be >= 0, not -1.0")
+    fails(rerank, "retrieve", "vaswani", "--k1", "-1", words="--k1 must be >= 0 and at most 3.403e+38, not -1.0")
+    fails(rerank, "retrieve", "vaswani", "--k1", "1e300", words="--k1 must be >= 0 and at most 3.403e+38, not 1e+300")
     fails(rerank, "retrieve", "vaswani", "--b", "1.5", words="--b must be in [0, 1], not 1.5")
     # another back end's options would be ignored, yet recorded in the header as if they had acted
     fails(rerank, "retrieve", "vaswani", "--ef-search", "3", words="--backend lucene does not take --ef-search")

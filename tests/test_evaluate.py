@@ -162,6 +162,12 @@ def test_trec_evals_official_set_matches_trec_eval(rerank, data_root):
     for label, te_name in names.items():
         assert round(ours[label], 4) == ref[te_name], label
     assert "rerank: note: trec_eval's gm_map cannot be computed by ir_measures: left out" in done.stderr
+    assert list(ours)[2:8] == ["NumQ", "NumRet", "NumRel", "NumRelRet", "MAP", "Rprec"]  # as trec_eval prints them
+    # Two runs: sorted, and wins counted, by MAP, the set's first measure that is not a count (NumQ ranks nothing)
+    rm3 = dl / "bm25-rm3" / "trec_results_dl19.txt"
+    board = rerank("eval", str(run), str(rm3), "--qrels", str(qrels), "--min-rel", "2", "-m", "official").stdout
+    header, first, second = board.splitlines()[:3]
+    assert header.endswith("W/T/L (MAP)") and first.startswith(str(rm3)) and "(baseline)" in second  # MRR: BM25 first
 
 
 @pytest.mark.data

@@ -102,9 +102,10 @@ def _parse_all(text: str, min_rel: int) -> list[NamedMeasure]:
             raise not_ours from None
         try:
             # ir_measures spells trec_eval's num_rel_ret with the grade -l would set: leave that to min_rel
-            return [_parse_named("NumRelRet" if str(m) == "NumRet(rel=1)" else str(m), min_rel) for m in translated]
+            named = [_parse_named("NumRelRet" if str(m) == "NumRet(rel=1)" else str(m), min_rel) for m in translated]
         except UsageError:
             raise not_ours from None
+        return sorted(named, key=_trec_eval_position)  # as trec_eval prints a set: num_q, ..., map, ..., P_5, ...
 
 
 def trec_names_skipped(names: list[str]) -> list[str]:
@@ -120,9 +121,26 @@ def trec_names_skipped(names: list[str]) -> list[str]:
     return list(dict.fromkeys(skipped))  # each once: official and all_trec both skip gm_map
 
 
+# The order of trec_eval's output (its measure table), by label family; a family not listed goes last, in the
+# order ir_measures gave it (sorted() is stable).
+_TREC_EVAL_ORDER = ["NumQ", "NumRet", "NumRel", "NumRelRet", "MAP", "Rprec", "Bpref", "MRR", "IPrec", "P", "Recall",
+                    "infAP", "nDCG", "HITS"]
+
+
+def _trec_eval_position(named: NamedMeasure) -> int:
+    family = re.split(r"[@(]", named.label)[0]
+    return _TREC_EVAL_ORDER.index(family) if family in _TREC_EVAL_ORDER else len(_TREC_EVAL_ORDER)
+
+
 def is_count(measure: NamedMeasure) -> bool:
     """NumQ, NumRel, NumRet, NumRelRet: summed over queries and printed as whole numbers."""
     return isinstance(measure.measure.aggregator(), SumAgg)
+
+
+def primary(measures: list[NamedMeasure]) -> NamedMeasure:
+    """The measure a leaderboard sorts and counts wins by unless told: the first that is not a count (`-m official`
+    starts with num_q, as trec_eval prints it, which ranks nothing)."""
+    return next((m for m in measures if not is_count(m)), measures[0])
 
 
 def parse_measure(text: str, min_rel: int = 1) -> NamedMeasure:

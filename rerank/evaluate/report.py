@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .measures import Evaluation, NamedMeasure, is_count, label_among
+from .measures import Evaluation, NamedMeasure, is_count, label_among, primary
 from .significance import Comparison, compare, holm
 
 ALPHA = 0.05
@@ -27,7 +27,7 @@ class Row:
 
 def leaderboard(evaluations: list[Evaluation], measures: list[NamedMeasure], baseline: int = 0,
                 sort_by: str | None = None) -> list[Row]:
-    """Rows sorted by `sort_by` (default: the first measure; spelled any way -m takes it, `AP` for MAP), each
+    """Rows sorted by `sort_by` (default: the first measure that is not a count; spelled any way -m takes it, `AP` for MAP), each
     compared with the baseline run.
 
     The t-test's p-values are Holm-corrected across the runs compared on each measure.
@@ -49,7 +49,7 @@ def leaderboard(evaluations: list[Evaluation], measures: list[NamedMeasure], bas
         adjusted = holm([r.versus[m.label].t_p for r in compared])
         for row, p in zip(compared, adjusted):
             row.versus[m.label] = replace(row.versus[m.label], holm_p=p)
-    key = label_among(sort_by, [m.label for m in measures]) if sort_by else measures[0].label
+    key = label_among(sort_by, [m.label for m in measures]) if sort_by else primary(measures).label
     return sorted(rows, key=lambda r: -r.means[key])
 
 
@@ -89,9 +89,10 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
             cells.append(_cell(r.means[m.label], m) + _mark((r.versus or {}).get(m.label), m))
         table.append(cells)
     if many:
-        header.append(f"W/T/L ({labels[0]})")
+        counted = primary(measures).label
+        header.append(f"W/T/L ({counted})")
         for r, cells in zip(rows, table):
-            c = (r.versus or {}).get(labels[0])
+            c = (r.versus or {}).get(counted)
             cells.append(f"{c.wins}/{c.ties}/{c.losses}" if c else "-")
     out = _markdown(header, table) if fmt == "markdown" else _text(header, table)
     if many:

@@ -12,7 +12,6 @@ records the options a back end names in SEARCH_OPTIONS; one that refuses some of
 from __future__ import annotations
 
 import importlib
-import math
 from pathlib import Path
 
 from ..data import Dataset, dataset_names, files_dataset, get_dataset
@@ -20,6 +19,8 @@ from ..data.formats import distinct_ids
 from ..errors import DataError, MissingIndexError, UsageError
 from ..runs import RunHeader, Stream
 from .store import IndexInfo, build_lock
+
+JAVA_FLOAT_MAX = 3.4028234663852886e38  # Lucene and Anserini read k1, b and mu as Java floats: above, Infinity
 
 BACKENDS = {"lucene": "rerank.retrieve.lucene", "elasticsearch": "rerank.retrieve.elastic",
             "dense": "rerank.retrieve.dense"}
@@ -48,8 +49,8 @@ def _check_options(options: dict) -> None:
     k1, b, threads = options.get("k1"), options.get("b"), options.get("threads")
     if threads is not None and threads < 1:
         raise UsageError(f"--threads must be a positive number, not {threads}")
-    if k1 is not None and not 0 <= k1 < math.inf:
-        raise UsageError(f"--k1 must be >= 0, not {k1}")
+    if k1 is not None and not 0 <= k1 <= JAVA_FLOAT_MAX:
+        raise UsageError(f"--k1 must be >= 0 and at most {JAVA_FLOAT_MAX:.4g}, not {k1}")
     if b is not None and not 0 <= b <= 1:
         raise UsageError(f"--b must be in [0, 1], not {b}")
 

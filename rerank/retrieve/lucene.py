@@ -22,6 +22,7 @@ from ..errors import BackendError, MissingIndexError, UsageError
 from ..progress import Progress
 from ..runs import QueryRanking, Timing, load_run
 from . import jvm
+from .api import JAVA_FLOAT_MAX
 from .store import MANIFEST, IndexInfo, build_command, empty_skipped, index_folder
 
 BACKEND = "lucene"
@@ -29,7 +30,6 @@ INDEX_OPTIONS: frozenset[str] = frozenset()  # besides threads and overwrite, wh
 SEARCH_OPTIONS = frozenset({"k1", "b", "qld", "mu", "threads", "rm3", "fb_terms", "fb_docs", "original_query_weight"})
 DEFAULT_K1, DEFAULT_B, DEFAULT_MU = 0.9, 0.4, 1000.0  # Anserini's defaults
 RM3_DEFAULTS = {"fb_terms": 10, "fb_docs": 10, "original_query_weight": 0.5}  # Anserini's and Pyserini's
-JAVA_FLOAT_MAX = 3.4028234663852886e38
 RERANK_CUTOFF = 50  # Anserini's -rerankCutoff: the depth of the first search that RM3 takes its feedback from
 _jvm_is_warm = False  # set once this process's JVM has run a search
 MAX_QUERY_TERMS = 1 << 20
