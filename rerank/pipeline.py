@@ -81,7 +81,8 @@ _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "tru
 
 
 def _check_types(where: str, table: dict, schema: dict[str, type]) -> None:
-    """Every key of `table` is in `schema`, with its type (TOML's booleans are not integers here)."""
+    """Every key of `table` is in `schema`, with its type (TOML's booleans are not integers here). An integer
+    where a number is wanted becomes a float: `mu = 50` and `mu = 50.0` are one stage, with one fingerprint."""
     for key, value in table.items():
         if key not in schema:
             raise DataError(f"{where}: unknown key {key!r}; known: {', '.join(schema)}")
@@ -90,6 +91,8 @@ def _check_types(where: str, table: dict, schema: dict[str, type]) -> None:
                 else isinstance(value, wanted) and not (wanted is int and isinstance(value, bool)))
         if not fits:
             raise DataError(f"{where}: {key} must be {_TYPE_WORDS[wanted]}, not {value!r}")
+        if wanted is float:
+            table[key] = float(value)
 
 
 def _function(where: str) -> Callable:

@@ -162,3 +162,15 @@ def test_a_missing_index_of_another_back_end_than_the_index_table_builds(tmp_pat
                                       "table builds its lucene index: one back end per pipeline)")
     with pytest.raises(MissingIndexError, match=r"--backend dense, or give the pipeline an \[index\] table$"):
         _check_index_there({"dataset": "vaswani"}, "dense")
+
+
+def test_a_number_written_as_an_integer_is_the_same_stage(tmp_path):
+    """`mu = 50` and `mu = 50.0` fingerprinted differently: the same run was computed again under another name."""
+    from rerank.pipeline import load_pipeline
+
+    stages = []
+    for mu in ("50", "50.0"):
+        spec = tmp_path / f"p{mu}.toml"
+        spec.write_text(f'dataset = "vaswani"\n[[stage]]\nname = "qld"\nkind = "retrieve"\nqld = true\nmu = {mu}\n')
+        stages.append(load_pipeline(spec)["stage"][0])
+    assert stages[0] == stages[1] and isinstance(stages[0]["mu"], float)
