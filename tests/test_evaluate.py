@@ -321,8 +321,10 @@ def test_counts_get_no_significance_mark(rerank, tmp_path):
     (tmp_path / "qrels").write_text("".join(f"{q} 0 d1 1\n" for q in range(8)))
     (tmp_path / "a.run").write_text("".join(f"{q} Q0 d1 1 2.0 a\n" for q in range(8)))
     (tmp_path / "b.run").write_text("".join(f"{q} Q0 d1 1 2.0 b\n{q} Q0 d2 2 1.0 b\n" for q in range(8)))
-    table = rerank("eval", "a.run", "b.run", "--qrels", "qrels", "-m", "NumRet", "-m", "AP", cwd=tmp_path).stdout
+    table = rerank("eval", "a.run", "b.run", "--qrels", "qrels", "-m", "NumRet", "-m", "AP", "--sort", "NumRet",
+                   cwd=tmp_path).stdout
     assert table.splitlines()[1].split()[:3] == ["b.run", "16", "1.0000"], table
+    assert table.splitlines()[0].endswith("W/T/L (MAP)")  # wins are counted on a measure, not on a count
     csv = rerank("eval", "a.run", "b.run", "--qrels", "qrels", "-m", "NumRet", "--format", "csv", cwd=tmp_path).stdout
     assert csv.splitlines()[1] == "b.run,false,16,,8/0/0"
 
