@@ -836,16 +836,22 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                         "seconds": round(time.perf_counter() - began, 1)})
         log(f"step {step}: dev {dev.measure.label} = {value:.4f} on {dev.source}")
         if best is None or value > best:
-            try:
-                save(step, value)  # first: an interrupt while it saves leaves best_step naming what -o holds
-            except BaseException:
-                if saved():
-                    best, best_step = value, step
-                raise
-            best, best_step, since_best = value, step, 0
+            keep(step, value)
+            since_best = 0
         else:
             since_best += 1
         return since_best < args.patience
+
+    def keep(step: int, value: float | None) -> None:
+        """Save the checkpoint of `step`; best_step names what -o holds, also after an interrupt during the save."""
+        nonlocal best, best_step
+        try:
+            save(step, value)
+        except BaseException:
+            if saved():  # interrupted while the checkpoint it replaced was deleted: -o holds the new one
+                best, best_step = value, step
+            raise
+        best, best_step = value, step
 
     try:
         if dev is not None and args.eval_on_start:  # the weights it starts from compete for the best (--init's)
@@ -896,17 +902,19 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                 if out_of_time:
                     stopped = "time budget"
                     break
+        if dev is None:  # no dev set: the last step's weights are the checkpoint
+            keep(step, None)
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM (a scheduler's time limit)
         if best_step is not None:
             record_ending(Path(args.output), ended=f"interrupted at step {step}", last_step=step, history=history,
                           total_seconds=round(time.perf_counter() - began, 1))
-        log(f"training interrupted at step {step}; " + (
-            f"{args.output} keeps the best checkpoint so far (step {best_step}, dev {dev.measure.label} {best:.4f})"
-            if best_step is not None else f"no checkpoint of this run was written to {args.output}"))
+        kept = (f"no checkpoint of this run was written to {args.output}" if best_step is None
+                else f"{args.output} holds its checkpoint of step {best_step}" if dev is None
+                else f"{args.output} keeps the best checkpoint so far (step {best_step}, dev {dev.measure.label} "
+                     f"{best:.4f})")
+        log(f"training interrupted at step {step}; {kept}")
         raise
 
-    if dev is None:
-        save(step, None)
     seconds = time.perf_counter() - began
     record_ending(Path(args.output), ended=stopped, last_step=step, history=history, total_seconds=round(seconds, 1))
     return TrainResult(step, best, best_step, history, seconds, stopped)

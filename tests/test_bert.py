@@ -506,6 +506,13 @@ def test_an_interrupt_while_the_replaced_checkpoint_is_deleted_says_what_it_kept
     assert training["ended"] == "interrupted at step 0"
     assert re.fullmatch(rf"training interrupted at step 0; {re.escape(str(out))} keeps the best checkpoint so far "
                         r"\(step 0, dev MAP [0-9.]+\)", messages[-1]), messages
+    # Without a dev set the one checkpoint is saved at the end: interrupted there, it said only "interrupted"
+    messages.clear()
+    with pytest.raises(KeyboardInterrupt):
+        train("bert", replace(args, dev_fraction=0.0, eval_on_start=False, steps=1), log=messages.append)
+    training = read_checkpoint(out, "bert")["training"]
+    assert training["step"] == 1 and training["ended"] == "interrupted at step 1"
+    assert messages[-1] == f"training interrupted at step 1; {out} holds its checkpoint of step 1"
 
 
 @pytest.mark.parametrize("signal_name, code", [("SIGINT", 130), ("SIGTERM", 143)])
