@@ -828,7 +828,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
 
     def dev_round(step: int) -> bool:
         """Evaluate on the dev set, keep the checkpoint if it is the best so far; False once patience runs out."""
-        nonlocal best, best_step, since_best
+        nonlocal since_best
         value = dev.evaluate(model, args.dev_depth)
         recent = losses[-args.eval_every:]
         history.append({"step": step, dev.measure.label: round(value, 4),
