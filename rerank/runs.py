@@ -249,9 +249,11 @@ class RunReader:
                 raise FormatError(self.source, self._line_no, f"a record after the '# {END_TEXT}' line (runs joined by "
                                                               "cat?); give each run as a file of its own")
             if len(parts) != 6:
-                msmarco = " (an MS MARCO 'qid docid rank' run? convert it to TREC lines first)" if len(parts) == 3 else ""
+                hint = " (an MS MARCO 'qid docid rank' run? convert it to TREC lines first)" if len(parts) == 3 else ""
+                if len(parts) == 4 and _rank(parts[3]) is not None:  # `eval QRELS RUN`, trec_eval's order
+                    hint = " (a qrels file ('qid iter docid grade')? pass it with --qrels FILE, not as a run)"
                 raise FormatError(self.source, self._line_no,
-                                  f"expected 6 columns 'qid Q0 docid rank score tag', found {len(parts)}{msmarco}")
+                                  f"expected 6 columns 'qid Q0 docid rank score tag', found {len(parts)}{hint}")
             qid, _, docid, rank, score, tag = parts
             try:
                 score_value = float(no_underscores(score))

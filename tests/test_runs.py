@@ -62,6 +62,8 @@ def test_plain_trec_run_without_header_is_read():
 @pytest.mark.parametrize("text, line, words", [
     ("1 Q0 a 1 2.5\n", 1, "expected 6 columns"),
     ("1\ta\t1\n", 1, "an MS MARCO 'qid docid rank' run?"),
+    # `rerank eval QRELS RUN`, trec_eval's argument order: the qrels file is read as a run
+    ("1 0 a 1\n", 1, "a qrels file ('qid iter docid grade')? pass it with --qrels"),
     ("1 Q0 a 1 2.5 t\n1 Q0 b 2 high t\n", 2, "is not a number"),
     ("1 Q0 a one 2.5 t\n", 1, "not an integer"),
     ("1 Q0 a 2.5 1 t\n", 1, "rank '2.5' is not an integer"),  # score and rank swapped
