@@ -67,6 +67,16 @@ def test_qa_candidate_runs_do_not_leak_labels(rerank):
     assert round(wikiqa["MAP"], 4) == 0.6728  # sentence order in the article: the usual position baseline
 
 
+def test_qa_questions_left_out_by_the_protocol_are_named_as_such(rerank):
+    """TrecQA dev question 1.4 has eight judged (wrong) candidates; the note said it was "not in the qrels", which
+    reads as a missing file to a trec_eval user (trec_eval would count it, with AP 0)."""
+    trecqa = rerank("eval", input=rerank("retrieve", "trecqa-dev", "--candidates").stdout).stderr
+    assert "16 queries are unjudged under trecqa-dev's protocol (questions without both a right and a wrong " \
+           "candidate, TrecQA's clean set)" in trecqa and "not in the qrels" not in trecqa
+    wikiqa = rerank("eval", input=rerank("retrieve", "wikiqa-dev", "--candidates").stdout).stderr
+    assert "170 queries are unjudged under wikiqa-dev's protocol (questions without a right answer" in wikiqa
+
+
 def test_qa_sets_become_rankings(data_root):
     ds = get_dataset("trecqa-dev", data_root)
     assert ds.topics()["1.4"].startswith("What ethnic group")

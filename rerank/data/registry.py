@@ -34,6 +34,7 @@ class Dataset:
     measures: tuple[str, ...] = ADHOC_MEASURES
     run_files: dict[str, str] = field(default_factory=dict)  # candidate run name -> key in `files`
     kind: str = "adhoc"
+    unjudged_rule = ""  # which topics its qrels leave out on purpose (QA protocols), for the eval note
 
     def missing(self) -> list[Path]:
         return [p for p in self.files.values() if not p.exists()]
@@ -135,6 +136,7 @@ class AnswerSelectionDataset(Dataset):
         return self._pairs.topics
 
     judged = True  # the labels of its pairs
+    unjudged_rule = "questions without both a right and a wrong candidate, TrecQA's clean set"
 
     def qrels(self) -> Qrels:
         """Judged questions as TrecQA's published evaluations count them ("clean"): questions with at least
@@ -148,6 +150,7 @@ class AnswerSelectionDataset(Dataset):
 
 class WikiQADataset(AnswerSelectionDataset):
     reader = staticmethod(formats.read_wikiqa)
+    unjudged_rule = "questions without a right answer, as Yang et al. (2015) count them"
 
     def qrels(self) -> Qrels:
         """Judged questions as WikiQA's published evaluations count them (Yang et al., 2015): questions with at

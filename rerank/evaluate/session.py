@@ -32,6 +32,7 @@ class Judgements:
     min_rel: int
     measures: tuple[str, ...]
     source: str
+    unjudged_rule: str = ""  # the data set's reason for leaving topics out of its qrels (QA protocols)
 
 
 def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
@@ -60,7 +61,8 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
         qrels_of_index = get_dataset(index).files.get("qrels") if index in dataset_names() else None
         hint = f" (if its topics are {index}'s, its qrels are {qrels_of_index})" if qrels_of_index else ""
         raise UsageError(f"no qrels: the run's header names no known data set; pass --qrels FILE{hint}")
-    return Judgements(dataset.qrels(), min_rel if min_rel is not None else dataset.min_rel, dataset.measures, name)
+    return Judgements(dataset.qrels(), min_rel if min_rel is not None else dataset.min_rel, dataset.measures, name,
+                      dataset.unjudged_rule)
 
 
 def load_runs(inputs: list[tuple[IO[str], str]], strict: bool) -> list[Run]:
@@ -104,7 +106,9 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
             warnings.append(f"{ev.run_name}: {len(ev.missing)} judged queries have no results and count as 0 "
                             + some_ids(ev.missing))
         if ev.unjudged:
-            warnings.append(f"{ev.run_name}: {len(ev.unjudged)} queries are not in the qrels and are ignored "
+            why = (f"are unjudged under {judgements.source}'s protocol ({judgements.unjudged_rule})"
+                   if judgements.unjudged_rule else "are not in the qrels")
+            warnings.append(f"{ev.run_name}: {len(ev.unjudged)} queries {why} and are ignored "
                             + some_ids(ev.unjudged))
         evaluations.append(ev)
     return evaluations, measures, warnings
