@@ -82,6 +82,8 @@ def test_bad_measure_and_k(rerank, data_root):
           input="1 Q0 a 1 1.0 t\n", words="cannot read measure 'nDCG@0'")
     fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), "--min-rel", "0",  # was taken as 1
           input="1 Q0 a 1 1.0 t\n", words="--min-rel must be between 1 and 2147483647, not 0")
+    fails(rerank, "eval", "--qrels", "vaswani", input="1 Q0 a 1 1.0 t\n",  # trec_eval habits: was 'file not found'
+          words=f"--qrels takes a file, not a data set's name (vaswani's is {data_root / 'vaswani' / 'qrels'})")
     fails(rerank, "retrieve", "vaswani", "--k", "0", words="--k must be a positive")
     fails(rerank, "retrieve", "vaswani", "--k1", "-1", words="--k1 must be >= 0 and at most 3.403e+38, not -1.0")
     fails(rerank, "retrieve", "vaswani", "--k1", "1e300", words="--k1 must be >= 0 and at most 3.403e+38, not 1e+300")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO
 
 from ..data import dataset_names, get_dataset
@@ -52,6 +53,11 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
     name = header.dataset or (None if header.get("qrels") else fallback_dataset)
     dataset = get_dataset(name) if name in dataset_names() else None
     if qrels_path:
+        if not Path(qrels_path).exists() and qrels_path in dataset_names():  # a name where a file belongs
+            qrels_file = get_dataset(qrels_path).files.get("qrels")
+            raise UsageError(f"--qrels takes a file, not a data set's name"
+                             + (f" ({qrels_path}'s is {qrels_file})" if qrels_file else "")
+                             + f"; a run whose header names {qrels_path} needs no --qrels")
         level = min_rel if min_rel is not None else (dataset.min_rel if dataset else 1)
         return Judgements(read_qrels(qrels_path), level, dataset.measures if dataset else ADHOC_MEASURES, qrels_path)
     if header.get("qrels"):
