@@ -32,7 +32,8 @@ def time_command(args: list[str], repeats: int = 3, **kw) -> float:
 
 def hand_written(markdown: str) -> list[str]:
     """The `## Notes ...` sections of a results file: written by hand, not by its script."""
-    return ["## " + part.rstrip("\n") + "\n" for part in ("\n" + markdown).split("\n## ")[1:] if part.startswith("Notes")]
+    sections = ("\n" + markdown).split("\n## ")[1:]
+    return ["## " + part.rstrip("\n") + "\n" for part in sections if part.startswith("Notes")]
 
 
 def write_results(name: str, results: dict, markdown: str) -> None:
@@ -40,7 +41,8 @@ def write_results(name: str, results: dict, markdown: str) -> None:
     erased them), and said on stderr, to be checked against the new figures."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     earlier = RESULTS / f"{name}.md"
-    kept = [section for section in hand_written(earlier.read_text()) if section not in markdown] if earlier.exists() else []
+    notes = hand_written(earlier.read_text()) if earlier.exists() else []
+    kept = [section for section in notes if section not in markdown]
     if kept:
         markdown = markdown.rstrip("\n") + "\n\n" + "\n".join(kept)
         print(f"kept {len(kept)} hand-written section(s) of the earlier {earlier.name}: check that they still hold",

@@ -35,7 +35,10 @@ STORE_VERSION = 1
 
 
 def store_folder(name: str, model: str, checkpoint_hash: str) -> Path:
-    return indexes_dir() / name / f"{model}-{checkpoint_hash[:12]}"
+    """indexes/NAME/MODEL-HASH; NAME is checked as an index name is (`encode ../../x` wrote outside indexes/)."""
+    from .retrieve.store import index_folder
+
+    return index_folder(name) / f"{model}-{checkpoint_hash[:12]}"
 
 
 def _rebuild_hint(manifest: dict, folder: Path) -> str:

@@ -65,7 +65,8 @@ STAGE_CHECKS: dict[str, str] = {
 # mistyped one is refused when the file is read, before any stage runs, instead of being ignored.
 STAGE_PARAMETERS: dict[str, dict[str, type]] = {
     "retrieve": {"backend": str, "k": int, "k1": float, "b": float, "topics": str, "threads": int, "ef_search": int,
-                 "exact": bool, "qld": bool, "mu": float, "rm3": bool, "fb_terms": int, "fb_docs": int, "original_query_weight": float, "encoder": str, "es_url": str, "index_name": str, "es_ca_certs": str,
+                 "exact": bool, "qld": bool, "mu": float, "rm3": bool, "fb_terms": int, "fb_docs": int,
+                 "original_query_weight": float, "encoder": str, "es_url": str, "index_name": str, "es_ca_certs": str,
                  "es_verify_certs": bool},
     "candidates": {"run": str, "k": int},
     "score": {"model": str, "checkpoint": str, "depth": int, "cache": bool, "skip_missing": bool, "topics": str,

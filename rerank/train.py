@@ -95,13 +95,13 @@ def package_versions() -> dict[str, str | None]:
     import platform
     from importlib.metadata import PackageNotFoundError, version
 
+    from . import __version__
+
     def installed(name: str) -> str | None:
         try:
             return version(name)
         except PackageNotFoundError:
             return None
-
-    from . import __version__
 
     # rerank's own from the code that runs: an installed package's metadata may be another checkout's
     return {"python": platform.python_version(), "rerank": __version__,

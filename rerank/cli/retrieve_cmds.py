@@ -62,10 +62,12 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
 @click.option("--qld", flag_value=True, default=None,
               help="Lucene: score by query likelihood with Dirichlet smoothing instead of BM25.")
 @click.option("--mu", type=float, default=None, help="Query likelihood: Dirichlet mu (Anserini default 1000).")
-@click.option("--rm3", flag_value=True, default=None, help="Lucene: expand each query with RM3 pseudo-relevance feedback.")
+@click.option("--rm3", flag_value=True, default=None,
+              help="Lucene: expand each query with RM3 pseudo-relevance feedback.")
 @click.option("--fb-terms", type=int, default=None, help="RM3: expansion terms (default 10).")
 @click.option("--fb-docs", type=int, default=None, help="RM3: feedback documents (default 10).")
-@click.option("--original-query-weight", type=float, default=None, help="RM3: weight of the original query (default 0.5).")
+@click.option("--original-query-weight", type=float, default=None,
+              help="RM3: weight of the original query (default 0.5).")
 @click.option("--topics", type=click.Path(dir_okay=False), help="Topics file (TSV, TREC <top>, SGML or BEIR queries.jsonl); default: the data set NAME's topics.")
 @click.option("--candidates", "candidate_run", is_flag=False, flag_value="", default=None, metavar="[RUN]",
               help="Replay a candidate run shipped with the data set (bm25, bm25-rm3; default its first) instead of searching.")

@@ -124,7 +124,8 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--eval-every", default=50, show_default=True, help="Steps between dev evaluations.")
 @click.option("--patience", default=3, show_default=True, help="Dev evaluations without improvement before stopping.")
 @click.option("--eval-on-start", is_flag=True,
-              help="Evaluate on the dev set before the first step too: the starting weights (--init's) can stay the best.")
+              help="Evaluate on the dev set before the first step too: the starting weights (--init's) can stay "
+                   "the best.")
 @click.option("--dev-depth", default=100, show_default=True, help="Candidates per dev query to re-rank.")
 @click.option("--metric", default=None, help="Dev measure (default: the dev data set's first, e.g. nDCG@10).")
 @click.option("--seed", default=42, show_default=True)
@@ -150,7 +151,8 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
               help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")
 def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwrite, candidates, qrels, topics, corpus,
           min_rel, steps, batch_groups, negatives,
-          loss, lr, head_lr_scale, eval_every, patience, eval_on_start, dev_depth, metric, seed, teacher, distill, distill_weight,
+          loss, lr, head_lr_scale, eval_every, patience, eval_on_start, dev_depth, metric, seed, teacher, distill,
+          distill_weight,
           teacher_scale, teacher_min_score, max_minutes, max_length, threads, precision, model_option,
           init_from) -> None:
     """Train MODEL on judged candidates (a data set's, or a run file's) and write the best checkpoint to OUTPUT."""
@@ -169,7 +171,8 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
                      min_rel=min_rel,
                      steps=steps, batch_groups=batch_groups, negatives=negatives,
                      lr=lr if lr is not None else SCRATCH_LR.get(model_name, 3e-5), head_lr_scale=head_lr_scale, loss=loss,
-                     eval_every=eval_every, patience=patience, eval_on_start=eval_on_start, dev_depth=dev_depth, metric=metric, seed=seed,
+                     eval_every=eval_every, patience=patience, eval_on_start=eval_on_start, dev_depth=dev_depth,
+                     metric=metric, seed=seed,
                      teacher=teacher, distill=distill, distill_weight=distill_weight, teacher_scale=teacher_scale,
                      teacher_min_score=teacher_min_score,
                      max_minutes=max_minutes, precision=precision, overwrite=overwrite,

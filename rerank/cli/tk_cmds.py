@@ -47,8 +47,9 @@ def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads)
     from ..data.formats import distinct_ids
     from ..retrieve.store import index_folder
 
-    index_folder(name)  # a plain folder name, as `rerank index` takes: `encode ../../x` wrote outside indexes/
+    index_folder(name)  # its name checked before a model loads (store_folder checks it too, for every caller)
     reranker = _load(model_name, checkpoint, threads, batch_size)
+    folder = store_folder(name, reranker.name, reranker.checkpoint_hash)
     collection = _collection(name, corpus)
     # `rerank index`'s id check, before anything is encoded: a repeated id's later vectors stood for both texts
     total = sum(1 for _ in distinct_ids(collection.documents(), corpus or f"data set {name}"))
@@ -56,8 +57,7 @@ def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads)
     def documents():
         return ((d.docid, d.contents) for d in collection.documents())
 
-    manifest = encode_collection(name, documents, total, reranker, overwrite=overwrite)
-    folder = store_folder(name, reranker.name, reranker.checkpoint_hash)
+    manifest = encode_collection(name, documents, total, reranker, folder, overwrite=overwrite)
     click.echo(f"rerank: encoded {manifest['documents']} documents, {manifest['tokens']} tokens "
                f"({manifest['dim']}-d float16, {manifest['dim'] * 2} bytes per token) into {folder}", err=True)
 

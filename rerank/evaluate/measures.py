@@ -2,11 +2,11 @@
 
 Names accepted: MAP, MRR[@k], P@k (P@1), HITS@k (success at k), nDCG[@k], Recall@k; any native ir_measures
 name (AP, RR@10, Success@5, R@100, Rprec, Bpref, `AP(rel=2)`); or trec_eval's own (`ndcg_cut.10`, `P_5`,
-`recip_rank`, `bpref`, `P.5,10` for two, `official` for trec_eval's default set). Measures with a relevance threshold use the data set's minimum
-relevant grade (TREC DL: 2), as trec_eval -l does, unless the name sets `rel=` itself. Values come from
-ir_measures' providers (pytrec_eval, i.e. trec_eval's own code, wherever it computes the measure). A run's
-figure is the mean over the judged queries, a query missing from the run counting as 0 (trec_eval -c);
-counts (NumQ, NumRel, NumRet, NumRelRet) are summed instead, as trec_eval and ir_measures report them.
+`recip_rank`, `bpref`, `P.5,10` for two, `official` for trec_eval's default set, in trec_eval's order).
+Measures with a relevance threshold use the data set's minimum relevant grade (TREC DL: 2), as trec_eval -l
+does, unless the name sets `rel=` itself. Values come from ir_measures' providers (pytrec_eval, i.e.
+trec_eval's own code, wherever it computes the measure). A run's figure is the mean over the judged queries, a
+query missing from the run counting as 0 (trec_eval -c); counts (NumQ, NumRel, NumRet, NumRelRet) are summed instead, as trec_eval and ir_measures report them.
 """
 
 from __future__ import annotations
@@ -96,8 +96,7 @@ def _parse_all(text: str, min_rel: int) -> list[NamedMeasure]:
         return [_parse_named(text, min_rel)]
     except UsageError as not_ours:
         try:
-            with contextlib.redirect_stdout(io.StringIO()):  # all_trec prints what it skips onto our output
-                translated = ir_measures.parse_trec_measure(text.strip())
+            translated = _trec_translation(text)[0]
         except ValueError:
             raise not_ours from None
         try:
@@ -108,16 +107,24 @@ def _parse_all(text: str, min_rel: int) -> list[NamedMeasure]:
         return sorted(named, key=_trec_eval_position)  # as trec_eval prints a set: num_q, ..., map, ..., P_5, ...
 
 
+def _trec_translation(text: str) -> tuple[list[Measure], list[str]]:
+    """ir_measures' measures for a trec_eval name, and the trec_eval names in it that ir_measures cannot compute,
+    which it prints (onto our output, were it not caught) instead of returning. ValueError for no trec_eval name."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        translated = ir_measures.parse_trec_measure(text.strip())
+    skipped = [item.strip(" '") for found in re.findall(r"skipped \[(.*?)\]", printed.getvalue())
+               for item in found.split(",")]
+    return translated, skipped
+
+
 def trec_names_skipped(names: list[str]) -> list[str]:
     """trec_eval measures that a set name such as `official` or `all_trec` includes and ir_measures cannot compute
     (gm_map, utility, ...): left out of the table, so said."""
     skipped = []
     for name in names:
-        printed = io.StringIO()
-        with contextlib.suppress(ValueError), contextlib.redirect_stdout(printed):
-            ir_measures.parse_trec_measure(name.strip())
-        for found in re.findall(r"skipped \[(.*?)\]", printed.getvalue()):
-            skipped += [item.strip(" '") for item in found.split(",")]
+        with contextlib.suppress(ValueError):
+            skipped += _trec_translation(name)[1]
     return list(dict.fromkeys(skipped))  # each once: official and all_trec both skip gm_map
 
 

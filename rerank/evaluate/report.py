@@ -27,8 +27,8 @@ class Row:
 
 def leaderboard(evaluations: list[Evaluation], measures: list[NamedMeasure], baseline: int = 0,
                 sort_by: str | None = None) -> list[Row]:
-    """Rows sorted by `sort_by` (default: the first measure that is not a count; spelled any way -m takes it, `AP` for MAP), each
-    compared with the baseline run.
+    """Rows sorted by `sort_by` (default: the first measure that is not a count; spelled any way -m takes it, `AP`
+    for MAP), each compared with the baseline run.
 
     The t-test's p-values are Holm-corrected across the runs compared on each measure.
     """

@@ -55,7 +55,7 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
     if qrels_path:
         if not Path(qrels_path).exists() and qrels_path in dataset_names():  # a name where a file belongs
             qrels_file = get_dataset(qrels_path).files.get("qrels")
-            raise UsageError(f"--qrels takes a file, not a data set's name"
+            raise UsageError("--qrels takes a file, not a data set's name"
                              + (f" ({qrels_path}'s is {qrels_file})" if qrels_file else "")
                              + f"; a run whose header names {qrels_path} needs no --qrels")
         level = min_rel if min_rel is not None else (dataset.min_rel if dataset else 1)

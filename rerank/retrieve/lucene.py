@@ -22,7 +22,7 @@ from ..errors import BackendError, MissingIndexError, UsageError
 from ..progress import Progress
 from ..runs import QueryRanking, Timing, load_run
 from . import jvm
-from .api import JAVA_FLOAT_MAX
+from .api import JAVA_FLOAT_MAX, option_flag
 from .store import MANIFEST, IndexInfo, build_command, empty_skipped, index_folder
 
 BACKEND = "lucene"
@@ -76,12 +76,12 @@ def check_search_options(k1: float | None = None, b: float | None = None, qld: b
         raise UsageError("--k1 and --b are BM25's; --qld scores by query likelihood instead")
     if mu is not None and not 0 < mu <= JAVA_FLOAT_MAX:  # Anserini reads it as a Java float: 1e39 is Infinity
         raise UsageError(f"--mu must be a positive number (at most {JAVA_FLOAT_MAX:.4g}), not {mu}")
-    given = [f"--{key.replace('_', '-')}" for key in RM3_DEFAULTS if feedback.get(key) is not None]
+    given = [option_flag(key) for key in RM3_DEFAULTS if feedback.get(key) is not None]
     if given and not rm3:
         raise UsageError(f"{', '.join(given)} set RM3 feedback: add --rm3")
     for key in ("fb_terms", "fb_docs"):
         if feedback.get(key) is not None and not 0 < feedback[key] < 2**31:  # a Java int, as --k
-            raise UsageError(f"--{key.replace('_', '-')} must be a positive number below 2^31, not {feedback[key]}")
+            raise UsageError(f"{option_flag(key)} must be a positive number below 2^31, not {feedback[key]}")
     weight = feedback.get("original_query_weight")
     if weight is not None and not 0 <= weight <= 1:
         raise UsageError(f"--original-query-weight must be in [0, 1], not {weight}")
@@ -163,15 +163,13 @@ class LuceneIndex:
         return out
 
 
-def open_index(name: str, k1: float | None = None, b: float | None = None, qld: bool | None = None,
-               mu: float | None = None, rm3: bool | None = None, fb_terms: int | None = None,
-               fb_docs: int | None = None, original_query_weight: float | None = None, **_options) -> LuceneIndex:
-    """Open indexes/NAME/lucene (options meant for other back ends are not needed here)."""
+def open_index(name: str, **options) -> LuceneIndex:
+    """Open indexes/NAME/lucene to search with the ranking options among `options` (threads, k and other back
+    ends' options are not the index's)."""
     path = index_folder(name) / BACKEND
     if not path.is_dir():
         raise MissingIndexError(f"no Lucene index {name!r} at {path}; build it with: {build_command(name)}")
-    return LuceneIndex(name, k1=k1, b=b, qld=qld, mu=mu, rm3=rm3, fb_terms=fb_terms, fb_docs=fb_docs,
-                       original_query_weight=original_query_weight)
+    return LuceneIndex(name, **{key: value for key, value in options.items() if key in SEARCH_OPTIONS - {"threads"}})
 
 
 def anserini_search_collection(index: Path, topics_tsv: Path, output: Path, k: int = 1000, threads: int = 2,
