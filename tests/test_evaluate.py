@@ -2,6 +2,7 @@
 
 import gzip
 import json
+from csv import reader
 
 import numpy as np
 import pytest
@@ -122,10 +123,14 @@ def test_dl19_leaderboard_matches_trec_eval_with_graded_relevance(rerank, data_r
     text = rerank("eval", str(tmp_path / "bm25"), str(tmp_path / "rm3")).stdout
     assert "(baseline)" in text and "W/T/L" in text and "0.2807+" in text  # MAP gain is significant
     csv = rerank("eval", str(tmp_path / "bm25"), str(tmp_path / "rm3"), "--format", "csv", "-m", "MAP").stdout
-    lines = [line.split(",") for line in csv.splitlines()]  # numbers apart from marks, every digit (as JSON's)
-    assert lines == [["run", "baseline", "MAP", "MAP vs baseline", "MAP W/T/L"],
-                     ["bm25-rm3", "false", repr(by_run["bm25-rm3"]["MAP"]), "+", "27/1/15"],
-                     ["bm25", "true", repr(by_run["bm25"]["MAP"]), "", ""]]
+    lines = list(reader(csv.splitlines()))  # numbers apart from marks, every digit (as JSON's)
+    versus = by_run["bm25-rm3"]["versus_baseline"]["MAP"]
+    assert lines == [["run", "baseline", "MAP", "MAP delta", "MAP vs baseline", "MAP p (t-test, Holm)",
+                      "MAP p (randomization)", "MAP W/T/L"],
+                     ["bm25-rm3", "false", repr(by_run["bm25-rm3"]["MAP"]),
+                      repr(by_run["bm25-rm3"]["MAP"] - by_run["bm25"]["MAP"]), "+", repr(versus["holm_p"]),
+                      repr(versus["rand_p"]), "27/1/15"],
+                     ["bm25", "true", repr(by_run["bm25"]["MAP"]), "", "", "", "", ""]]
 
 
 @pytest.mark.data
@@ -285,6 +290,35 @@ def test_sort_takes_a_measure_as_m_spells_it(rerank, tmp_path):
     load_pipeline(spec)
 
 
+def test_per_query_rows_say_each_querys_difference_to_the_baseline(rerank, tmp_path):
+    """`--per-query` over several runs gave each run's values apart: which queries a re-ranker helped or hurt had
+    to be worked out by hand. Each compared run's rows now carry `LABEL delta` columns (the run's "all" row: the
+    difference of the means), `--sort` orders each run's queries by it, and the CSV leaderboard gives the mean
+    difference and both p-values, not just the +/- mark."""
+    (tmp_path / "qrels").write_text("1 0 d1 1\n2 0 d3 1\n3 0 d5 1\n")
+    (tmp_path / "a.run").write_text("1 Q0 d1 1 2.0 a\n2 Q0 d4 1 2.0 a\n2 Q0 d3 2 1.0 a\n3 Q0 d5 1 2.0 a\n")
+    (tmp_path / "b.run").write_text("1 Q0 d2 1 2.0 b\n1 Q0 d1 2 1.0 b\n2 Q0 d3 1 2.0 b\n3 Q0 d5 1 2.0 b\n"
+                                    "3 Q0 d6 2 1.0 b\n")
+    common = ("eval", "a.run", "b.run", "--qrels", "qrels", "-m", "MRR", "-m", "NumRet", "--per-query")
+    rows = json.loads(rerank(*common, "--format", "json", cwd=tmp_path).stdout)
+    by_run = {(row["run"], row["qid"]): row for row in rows}
+    assert by_run["a.run", "1"]["MRR delta"] is None  # the baseline's own rows
+    assert [by_run["b.run", q]["MRR delta"] for q in ("1", "2", "3", "all")] == [-0.5, 0.5, 0.0, 0.0]
+    assert by_run["b.run", "all"]["NumRet delta"] == 1  # counts: the difference of the sums
+    table = rerank(*common, "--sort", "RR", cwd=tmp_path).stdout.splitlines()
+    assert table[0].split() == ["run", "qid", "MRR", "NumRet", "MRR", "delta", "NumRet", "delta"]
+    assert [line.split()[:2] for line in table[5:]] == [["b.run", "2"], ["b.run", "3"], ["b.run", "1"],
+                                                        ["b.run", "all"]]
+    assert table[6].split()[4:] == ["+0.0000", "+1"] and table[1].split()[1] == "1"  # baseline: by MRR itself
+    board = rerank("eval", "a.run", "b.run", "--qrels", "qrels", "-m", "MRR", "--format", "csv", cwd=tmp_path)
+    header, *rows = reader(board.stdout.splitlines())
+    compared, base = sorted(rows, key=lambda row: row[1])  # baseline "false" first
+    assert header == ["run", "baseline", "MRR", "MRR delta", "MRR vs baseline", "MRR p (t-test, Holm)",
+                      "MRR p (randomization)", "MRR W/T/L"]
+    assert compared[3] == "0.0" and float(compared[5]) == 1.0 and 0 < float(compared[6]) <= 1 and \
+        compared[7] == "1/1/1" and base[3:] == ["", "", "", "", ""]
+
+
 def test_a_baseline_named_by_a_stage_name_that_several_runs_carry(rerank, tmp_path):
     """Two runs of a stage named `dense` are shown as dense:exact.run and dense:hnsw.run; `--baseline dense` said it
     named none of the runs, when it named two."""
@@ -326,7 +360,7 @@ def test_counts_get_no_significance_mark(rerank, tmp_path):
     assert table.splitlines()[1].split()[:3] == ["b.run", "16", "1.0000"], table
     assert table.splitlines()[0].endswith("W/T/L (MAP)")  # wins are counted on a measure, not on a count
     csv = rerank("eval", "a.run", "b.run", "--qrels", "qrels", "-m", "NumRet", "--format", "csv", cwd=tmp_path).stdout
-    assert csv.splitlines()[1] == "b.run,false,16,,8/0/0"
+    assert csv.splitlines()[1] == "b.run,false,16,8,,,,8/0/0"  # the sums' difference, and no p-values
 
 
 def test_one_measure_named_two_ways_fills_both_columns(tmp_path):

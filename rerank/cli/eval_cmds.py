@@ -34,10 +34,12 @@ def _baseline_index(runs, baseline: str | None) -> int:
               help="MAP, MRR[@k], P@k, HITS@k, nDCG[@k], Recall@k, an ir_measures name (Rprec, Bpref) "
                    "or trec_eval's (ndcg_cut.10, P.5,10, official); repeatable.")
 @click.option("--min-rel", type=int, default=None, help="Lowest grade that counts as relevant (trec_eval -l).")
-@click.option("--per-query", is_flag=True, help="One row per query and run.")
+@click.option("--per-query", is_flag=True,
+              help="One row per query and run; with several runs, each query's difference to the baseline too.")
 @click.option("--format", "fmt", type=click.Choice(report.FORMATS), default="table", show_default=True)
 @click.option("--baseline", default=None, help="Run (name or file) the others are tested against (default: the first).")
-@click.option("--sort", "sort_by", default=None, help="Measure to sort the leaderboard by (default: the first).")
+@click.option("--sort", "sort_by", default=None, help="Measure to sort the leaderboard by (default: the first); with --per-query, each run's "
+                   "queries by their difference to the baseline on it, largest gain first.")
 @click.option("--strict", is_flag=True, help="Insist that ranks agree with scores.")
 def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_by, strict) -> None:
     """Evaluate RUNS (files; '-' or none for stdin) and print a table or leaderboard."""
@@ -54,7 +56,8 @@ def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_
     for warning in warnings:
         click.echo(f"rerank: note: {warning}", err=True)
     if per_query:
-        click.echo(report.render_per_query(evaluations, named, fmt), nl=False)
+        sort_label = label_among(sort_by, labels) if sort_by else None
+        click.echo(report.render_per_query(evaluations, named, fmt, base, sort_label), nl=False)
         return
     rows = report.leaderboard(evaluations, named, base, sort_by)
     click.echo(report.render(rows, named, fmt, evaluations[base].run_name), nl=False)

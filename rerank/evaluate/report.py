@@ -57,6 +57,11 @@ def _cell(value: float, measure: NamedMeasure) -> str:
     return f"{value:.0f}" if is_count(measure) else f"{value:.4f}"
 
 
+def _signed(value: float, measure: NamedMeasure) -> str:
+    """A difference, with its sign: +0.1250, -3."""
+    return f"{value:+.0f}" if is_count(measure) else f"{value:+.4f}"
+
+
 def _exact(value: float, measure: NamedMeasure) -> str:
     """A CSV cell: every digit, as JSON gives it (rounded to 4, per-query deltas and ties were lost to pandas)."""
     return f"{value:.0f}" if is_count(measure) else repr(float(value))
@@ -102,32 +107,62 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
 
 
 def _leaderboard_csv(rows: list[Row], measures: list[NamedMeasure]) -> str:
-    """For pandas and spreadsheets: plain numbers, the baseline as a column, significance marks and
-    win/tie/loss counts in columns of their own."""
+    """For pandas and spreadsheets: plain numbers, the baseline as a column, and for each measure the difference
+    to the baseline (of the run figures: of the sums, for counts), significance mark, both p-values (the mark
+    needs both below ALPHA; none for counts, as no mark) and win/tie/loss counts in columns of their own."""
     labels = [m.label for m in measures]
-    header = ["run", "baseline", *labels, *[f"{label} vs baseline" for label in labels],
-              *[f"{label} W/T/L" for label in labels]]
+    base = next(r for r in rows if r.versus is None)
+    header = ["run", "baseline", *labels]
+    for suffix in ("delta", "vs baseline", "p (t-test, Holm)", "p (randomization)", "W/T/L"):
+        header += [f"{label} {suffix}" for label in labels]
     table = []
     for r in rows:
         versus = [(r.versus or {}).get(label) for label in labels]
         table.append([r.run, str(r.versus is None).lower(), *[_exact(r.means[m.label], m) for m in measures],
+                      *[_exact(r.means[m.label] - base.means[m.label], m) if c else "" for c, m in zip(versus, measures)],
                       *[_mark(c, m) for c, m in zip(versus, measures)],
+                      *[repr(c.holm_p) if c and not is_count(m) else "" for c, m in zip(versus, measures)],
+                      *[repr(c.rand_p) if c and not is_count(m) else "" for c, m in zip(versus, measures)],
                       *[f"{c.wins}/{c.ties}/{c.losses}" if c else "" for c in versus]])
     return _csv(header, table)
 
 
-def render_per_query(evaluations: list[Evaluation], measures: list[NamedMeasure], fmt: str) -> str:
-    header = ["run", "qid", *[m.label for m in measures]]
+def render_per_query(evaluations: list[Evaluation], measures: list[NamedMeasure], fmt: str, baseline: int = 0,
+                     sort_by: str | None = None) -> str:
+    """One row per run and judged query, then the run's mean ("all"). With several runs, `LABEL delta` columns give
+    each query's value minus the baseline's (empty on the baseline's own rows), which is where a re-ranker's
+    gains and losses show. `sort_by` (a label) orders each run's queries by that measure's delta, largest gain
+    first (the baseline's by the value itself); otherwise they come in the evaluator's query order."""
+    labels = [m.label for m in measures]
+    compared = len(evaluations) > 1
+    base = evaluations[baseline]
+    header = ["run", "qid", *labels, *([f"{label} delta" for label in labels] if compared else [])]
     values = []
-    for ev in evaluations:
-        for qid in ev.per_query[measures[0].label]:
-            values.append([ev.run_name, qid, *[ev.per_query[m.label][qid] for m in measures]])
-        values.append([ev.run_name, "all", *[ev.overall(m.label) for m in measures]])
+    for i, ev in enumerate(evaluations):
+        rows = []
+        for qid in ev.per_query[labels[0]]:
+            rows.append([ev.run_name, qid, *[ev.per_query[label][qid] for label in labels]])
+            if compared:
+                rows[-1] += [None if i == baseline else ev.per_query[label][qid] - base.per_query[label][qid]
+                             for label in labels]
+        if sort_by is not None:
+            column = 2 + labels.index(sort_by)
+            if compared and i != baseline:
+                column += len(labels)
+            rows.sort(key=lambda row: -row[column])
+        overall = [ev.run_name, "all", *[ev.overall(label) for label in labels]]
+        if compared:
+            overall += [None if i == baseline else ev.overall(label) - base.overall(label) for label in labels]
+        values += [*rows, overall]
     if fmt == "json":
         return json.dumps([dict(zip(header, row)) for row in values], indent=2) + "\n"
+    per_column = measures * (2 if compared else 1)
     if fmt == "csv":
-        return _csv(header, [[run, qid, *map(_exact, numbers, measures)] for run, qid, *numbers in values])
-    table = [[run, qid, *[_cell(v, m) for v, m in zip(numbers, measures)]] for run, qid, *numbers in values]
+        return _csv(header, [[run, qid, *["" if v is None else _exact(v, m) for v, m in zip(numbers, per_column)]]
+                             for run, qid, *numbers in values])
+    table = [[run, qid, *[_cell(v, m) for v, m in zip(numbers[:len(labels)], measures)],
+              *["" if v is None else _signed(v, m) for v, m in zip(numbers[len(labels):], measures)]]
+             for run, qid, *numbers in values]
     return _markdown(header, table) if fmt == "markdown" else _text(header, table)
 
 

@@ -42,7 +42,7 @@ def paired_randomization(diff: np.ndarray, permutations: int = PERMUTATIONS, see
     for start in range(0, permutations, rows):
         signs = rng.choice((-1.0, 1.0), size=(min(rows, permutations - start), diff.size))
         extreme += np.count_nonzero(np.abs((signs * diff).mean(axis=1)) >= observed - 1e-12)
-    return (extreme + 1) / (permutations + 1)
+    return float((extreme + 1) / (permutations + 1))
 
 
 def compare(candidate: np.ndarray, baseline: np.ndarray) -> Comparison:
