@@ -5,6 +5,17 @@ Anything else escaping is a bug in rerank, not a user mistake.
 """
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 judged query', '3 judged queries': a count in a message, its noun agreeing ("1 judged queries have"
+    read as a slip)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def verb(n: int, singular: str, plural: str) -> str:
+    """The verb agreeing with a count: verb(1, "has", "have")."""
+    return singular if n == 1 else plural
+
+
 class RerankError(Exception):
     """Base class: a user-facing problem (bad input, missing file, unreachable service)."""
 

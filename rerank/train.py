@@ -40,7 +40,7 @@ from typing import Any, Callable, Protocol
 from .atomic import atomic_dir, atomic_output, check_replaceable, check_writable
 from .data import dataset_names, get_dataset
 from .data.formats import Qrels
-from .errors import DataError, UsageError
+from .errors import DataError, UsageError, counted, verb
 from .locks import exclusive
 from .models.base import BF16_EMULATED, bf16_is_emulated
 from .paths import file_sha256
@@ -481,7 +481,9 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None]) -> J
     if len(untitled) == len(rankings):
         raise DataError(f"no judged query of {path} has a text in its topics; are they the run's? (pass --topics)")
     if untitled:
-        log(f"warning: {len(untitled)} judged queries of {path} have no text in the topics; they are left out")
+        n = len(untitled)
+        log(f"warning: {counted(n, 'judged query', 'judged queries')} of {path} {verb(n, 'has', 'have')} no text in the "
+            f"topics; {verb(n, 'it is', 'they are')} left out")
     queries = _judged(rankings, topics, texts, judgements.qrels, judgements.min_rel)
     return Judged(queries, texts, judgements.qrels, judgements.min_rel, judgements.measures, name)
 

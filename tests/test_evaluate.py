@@ -252,8 +252,8 @@ def test_missing_and_unjudged_queries_are_reported(rerank, data_root, tmp_path):
     (tmp_path / "run").write_text(partial)
     done = rerank("eval", str(tmp_path / "run"), "--qrels", str(data_root / "trec-dl/qrels/qrels.dl19-passage.txt"),
                   "--min-rel", "2", "-m", "nDCG@10")
-    assert f"1 judged queries have no results and count as 0 ({first_qid})" in done.stderr
-    assert "1 queries are not in the qrels and are ignored (99999)" in done.stderr
+    assert f"1 judged query has no results and counts as 0 ({first_qid})" in done.stderr  # it said "1 judged queries"
+    assert "1 query is not in the qrels and is ignored (99999)" in done.stderr
     assert "no document of grade" not in done.stderr
     strict = rerank("eval", str(tmp_path / "run"), "--qrels", str(data_root / "trec-dl/qrels/qrels.dl19-passage.txt"),
                     "--min-rel", "3", "-m", "nDCG@10")

@@ -6,7 +6,7 @@ import contextlib
 
 import click
 
-from ..errors import UsageError
+from ..errors import UsageError, counted, verb
 from ..evaluate.session import load_runs, some_ids
 from ..retrieve import fusion
 from . import cli
@@ -38,6 +38,7 @@ def fuse(runs, method, rrf_k, norm, depth, stage_name, output, trec_only) -> Non
     fused = fusion.fuse(loaded, method, rrf_k, norm, depth, stage_name)  # refuses runs it cannot fuse, before the note
     uneven = fusion.uneven_queries(loaded)
     if uneven:
-        click.echo(f"rerank: note: {len(uneven)} queries are missing from some of the runs and are fused from the "
-                   f"others {some_ids(uneven)}", err=True)
+        are = verb(len(uneven), "is", "are")
+        click.echo(f"rerank: note: {counted(len(uneven), 'query', 'queries')} {are} missing from some of the runs and "
+                   f"{are} fused from the others {some_ids(uneven)}", err=True)
     write_stream(fused, output, trec_only)

@@ -9,7 +9,7 @@ from typing import IO
 from ..data import dataset_names, get_dataset
 from ..data.formats import read_qrels
 from ..data.registry import ADHOC_MEASURES, Qrels
-from ..errors import DataError, UsageError
+from ..errors import DataError, UsageError, counted, verb
 from ..runs import Run, load_run
 from .measures import MAX_LEVEL, Evaluation, NamedMeasure, evaluate, parse_measures, trec_names_skipped
 
@@ -95,8 +95,9 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
         warnings.append(f"trec_eval's {', '.join(skipped)} cannot be computed by ir_measures: left out")
     hopeless = sorted(q for q, grades in judgements.qrels.items() if max(grades.values(), default=0) < judgements.min_rel)
     if hopeless:  # trec_eval keeps them in its means too (num_q), but nothing says so
-        warnings.append(f"{len(hopeless)} judged queries have no document of grade >= {judgements.min_rel} and score 0 "
-                        f"in most measures {some_ids(hopeless)}")
+        n = len(hopeless)
+        warnings.append(f"{counted(n, 'judged query', 'judged queries')} {verb(n, 'has', 'have')} no document of grade "
+                        f">= {judgements.min_rel} and score{verb(n, 's', '')} 0 in most measures {some_ids(hopeless)}")
     top = max((grade for grades in judgements.qrels.values() for grade in grades.values()), default=0)
     for named in measures:  # a threshold set in the name (AP(rel=2)) above every grade: 0 everywhere, unsaid
         rel = named.measure.params.get("rel")
@@ -109,12 +110,15 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
                             "(wrong qrels for this run?)")
         ev = evaluate(run, judgements.qrels, measures)
         if ev.missing:
-            warnings.append(f"{ev.run_name}: {len(ev.missing)} judged queries have no results and count as 0 "
-                            + some_ids(ev.missing))
+            n = len(ev.missing)
+            warnings.append(f"{ev.run_name}: {counted(n, 'judged query', 'judged queries')} {verb(n, 'has', 'have')} "
+                            f"no results and count{verb(n, 's', '')} as 0 {some_ids(ev.missing)}")
         if ev.unjudged:
-            why = (f"are unjudged under {judgements.source}'s protocol ({judgements.unjudged_rule})"
-                   if judgements.unjudged_rule else "are not in the qrels")
-            warnings.append(f"{ev.run_name}: {len(ev.unjudged)} queries {why} and are ignored "
+            n = len(ev.unjudged)
+            are = verb(n, "is", "are")
+            why = (f"{are} unjudged under {judgements.source}'s protocol ({judgements.unjudged_rule})"
+                   if judgements.unjudged_rule else f"{are} not in the qrels")
+            warnings.append(f"{ev.run_name}: {counted(n, 'query', 'queries')} {why} and {are} ignored "
                             + some_ids(ev.unjudged))
         evaluations.append(ev)
     return evaluations, measures, warnings
