@@ -270,6 +270,9 @@ class TrainArgs:
     overwrite: bool = False  # replace a checkpoint already at `output` (else refused, as index and encode refuse)
     eval_on_start: bool = False  # a dev evaluation before the first step (Hugging Face's eval_on_start)
     model_options: dict = field(default_factory=dict)
+    # How it was asked for, as a shell line that reruns it (`cd FOLDER && rerank train ...`): the arguments above
+    # are the parsed ones, and relative paths among the typed ones need the folder. None from library calls.
+    command: str | None = None
 
     def __post_init__(self) -> None:
         if self.teacher is not None:

@@ -4,6 +4,7 @@ the real CLI on TrecQA dev: score on the fly, encode, score from the store, expl
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -385,7 +386,7 @@ def test_lexical_options_are_checked():
 
 
 @pytest.mark.data
-def test_train_and_score_with_lexical_options_through_the_cli(tmp_path, rerank):
+def test_train_and_score_with_lexical_options_through_the_cli(tmp_path, rerank, session_home):
     log = tmp_path / "log.tsv"
     log.write_text("1\twho is the author\n2\twhen was the war\n")
     ck = tmp_path / "ck"
@@ -393,8 +394,14 @@ def test_train_and_score_with_lexical_options_through_the_cli(tmp_path, rerank):
                "-O", "exact_sigma=0.01", "-O", "layers=1", "-O", "fold_plurals=true"]
     rerank("train", "tk", "--train", "trecqa-dev", "--steps", "2", "--eval-every", "2", "--dev-fraction", "0.25",
            *options, "-o", str(ck))
-    config = json.loads((ck / "checkpoint.json").read_text())["config"]
+    manifest = json.loads((ck / "checkpoint.json").read_text())
+    config = manifest["config"]
     assert config["term_weights"] == "query-idf" and config["oov_buckets"] == 1000 and config["fold_plurals"]
+    # the command as typed, a shell line that reruns it from its folder (the parsed arguments lose relative paths)
+    folder, typed = manifest["training"]["command"].split(" && ")
+    assert shlex.split(folder) == ["cd", str(session_home)] and shlex.split(typed) == [
+        "rerank", "train", "tk", "--train", "trecqa-dev", "--steps", "2", "--eval-every", "2", "--dev-fraction", "0.25",
+        *options, "-o", str(ck)]
     log.unlink()
     candidates = rerank("retrieve", "trecqa-dev", "--candidates").stdout
     scored = rerank("score", "--model", "tk", "--checkpoint", str(ck), "--no-cache", input=candidates).stdout

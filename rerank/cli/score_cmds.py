@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shlex
+import sys
 from pathlib import Path
 
 import click
@@ -176,6 +179,7 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
                      teacher=teacher, distill=distill, distill_weight=distill_weight, teacher_scale=teacher_scale,
                      teacher_min_score=teacher_min_score,
                      max_minutes=max_minutes, precision=precision, overwrite=overwrite,
+                     command=f"cd {shlex.quote(os.getcwd())} && {shlex.join(['rerank', *sys.argv[1:]])}",
                      model_options={**options, **parse_model_options(model_option),
                                     **({"base": str(Path(init_from).resolve())} if init_from else {})})
     result = run_training(model_name, args, log=lambda message: click.echo(f"rerank: {message}", err=True))
