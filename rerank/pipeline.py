@@ -118,6 +118,33 @@ def _check_index_there(spec: dict, backend_name: str) -> None:
                                 f"{build_command(spec['dataset'], options)}{table}")
 
 
+_FLAG = re.compile(r"--(no-)?([a-z][a-z0-9-]*)")
+_COMMAND = re.compile(r"(rerank [a-z]+[^,;)]*)")  # a command line a message suggests: its flags stay flags
+
+
+def _in_pipeline_terms(message: str, kind: str) -> str:
+    """A stage's error in the pipeline file's words. The checks are the commands' own, so they name flags
+    ("--fb-terms sets RM3 feedback: add --rm3"); a flag that is a key of this kind of stage becomes that key
+    ("fb_terms ...: add rm3 = true"), except in a command line the message suggests running."""
+    keys = {**STAGE_PARAMETERS[kind], **EVERY_STAGE}
+
+    def as_key(match: re.Match) -> str:
+        key = match.group(2).replace("-", "_")
+        if key not in keys:
+            return match.group(0)
+        return f"{key} = {'false' if match.group(1) else 'true'}" if keys[key] is bool else key
+
+    pieces = _COMMAND.split(message)  # odd pieces are the commands
+    return "".join(piece if i % 2 else _FLAG.sub(as_key, piece) for i, piece in enumerate(pieces))
+
+
+def _stage_error(stage: dict, error: RerankError) -> RerankError:
+    """A stage's error named by its stage, in the pipeline file's words, with the original's exit status."""
+    named = RerankError(f"stage {stage['name']!r}: {_in_pipeline_terms(str(error), stage['kind'])}")
+    named.exit_code = error.exit_code
+    return named
+
+
 def check_stages(spec: dict) -> None:
     """Every stage's parameters and the files the pipeline names, before any stage runs."""
     for stage in spec["stage"]:
@@ -127,7 +154,7 @@ def check_stages(spec: dict) -> None:
             if stage["kind"] == "retrieve":
                 _check_index_there(spec, stage.get("backend", "lucene"))
         except RerankError as error:  # a pipeline file's mistake, named by its stage
-            raise DataError(f"stage {stage['name']!r}: {error}") from None
+            raise _stage_error(stage, error) from None
     if spec.get("qrels") is not None and not Path(spec["qrels"]).is_file():
         raise DataError(f"qrels file not found: {spec['qrels']}")
 
@@ -281,6 +308,8 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False) -> s
             stream.header.fields["fingerprint"] = fingerprint
             with atomic_output(target) as out:
                 stream.write(out)
+        except RerankError as error:  # what only running finds (a model's position table, a server's answer)
+            raise _stage_error(stage, error) from None
         finally:
             if handle is not None:
                 handle.close()

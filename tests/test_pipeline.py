@@ -117,13 +117,14 @@ def test_pipeline_shape_mistakes_are_refused_when_read(tmp_path, top, extra, mes
 @pytest.mark.parametrize("stage, message", [
     ('kind = "score"\ninput = "bm25"\nmodel = "nosuch"', "stage 's': unknown model 'nosuch'; known:"),
     ('kind = "score"\ninput = "bm25"\nmodel = "bert"\ncheckpoint = "/nonexistent/ck"', "stage 's': .*/nonexistent/ck"),
-    ('kind = "score"\ninput = "bm25"\nmodel = "minilm-bi"\ndepth = 0', "stage 's': --depth must be a positive"),
-    ('kind = "score"\ninput = "bm25"\nmodel = "tk"', "stage 's': --model tk needs --checkpoint DIR"),
+    ('kind = "score"\ninput = "bm25"\nmodel = "minilm-bi"\ndepth = 0', "stage 's': depth must be a positive"),
+    ('kind = "score"\ninput = "bm25"\nmodel = "minilm-bi"\nmax_length = 0', "stage 's': max_length must be a positive"),
+    ('kind = "score"\ninput = "bm25"\nmodel = "tk"', "stage 's': model tk needs checkpoint DIR"),
     ('kind = "retrieve"\nbackend = "dense"', "stage 's': no complete dense index at .*; build it with: rerank index vaswani --backend dense"),
     ('kind = "retrieve"\nbackend = "nosuch"', "stage 's': unknown back end 'nosuch'"),
-    ('kind = "retrieve"\nbackend = "dense"\nexact = true\nef_search = 64', "stage 's': --ef-search tunes the HNSW"),
-    ('kind = "retrieve"\nk = -5', "stage 's': --k must be a positive number"),
-    ('kind = "retrieve"\nfb_docs = 3', "stage 's': --fb-docs set RM3 feedback: add --rm3"),
+    ('kind = "retrieve"\nbackend = "dense"\nexact = true\nef_search = 64', "stage 's': ef_search tunes the HNSW"),
+    ('kind = "retrieve"\nk = -5', "stage 's': k must be a positive number"),
+    ('kind = "retrieve"\nfb_docs = 3', "stage 's': fb_docs set RM3 feedback: add rm3 = true"),
     ('kind = "retrieve"\ntopics = "/nonexistent/t.tsv"', "stage 's': file not found: /nonexistent/t.tsv"),
     ('kind = "candidates"', "stage 's': data set vaswani ships no candidate runs"),
     ('kind = "fuse"\ninputs = ["bm25", "bm25"]\nmethod = "x"', "stage 's': unknown fusion method 'x'"),
@@ -131,7 +132,8 @@ def test_pipeline_shape_mistakes_are_refused_when_read(tmp_path, top, extra, mes
 def test_stage_mistakes_stop_the_pipeline_before_any_stage_runs(rerank, vaswani_index, session_home, tmp_path, stage,
                                                                 message):
     """Each of these used to surface only after the stages before it had run (an hour of retrieval, on a big
-    collection)."""
+    collection). They name the file's keys (`add rm3 = true`), not the command-line flags the commands' own checks
+    name (`add --rm3`), except in a command line they suggest (`rerank index vaswani --backend dense`)."""
     import re
 
     spec = tmp_path / "early.toml"
@@ -140,6 +142,18 @@ def test_stage_mistakes_stop_the_pipeline_before_any_stage_runs(rerank, vaswani_
     done = rerank("run", str(spec), check=False)
     assert done.returncode != 0 and re.search(message, done.stderr) and "Traceback" not in done.stderr
     assert "running" not in done.stderr and not (session_home / "runs" / "early").exists()
+
+
+def test_an_error_found_only_by_running_a_stage_names_the_stage(rerank, vaswani_index, session_home, tmp_path):
+    """The model's position table is known once it loads: the error said `--max-length must be ...`, naming neither
+    the stage nor the file's key."""
+    spec = tmp_path / "late.toml"
+    spec.write_text('dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nk = 10\n'
+                    '[[stage]]\nname = "s"\nkind = "score"\ninput = "bm25"\nmodel = "minilm-bi"\nmax_length = 1000\n')
+    done = rerank("run", str(spec), check=False)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1] == (
+        "rerank: error: stage 's': max_length must be between 1 and 512 (the model's positions), not 1000")
+    assert not (session_home / "runs" / "late" / "s.run").exists()
 
 
 def test_an_unknown_data_set_stops_the_pipeline_before_any_stage_runs(rerank, tmp_path):

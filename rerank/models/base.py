@@ -86,6 +86,8 @@ def checked_model_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
         raise UsageError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS)) or 'none yet'}")
     if options.get("batch_size") is not None and int(options["batch_size"]) <= 0:
         raise UsageError(f"--batch-size must be a positive number of pairs, not {options['batch_size']}")
+    if options.get("max_length") is not None and int(options["max_length"]) <= 0:  # the upper bound: at load
+        raise UsageError(f"--max-length must be a positive number of tokens, not {options['max_length']}")
     kept = dict(options)
     for key, (models, default) in RESTRICTED_OPTIONS.items():
         if name not in models:
