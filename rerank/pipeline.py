@@ -125,14 +125,17 @@ _COMMAND = re.compile(r"(rerank [a-z]+[^,;)]*)")  # a command line a message sug
 def _in_pipeline_terms(message: str, kind: str) -> str:
     """A stage's error in the pipeline file's words. The checks are the commands' own, so they name flags
     ("--fb-terms sets RM3 feedback: add --rm3"); a flag that is a key of this kind of stage becomes that key
-    ("fb_terms ...: add rm3 = true"), except in a command line the message suggests running."""
+    ("fb_terms ...: add rm3 = true", a switch to add with its value), except in a command line the message
+    suggests running."""
     keys = {**STAGE_PARAMETERS[kind], **EVERY_STAGE}
 
     def as_key(match: re.Match) -> str:
         key = match.group(2).replace("-", "_")
         if key not in keys:
             return match.group(0)
-        return f"{key} = {'false' if match.group(1) else 'true'}" if keys[key] is bool else key
+        if keys[key] is bool and match.string[:match.start()].endswith("add "):
+            return f"{key} = {'false' if match.group(1) else 'true'}"
+        return key
 
     pieces = _COMMAND.split(message)  # odd pieces are the commands
     return "".join(piece if i % 2 else _FLAG.sub(as_key, piece) for i, piece in enumerate(pieces))

@@ -144,7 +144,7 @@ def test_bad_pipeline(rerank, tmp_path):
         assert "running" not in fails(rerank, "run", str(spec), words=words)
     spec.write_text('dataset = "trecqa-dev"\n[[stage]]\nname = "c"\nkind = "candidates"\n'
                     '[[stage]]\nname = "s"\nkind = "score"\ninput = "c"\nmodel = "minilm-bi"\ncompile = true\n')
-    fails(rerank, "run", str(spec), words="--compile is an option of bert only, not minilm-bi")
+    fails(rerank, "run", str(spec), words="stage 's': compile is an option of bert only, not minilm-bi")
 
 
 def test_java_settings_that_cannot_work(rerank, vaswani_index):
