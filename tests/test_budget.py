@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -171,8 +176,16 @@ def test_cli_report_plot_and_errors(tmp_path, rerank):
     bad = rerank("budget", slow, "--budgets", "10,-1", check=False)
     assert bad.returncode == 2 and "--budgets must be positive numbers, not '-1'" in bad.stderr
     assert "Traceback" not in bad.stderr
-    bad = rerank("budget", check=False)
-    assert bad.returncode == 2 and "no runs given" in bad.stderr
+    # no runs named: the one piped in, as eval reads it (it said "no runs given"); at a terminal, what to give
+    piped = rerank("budget", "--format", "json", "--budgets", "10,200", input=Path(slow).read_text())
+    assert {p["model"] for p in json.loads(piped.stdout)["points"]} == {"slow"}
+    empty = rerank("budget", input="", check=False)
+    assert empty.returncode == 1 and "empty input: <stdin> holds no run records" in empty.stderr
+    leader, follower = pty.openpty()
+    with os.fdopen(leader), os.fdopen(follower) as terminal:
+        bad = subprocess.run([sys.executable, "-m", "rerank", "budget"], stdin=terminal, capture_output=True, text=True,
+                             timeout=120)
+    assert bad.returncode == 2 and "no runs given: name run files (one per model and depth), pipe one in" in bad.stderr
     twice = rerank("budget", slow, slow, check=False)
     assert twice.returncode == 2 and "both 'slow' at depth 20" in twice.stderr
     assert "score cache" not in done.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -65,7 +66,7 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
     """Effectiveness reachable within per-query time budgets, one curve per model.
 
     \b
-    RUNS are run files, each one model at one depth (LABEL=FILE names the curve; default: the
+    RUNS are run files ('-' or none: stdin), each one model at one depth (LABEL=FILE names the curve; default: the
     last stage's name). A query's cost is the sum of all its '# time:' lines (every stage).
       rerank budget bm25=bm25.run bert10.run bert100.run tk10.run tk100.run --plot budget.png
       rerank retrieve trec-dl-2019 --candidates bm25 | rerank budget --model tk --checkpoint CK --depths 10,50,100
@@ -88,8 +89,10 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
     else:
         if depths is not None or checkpoint is not None or interpolate is not None:
             raise UsageError("--depths, --checkpoint and --interpolate go with --model")
-        if not runs:
-            raise UsageError("no runs given: name run files (one per model and depth) or use --model with --depths")
+        if not runs and sys.stdin.isatty():  # none piped in either: eval's habit, a run on stdin, cannot apply
+            raise UsageError("no runs given: name run files (one per model and depth), pipe one in, or use --model "
+                             "with --depths")
+        runs = runs or ("-",)
         labelled = [_split_label(arg) for arg in runs]
         with contextlib.ExitStack() as stack:
             loaded = load_runs(open_run_inputs(stack, [path for _, path in labelled]), strict=False)
