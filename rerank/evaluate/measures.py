@@ -79,6 +79,8 @@ def _parse_named(text: str, min_rel: int) -> NamedMeasure:
     rel, depth = measure.params.get("rel"), measure.params.get("cutoff")
     if isinstance(rel, int) and not 1 <= rel <= MAX_LEVEL:  # rel=0 would count grade-0 judgements as relevant
         raise UsageError(f"measure {text!r}: rel must be between 1 and {MAX_LEVEL}, not {rel}")
+    if isinstance(depth, float):  # P@1.0 reads as IPrec@0.1 does, and was "cannot be computed", as if unsupported
+        raise UsageError(f"measure {text!r}: a cutoff must be a whole number of documents, not {depth}")
     if isinstance(depth, int) and depth > MAX_LEVEL:
         raise UsageError(f"measure {text!r}: a cutoff must be at most {MAX_LEVEL}, not {depth}")
     if not _computable(measure):
