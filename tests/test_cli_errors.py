@@ -92,7 +92,9 @@ def test_bad_measure_and_k(rerank, data_root):
     fails(rerank, "retrieve", "vaswani", "--ef-search", "3", words="--backend lucene does not take --ef-search")
     fails(rerank, "retrieve", "vaswani", "--backend", "dense", "--k1", "1.2", words="--backend dense does not take --k1")
     fails(rerank, "index", "vaswani", "--hnsw", "16", words="--backend lucene does not take --hnsw")
-    fails(rerank, "retrieve", "vaswani", "--threads", "0", words="--threads must be a positive number, not 0")
+    fails(rerank, "retrieve", "vaswani", "--threads", "0", words="--threads must be between 1 and 32767, not 0")
+    # above Java's ForkJoinPool limit, Anserini wrote no run, and the reason went to a log kept quiet
+    fails(rerank, "retrieve", "vaswani", "--threads", "32768", words="--threads must be between 1 and 32767, not 32768")
     fails(rerank, "retrieve", "trec-dl-2019", "--candidates", "bm25", "--k", "0", words="--k must be a positive")
     fails(rerank, "retrieve", "trec-dl-2019", "--candidates", "--topics", str(data_root / "vaswani/query-text.trec"),
           words="--candidates replays the run shipped with trec-dl-2019; --topics would be ignored")

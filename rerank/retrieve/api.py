@@ -44,11 +44,16 @@ def _check_k(k: int) -> None:
         raise UsageError(f"--k must be a positive number of documents below 2^31, not {k}")
 
 
+# Anserini searches in a Java ForkJoinPool, whose parallelism stops here: above it SearchCollection wrote no run and
+# said why only in the log rerank keeps quiet.
+MAX_THREADS = 32767
+
+
 def _check_options(options: dict) -> None:
     """BM25's k1 >= 0, b in [0, 1] and threads >= 1: Lucene refuses other values with a Java stack trace."""
     k1, b, threads = options.get("k1"), options.get("b"), options.get("threads")
-    if threads is not None and threads < 1:
-        raise UsageError(f"--threads must be a positive number, not {threads}")
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise UsageError(f"--threads must be between 1 and {MAX_THREADS}, not {threads}")
     if k1 is not None and not 0 <= k1 <= JAVA_FLOAT_MAX:
         raise UsageError(f"--k1 must be >= 0 and at most {JAVA_FLOAT_MAX:.4g}, not {k1}")
     if b is not None and not 0 <= b <= 1:
