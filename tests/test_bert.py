@@ -124,9 +124,10 @@ def test_bf16_scores_close_to_fp32_and_cached_apart(tiny_checkpoint):
 def test_length_and_threads_out_of_range_are_refused_before_scoring(tiny_checkpoint):
     """A length past the position table would only fail on the first long text, mid-run; 0 used to mean 'default'."""
     folder, _ = tiny_checkpoint
-    for length in (0, 513):
-        with pytest.raises(UsageError, match=f"--max-length must be between 1 and 512 .*, not {length}"):
-            load_model("bert", str(folder), max_length=length)
+    with pytest.raises(UsageError, match="--max-length must be a positive number of tokens, not 0"):  # before loading
+        load_model("bert", str(folder), max_length=0)
+    with pytest.raises(UsageError, match="--max-length must be between 1 and 512 .*, not 513"):
+        load_model("bert", str(folder), max_length=513)
     with pytest.raises(UsageError, match="--max-length must be between 1 and 512"):
         load_model("minilm-bi", max_length=1000)
     for threads in (0, -2):

