@@ -120,21 +120,23 @@ def _check_index_there(spec: dict, backend_name: str) -> None:
 
 _FLAG = re.compile(r"--(no-)?([a-z][a-z0-9-]*)")
 _COMMAND = re.compile(r"(rerank [a-z]+[^,;)]*)")  # a command line a message suggests: its flags stay flags
+_OFF_SWITCHES = {"es-insecure": "es_verify_certs"}  # flags that turn a key off under a name of their own
 
 
 def _in_pipeline_terms(message: str, kind: str) -> str:
     """A stage's error in the pipeline file's words. The checks are the commands' own, so they name flags
     ("--fb-terms sets RM3 feedback: add --rm3"); a flag that is a key of this kind of stage becomes that key
-    ("fb_terms ...: add rm3 = true", a switch to add with its value), except in a command line the message
-    suggests running."""
+    ("fb_terms ...: add rm3 = true", a switch to add or pass with its value), except in a command line the
+    message suggests running. A --no- switch always keeps its value: "pass cache" would say the opposite."""
     keys = {**STAGE_PARAMETERS[kind], **EVERY_STAGE}
 
     def as_key(match: re.Match) -> str:
-        key = match.group(2).replace("-", "_")
+        off = bool(match.group(1)) or match.group(2) in _OFF_SWITCHES
+        key = _OFF_SWITCHES.get(match.group(2), match.group(2).replace("-", "_"))
         if key not in keys:
             return match.group(0)
-        if keys[key] is bool and match.string[:match.start()].endswith("add "):
-            return f"{key} = {'false' if match.group(1) else 'true'}"
+        if keys[key] is bool and (match.group(1) or match.string[:match.start()].endswith(("add ", "pass "))):
+            return f"{key} = {'false' if off else 'true'}"
         return key
 
     pieces = _COMMAND.split(message)  # odd pieces are the commands

@@ -125,6 +125,7 @@ def test_pipeline_shape_mistakes_are_refused_when_read(tmp_path, top, extra, mes
     ('kind = "retrieve"\nbackend = "dense"\nexact = true\nef_search = 64', "stage 's': ef_search tunes the HNSW"),
     ('kind = "retrieve"\nk = -5', "stage 's': k must be a positive number"),
     ('kind = "retrieve"\nfb_docs = 3', "stage 's': fb_docs set RM3 feedback: add rm3 = true"),
+    ('kind = "retrieve"\nes_verify_certs = false', "stage 's': backend lucene does not take es_verify_certs$"),
     ('kind = "retrieve"\ntopics = "/nonexistent/t.tsv"', "stage 's': file not found: /nonexistent/t.tsv"),
     ('kind = "candidates"', "stage 's': data set vaswani ships no candidate runs"),
     ('kind = "fuse"\ninputs = ["bm25", "bm25"]\nmethod = "x"', "stage 's': unknown fusion method 'x'"),
@@ -154,6 +155,24 @@ def test_an_error_found_only_by_running_a_stage_names_the_stage(rerank, vaswani_
     assert done.returncode == 2 and done.stderr.splitlines()[-1] == (
         "rerank: error: stage 's': max_length must be between 1 and 512 (the model's positions), not 1000")
     assert not (session_home / "runs" / "late" / "s.run").exists()
+
+
+def test_a_switch_an_error_says_to_pass_is_named_with_its_value(rerank, tmp_path):
+    """A score stage's errors at run time said "pass skip_missing to leave them unscored" and, of a damaged score
+    cache, "delete it, or pass cache": the key alone, which for --no-cache says the opposite."""
+    corpus = tmp_path / "small.jsonl"
+    corpus.write_text('{"id": "nosuch", "contents": "hello"}\n')
+    spec = tmp_path / "late.toml"
+    spec.write_text('dataset = "trecqa-dev"\n[[stage]]\nname = "c"\nkind = "candidates"\nk = 3\n'
+                    '[[stage]]\nname = "s"\nkind = "score"\ninput = "c"\nmodel = "minilm-bi"\n'
+                    f'corpus = "{corpus}"\n')
+    home = {"RERANK_HOME": str(tmp_path / "home")}
+    done = rerank("run", str(spec), check=False, env=home)
+    assert done.returncode == 1 and "; pass skip_missing = true to leave them unscored" in done.stderr
+    spec.write_text(spec.read_text().replace("corpus", "# corpus"))  # the first run made the cache: damage it
+    (tmp_path / "home" / ".cache" / "scores.sqlite").write_text("not a database, not a database\n")
+    done = rerank("run", str(spec), check=False, env=home)
+    assert done.returncode == 1 and done.stderr.rstrip().endswith("delete it, or pass cache = false"), done.stderr
 
 
 def test_an_unknown_data_set_stops_the_pipeline_before_any_stage_runs(rerank, tmp_path):
