@@ -206,6 +206,15 @@ def test_cli_report_plot_and_errors(tmp_path, rerank):
     assert "note: slow: 6 judged queries have no results and count as 0" in partial.stderr
 
 
+def test_no_runs_and_stdin_closed_is_told_what_to_give():
+    """`rerank budget <&-` (a cron job, a daemon): Python's sys.stdin is None, and asking it isatty() was a
+    traceback; eval says what to give."""
+    done = subprocess.run([sys.executable, "-m", "rerank", "budget"], preexec_fn=lambda: os.close(0),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "no runs given: name run files (one per model and depth), pipe one in" in done.stderr
+
+
 @pytest.mark.data
 def test_real_dl2019_candidates(tmp_path, rerank):
     """The shipped candidates carry no timings: refused with the stage named, accepted as free."""

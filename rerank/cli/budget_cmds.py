@@ -89,7 +89,7 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
     else:
         if depths is not None or checkpoint is not None or interpolate is not None:
             raise UsageError("--depths, --checkpoint and --interpolate go with --model")
-        if not runs and sys.stdin.isatty():  # none piped in either: eval's habit, a run on stdin, cannot apply
+        if not runs and (sys.stdin is None or sys.stdin.isatty()):  # none piped in (or stdin closed): nothing to read
             raise UsageError("no runs given: name run files (one per model and depth), pipe one in, or use --model "
                              "with --depths")
         runs = runs or ("-",)
