@@ -86,13 +86,14 @@ def checked_model_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
         raise UsageError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS)) or 'none yet'}")
     if options.get("batch_size") is not None and int(options["batch_size"]) <= 0:
         raise UsageError(f"--batch-size must be a positive number of pairs, not {options['batch_size']}")
-    if options.get("max_length") is not None and int(options["max_length"]) <= 0:  # the upper bound: at load
-        raise UsageError(f"--max-length must be a positive number of tokens, not {options['max_length']}")
     kept = dict(options)
     for key, (models, default) in RESTRICTED_OPTIONS.items():
         if name not in models:
             if kept.pop(key, None) not in (None, default):
                 raise UsageError(f"--{key.replace('_', '-')} is an option of {' and '.join(models)} only, not {name}")
+    # after the models that take it: TK asked for 0 tokens was told to ask for more, then that it takes none
+    if kept.get("max_length") is not None and int(kept["max_length"]) <= 0:  # the upper bound: at load
+        raise UsageError(f"--max-length must be a positive number of tokens, not {kept['max_length']}")
     return kept
 
 
