@@ -175,6 +175,18 @@ def test_a_switch_an_error_says_to_pass_is_named_with_its_value(rerank, tmp_path
     assert done.returncode == 1 and done.stderr.rstrip().endswith("delete it, or pass cache = false"), done.stderr
 
 
+def test_flags_of_another_command_stay_flags(rerank, vaswani_index, tmp_path):
+    """k1 in an Elasticsearch stage, refused when its index opens, said "pass k1/b to rerank index": the stage's
+    keys, given to a command that takes flags."""
+    spec = tmp_path / "es.toml"
+    spec.write_text('dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nbackend = "elasticsearch"\n'
+                    'k1 = 1.2\n')
+    done = rerank("run", str(spec), check=False)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1] == (
+        "rerank: error: stage 'bm25': Elasticsearch fixes BM25 k1/b when the index is built (rerank index vaswani "
+        "--backend elasticsearch --k1 K1 --b B), not when it is searched")
+
+
 def test_an_unknown_data_set_stops_the_pipeline_before_any_stage_runs(rerank, tmp_path):
     spec = tmp_path / "p.toml"
     spec.write_text('dataset = "nosuch"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n')

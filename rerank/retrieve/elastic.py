@@ -369,7 +369,9 @@ def open_index(name: str, es_url: str | None = None, index_name: str | None = No
     """Open the index and check `k` against its result window before searching: the server's own refusal
     would come with the first batch, after the run's header has gone out."""
     if k1 is not None or b is not None:
-        raise UsageError("Elasticsearch fixes BM25 k1/b when the index is built: pass --k1/--b to rerank index")
+        # a command line, whose flags a pipeline's error keeps ("pass k1/b to rerank index" named its own keys)
+        raise UsageError(f"Elasticsearch fixes BM25 k1/b when the index is built (rerank index {name} --backend "
+                         "elasticsearch --k1 K1 --b B), not when it is searched")
     connection = Connection(es_url, es_ca_certs, es_verify_certs)
     index = ElasticIndex(name, connection, _index_name(name, index_name))
     if k > index.max_window:
