@@ -223,7 +223,7 @@ def check_score_stage(_dataset: str, params: dict) -> None:
     from .train import read_checkpoint
 
     if "model" not in params:
-        raise UsageError(f"score stage {params.get('name')!r} needs `model`")
+        raise UsageError("a score stage needs `model`")  # the pipeline names the stage
     checked_model_options(params["model"], {k: params[k] for k in MODEL_OPTIONS if k in params})
     check_checkpoint_given(params["model"], params.get("checkpoint"))
     if "checkpoint" in params:
@@ -236,7 +236,7 @@ def score_stage(dataset: str, params: dict, input: Stream | None) -> Stream:
     """Pipeline stage `kind = "score"`: `model`, optional `checkpoint`, `depth`, `cache`, `interpolate`, model options
     (checked by check_score_stage before the pipeline ran any stage)."""
     if input is None:
-        raise UsageError(f"score stage {params.get('name')!r} needs an `input` stage to re-rank")
+        raise UsageError("a score stage needs an `input` stage to re-rank")
     options = {k: params[k] for k in MODEL_OPTIONS if k in params}
     model = load_model(params["model"], params.get("checkpoint"), **options)
     return score_stream(input, model, int(params.get("depth", 100)), bool(params.get("cache", True)),

@@ -116,6 +116,7 @@ def test_pipeline_shape_mistakes_are_refused_when_read(tmp_path, top, extra, mes
 
 @pytest.mark.parametrize("stage, message", [
     ('kind = "score"\ninput = "bm25"\nmodel = "nosuch"', "stage 's': unknown model 'nosuch'; known:"),
+    ('kind = "score"\ninput = "bm25"', "stage 's': a score stage needs `model`"),  # not "stage 's': score stage 's'"
     ('kind = "score"\ninput = "bm25"\nmodel = "bert"\ncheckpoint = "/nonexistent/ck"', "stage 's': .*/nonexistent/ck"),
     ('kind = "score"\ninput = "bm25"\nmodel = "minilm-bi"\ndepth = 0', "stage 's': depth must be a positive"),
     ('kind = "score"\ninput = "bm25"\nmodel = "minilm-bi"\nmax_length = 0', "stage 's': max_length must be a positive"),

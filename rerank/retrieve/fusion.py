@@ -135,5 +135,5 @@ def fuse_stage(dataset: str, params: dict, _input: Stream | None) -> Stream:
     stream = fuse(runs, params.get("method", "rrf"), params.get("k"), params.get("norm"), int(params.get("depth", 1000)),
                   params["name"])
     if stream.header.dataset not in (None, dataset):
-        raise UsageError(f"fuse stage {params['name']!r}: its inputs are runs of {stream.header.dataset}, not {dataset}")
+        raise UsageError(f"its inputs are runs of {stream.header.dataset}, not {dataset}")  # the pipeline names the stage
     return stream
