@@ -118,7 +118,7 @@ def _check_index_there(spec: dict, backend_name: str) -> None:
                                 f"{build_command(spec['dataset'], options)}{table}")
 
 
-_FLAG = re.compile(r"--(no-)?([a-z][a-z0-9-]*)")
+_FLAG = re.compile(r"(?<![\w-])--(no-)?([a-z][a-z0-9-]*)")  # not inside a word: a path's bm25--k/ is no flag
 _COMMAND = re.compile(r"(rerank [a-z]+[^,;)]*)")  # a command line a message suggests: its flags stay flags
 _OFF_SWITCHES = {"es-insecure": "es_verify_certs"}  # flags that turn a key off under a name of their own
 

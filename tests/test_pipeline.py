@@ -128,6 +128,7 @@ def test_pipeline_shape_mistakes_are_refused_when_read(tmp_path, top, extra, mes
     ('kind = "retrieve"\nfb_docs = 3', "stage 's': fb_docs set RM3 feedback: add rm3 = true"),
     ('kind = "retrieve"\nes_verify_certs = false', "stage 's': backend lucene does not take es_verify_certs$"),
     ('kind = "retrieve"\ntopics = "/nonexistent/t.tsv"', "stage 's': file not found: /nonexistent/t.tsv"),
+    ('kind = "retrieve"\ntopics = "/nonexistent/bm25--k/t.tsv"', "stage 's': file not found: /nonexistent/bm25--k/t"),
     ('kind = "candidates"', "stage 's': data set vaswani ships no candidate runs"),
     ('kind = "fuse"\ninputs = ["bm25", "bm25"]\nmethod = "x"', "stage 's': unknown fusion method 'x'"),
 ])
