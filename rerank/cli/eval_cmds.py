@@ -38,8 +38,9 @@ def _baseline_index(runs, baseline: str | None) -> int:
               help="One row per query and run; with several runs, each query's difference to the baseline too.")
 @click.option("--format", "fmt", type=click.Choice(report.FORMATS), default="table", show_default=True)
 @click.option("--baseline", default=None, help="Run (name or file) the others are tested against (default: the first).")
-@click.option("--sort", "sort_by", default=None, help="Measure to sort the leaderboard by (default: the first); with --per-query, each run's "
-                   "queries by their difference to the baseline on it, largest gain first.")
+@click.option("--sort", "sort_by", default=None,
+              help="Measure to sort the leaderboard by (default: the first that is not a count); with --per-query, "
+                   "each run's queries by their difference to the baseline on it, largest gain first.")
 @click.option("--strict", is_flag=True, help="Insist that ranks agree with scores.")
 def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_by, strict) -> None:
     """Evaluate RUNS (files; '-' or none for stdin) and print a table or leaderboard."""
