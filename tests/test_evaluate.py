@@ -402,3 +402,24 @@ def test_a_skipped_trec_eval_measure_is_named_once():
     assert trec_names_skipped(["official", "official"]) == ["gm_map"]
     skipped = trec_names_skipped(["official", "all_trec", "MAP"])
     assert skipped.count("gm_map") == 1 and "utility" in skipped
+
+
+def test_eval_names_runs_label_equals_file_as_budget_does(rerank, tmp_path):
+    """`rerank budget bm25=a.run` names a curve; `rerank eval bm25=a.run` said "run file not found: bm25=a.run",
+    so a leaderboard's rows could only be called by their stage names or file paths (PyTerrier's `names=`)."""
+    (tmp_path / "qrels").write_text("1 0 d1 1\n2 0 d3 1\n")
+    (tmp_path / "a.run").write_text("1 Q0 d1 1 2.0 a\n2 Q0 d4 1 2.0 a\n2 Q0 d3 2 1.0 a\n")
+    (tmp_path / "b.run").write_text("1 Q0 d2 1 2.0 b\n1 Q0 d1 2 1.0 b\n2 Q0 d3 1 2.0 b\n")
+    done = rerank("eval", "BM25=a.run", "BM25+RM3=b.run", "--qrels", "qrels", "-m", "MRR", "--format", "csv",
+                  cwd=tmp_path)
+    assert sorted(line.split(",")[0] for line in done.stdout.splitlines()[1:]) == ["BM25", "BM25+RM3"]
+    done = rerank("eval", "BM25=a.run", "b.run", "--qrels", "qrels", "-m", "MRR", "--baseline", "b.run",
+                  cwd=tmp_path)
+    assert "b.run (baseline)" in done.stdout and "\nBM25 " in done.stdout
+    assert "BM25 (baseline)" in rerank("eval", "BM25=a.run", "b.run", "--qrels", "qrels", "-m", "MRR",
+                                       "--baseline", "BM25", cwd=tmp_path).stdout
+    done = rerank("eval", "x=a.run", "-", "--qrels", "qrels", "-m", "MRR", "--per-query", cwd=tmp_path,
+                  input=(tmp_path / "b.run").read_text())
+    assert {line.split()[0] for line in done.stdout.splitlines()[1:]} == {"x", "<stdin>"}
+    done = rerank("eval", "x=a.run", "x=b.run", "--qrels", "qrels", cwd=tmp_path, check=False)
+    assert done.returncode == 2 and "two runs are named 'x' (a.run, b.run)" in done.stderr, done.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from pathlib import Path
 from typing import Callable
 
 import click
@@ -14,15 +13,7 @@ from ..errors import UsageError
 from ..evaluate import budget as budgets_lib
 from ..evaluate.session import load_runs
 from . import cli
-from .io import open_run_input, open_run_inputs
-
-
-def _split_label(argument: str) -> tuple[str | None, str]:
-    """'LABEL=FILE' -> (LABEL, FILE); a plain FILE (even one with '=' in its name) has no label."""
-    label, sep, path = argument.partition("=")
-    if Path(argument).exists() or not (sep and label and "/" not in label):
-        return None, argument
-    return label, path
+from .io import open_run_input, open_run_inputs, split_label
 
 
 def _stages_where(stages: list[dict], wanted: Callable[[dict], bool]) -> list[str]:
@@ -93,7 +84,7 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
             raise UsageError("no runs given: name run files (one per model and depth), pipe one in, or use --model "
                              "with --depths")
         runs = runs or ("-",)
-        labelled = [_split_label(arg) for arg in runs]
+        labelled = [split_label(arg) for arg in runs]
         with contextlib.ExitStack() as stack:
             loaded = load_runs(open_run_inputs(stack, [path for _, path in labelled]), strict=False)
         for run, (label, _) in zip(loaded, labelled):

@@ -11,7 +11,7 @@ from ..evaluate import report
 from ..evaluate.measures import label_among, parse_measures
 from ..evaluate.session import evaluate_runs, judgements_for, load_runs
 from . import cli
-from .io import open_run_inputs
+from .io import open_run_inputs, split_label
 
 
 def _baseline_index(runs, baseline: str | None) -> int:
@@ -37,15 +37,26 @@ def _baseline_index(runs, baseline: str | None) -> int:
 @click.option("--per-query", is_flag=True,
               help="One row per query and run; with several runs, each query's difference to the baseline too.")
 @click.option("--format", "fmt", type=click.Choice(report.FORMATS), default="table", show_default=True)
-@click.option("--baseline", default=None, help="Run (name or file) the others are tested against (default: the first).")
+@click.option("--baseline", default=None, help="Run (name, LABEL or file) the others are tested against (default: the first).")
 @click.option("--sort", "sort_by", default=None,
               help="Measure to sort the leaderboard by (default: the first that is not a count); with --per-query, "
                    "each run's queries by their difference to the baseline on it, largest gain first.")
 @click.option("--strict", is_flag=True, help="Insist that ranks agree with scores.")
 def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_by, strict) -> None:
-    """Evaluate RUNS (files; '-' or none for stdin) and print a table or leaderboard."""
+    """Evaluate RUNS (files; '-' or none for stdin) and print a table or leaderboard.
+
+    A run is named by its last stage (or its file); LABEL=FILE names it LABEL, as in rerank budget.
+    """
+    labelled = [split_label(arg) for arg in runs] or [(None, None)]
     with contextlib.ExitStack() as stack:
-        loaded = load_runs(open_run_inputs(stack, runs or [None]), strict)
+        loaded = load_runs(open_run_inputs(stack, [path for _, path in labelled]), strict)
+    for run, (label, _) in zip(loaded, labelled):
+        if label:
+            run.label = label
+    for run in loaded:
+        same = [other.source for other in loaded if other.name == run.name]
+        if len(same) > 1:
+            raise UsageError(f"two runs are named {run.name!r} ({', '.join(same)}); give them different labels")
     judgements = judgements_for(loaded, qrels, min_rel)
     # the leaderboard's options are refused before any measure is computed, and before the notes that computing
     # them prints: the error alone

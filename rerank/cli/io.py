@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from pathlib import Path
 from typing import IO, Iterator
 
 from ..atomic import atomic_output
 from ..errors import DataError, UsageError
 from ..runs import Stream, open_run_file
+
+
+def split_label(argument: str) -> tuple[str | None, str]:
+    """'LABEL=FILE' -> (LABEL, FILE); a plain FILE (even one with '=' in its name) has no label."""
+    label, sep, path = argument.partition("=")
+    if Path(argument).exists() or not (sep and label and "/" not in label):
+        return None, argument
+    return label, path
 
 
 @contextlib.contextmanager
