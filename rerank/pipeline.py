@@ -21,6 +21,7 @@ re-run reuses a run whose fingerprint is unchanged and recomputes the rest.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import json
@@ -81,13 +82,43 @@ _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "tru
                dict: "a table"}
 
 
-def _check_types(where: str, table: dict, schema: dict[str, type]) -> None:
+def _written(key: str, schema: dict[str, type]) -> str:
+    """How a key is written in the file: the stage list as its table header."""
+    return f"[[{key}]]" if key == "stage" else f"[{key}]" if schema.get(key) is dict else key
+
+
+def _unknown_key(key: str, schema: dict[str, type], elsewhere: tuple[dict[str, type], str] | None) -> str:
+    """Why `key` is unknown, where that can be told: a key of the other level (a pipeline key below a [[stage]]
+    line, which TOML gives to that stage; a stage key at the top, which sets no stage), a command-line flag's
+    spelling (`fb-terms`, `"--rm3"`), or a near miss (`fb_term`); else the known keys."""
+    known = f"known: {', '.join(schema)}"
+    if elsewhere is not None and key in elsewhere[0] and key not in schema:
+        return f"unknown key {key!r}: {elsewhere[1].format(key=key)}"
+    flag = key.lstrip("-").replace("-", "_")
+    negated = flag.removeprefix("no_")
+    if flag in schema and flag != key:
+        value = " = true" if schema[flag] is bool and key.startswith("--") else ""
+        return f"unknown key {key!r}: write it {flag}{value} (a key in the file, not a command-line flag); {known}"
+    if key.startswith("--no-") and schema.get(negated) is bool:
+        return f"unknown key {key!r}: write it {negated} = false (a key in the file, not a command-line flag)"
+    near = difflib.get_close_matches(key, list(schema), n=1, cutoff=0.75) if len(key) >= 4 else []
+    if near:
+        return f"unknown key {key!r}: did you mean {_written(near[0], schema)}? {known}"
+    return f"unknown key {key!r}; {known}"
+
+
+def _check_types(where: str, table: dict, schema: dict[str, type],
+                 elsewhere: tuple[dict[str, type], str] | None = None) -> None:
     """Every key of `table` is in `schema`, with its type (TOML's booleans are not integers here). An integer
-    where a number is wanted becomes a float: `mu = 50` and `mu = 50.0` are one stage, with one fingerprint."""
+    where a number is wanted becomes a float: `mu = 50` and `mu = 50.0` are one stage, with one fingerprint.
+    `elsewhere`: the keys of the other level of the file, and what to say of one found here."""
     for key, value in table.items():
         if key not in schema:
-            raise DataError(f"{where}: unknown key {key!r}; known: {', '.join(schema)}")
+            raise DataError(f"{where}: {_unknown_key(key, schema, elsewhere)}")
         wanted = schema[key]
+        if key == "stage" and isinstance(value, dict):
+            raise DataError(f"{where}: stage must be a list of [[stage]] tables: write [[stage]], with two brackets, "
+                            "above each stage ([stage] makes one table)")
         fits = (isinstance(value, (int, float)) and not isinstance(value, bool) if wanted is float
                 else isinstance(value, wanted) and not (wanted is int and isinstance(value, bool)))
         if not fits:
@@ -214,9 +245,11 @@ def load_pipeline(path: str | Path) -> dict:
         spec = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"{p}: not valid TOML ({exc})") from None
+    every_stage_key = {key: object for kind in STAGE_PARAMETERS.values() for key in kind} | EVERY_STAGE
+    _check_types(str(p), spec, PIPELINE_KEYS, (every_stage_key, "{key} is a stage key; set it in each [[stage]] that "
+                                                                "takes it"))
     if "dataset" not in spec or not spec.get("stage"):
         raise DataError(f"{p}: a pipeline needs 'dataset' and at least one [[stage]]")
-    _check_types(str(p), spec, PIPELINE_KEYS)
     _check_types(f"{p}: [index]", spec.get("index", {}), {"backend": str})
     for key in ("measures", "stage"):
         if not all(isinstance(item, str if key == "measures" else dict) for item in spec.get(key, [])):
@@ -230,7 +263,9 @@ def load_pipeline(path: str | Path) -> dict:
                             "(it names the run file and tags its lines)")
         if stage["kind"] not in STAGE_KINDS:
             raise DataError(f"{p}: stage {stage['name']!r} has unknown kind {stage['kind']!r}; known: {', '.join(STAGE_KINDS)}")
-        _check_types(f"{p}: stage {stage['name']!r}", stage, {**EVERY_STAGE, **STAGE_PARAMETERS[stage["kind"]]})
+        _check_types(f"{p}: stage {stage['name']!r}", stage, {**EVERY_STAGE, **STAGE_PARAMETERS[stage["kind"]]},
+                     (PIPELINE_KEYS, "{key} is a pipeline key, and TOML gives every key below a [[stage]] line to "
+                                     "that stage; move it above the first [[stage]]"))
         _check_inputs(str(p), stage)
         for upstream in [stage["input"]] if stage.get("input") is not None else stage.get("inputs", []):
             if upstream not in names:

@@ -221,3 +221,56 @@ def test_a_number_written_as_an_integer_is_the_same_stage(tmp_path):
         spec.write_text(f'dataset = "vaswani"\n[[stage]]\nname = "qld"\nkind = "retrieve"\nqld = true\nmu = {mu}\n')
         stages.append(load_pipeline(spec)["stage"][0])
     assert stages[0] == stages[1] and isinstance(stages[0]["mu"], float)
+
+
+@pytest.mark.parametrize("text, message", [
+    # a pipeline key after the first [[stage]]: TOML gives it to that stage
+    ('dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nmeasures = ["MAP"]\n',
+     "stage 'bm25': unknown key 'measures': measures is a pipeline key, and TOML gives every key below a "
+     "[[stage]] line to that stage; move it above the first [[stage]]"),
+    ('dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nsort = "MAP"\n',
+     "stage 'bm25': unknown key 'sort': sort is a pipeline key"),
+    # a stage key at the top: it sets nothing for the stages
+    ('dataset = "vaswani"\nk = 100\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n',
+     "unknown key 'k': k is a stage key; set it in each [[stage]] that takes it"),
+    # command-line spellings
+    ('dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nrm3 = true\nfb-terms = 5\n',
+     "stage 'bm25': unknown key 'fb-terms': write it fb_terms"),
+    ('dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n"--rm3" = true\n',
+     "stage 'bm25': unknown key '--rm3': write it rm3 = true"),
+    ('dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n"--k1" = 1.2\n',
+     "stage 'bm25': unknown key '--k1': write it k1"),
+    # misspellings
+    ('dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nrm3 = true\nfb_term = 5\n',
+     "stage 'bm25': unknown key 'fb_term': did you mean fb_terms?"),
+    ('dataset = "vaswani"\nmesures = ["MAP"]\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n',
+     "unknown key 'mesures': did you mean measures?"),
+    ('dataset = "vaswani"\n[[stages]]\nname = "bm25"\nkind = "retrieve"\n',
+     "unknown key 'stages': did you mean [[stage]]?"),
+    ('dataset = "vaswani"\n[stage]\nname = "bm25"\nkind = "retrieve"\n',
+     "stage must be a list of [[stage]] tables: write [[stage]], with two brackets, above each stage"),
+])
+def test_a_misplaced_or_misspelt_key_says_what_to_write(tmp_path, text, message):
+    """Unknown keys were named with the whole list of known ones, nothing more: `measures` written below a
+    [[stage]] (where TOML puts it in that stage), `fb-terms` or `"--rm3"` spelt as on the command line, `fb_term`
+    for fb_terms, `[[stages]]` ("a pipeline needs 'dataset' and at least one [[stage]]") or `[stage]` ("stage must
+    be a list, not {...}") left the newcomer to find the difference."""
+    from rerank.errors import DataError
+    from rerank.pipeline import load_pipeline
+
+    spec = tmp_path / "p.toml"
+    spec.write_text(text)
+    with pytest.raises(DataError) as caught:
+        load_pipeline(spec)
+    assert message in str(caught.value), str(caught.value)
+
+
+def test_a_short_unknown_key_gets_no_guess(tmp_path):
+    from rerank.errors import DataError
+    from rerank.pipeline import load_pipeline
+
+    spec = tmp_path / "p.toml"
+    spec.write_text('dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nkl = 1.2\n')
+    with pytest.raises(DataError) as caught:
+        load_pipeline(spec)
+    assert "did you mean" not in str(caught.value) and "unknown key 'kl'; known: name, kind" in str(caught.value)
