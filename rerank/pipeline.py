@@ -304,8 +304,14 @@ def _check_leaderboard(source: str, spec: dict) -> None:
     except UsageError as error:
         raise DataError(f"{source}: {error}") from None
     default = get_dataset(spec["dataset"]).measures if spec["dataset"] in dataset_names() else ADHOC_MEASURES
-    labels = [m.label for m in parse_measures(spec.get("measures") or list(default), 1)]
+    try:
+        labels = [m.label for m in parse_measures(spec.get("measures") or list(default), 1)]
+    except UsageError as error:  # the -m message, named by the file's key
+        raise DataError(f"{source}: measures: {error}") from None
     evaluated = [s["name"] for s in spec["stage"] if s.get("evaluate", True)]
+    if not evaluated:
+        raise DataError(f"{source}: every stage has evaluate = false: the leaderboard needs at least one evaluated "
+                        "stage")
     if spec.get("baseline", evaluated[0] if evaluated else None) not in evaluated:
         raise DataError(f"{source}: baseline {spec.get('baseline')!r} is not an evaluated stage "
                         f"({', '.join(evaluated) or 'none'})")

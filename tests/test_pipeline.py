@@ -274,3 +274,22 @@ def test_a_short_unknown_key_gets_no_guess(tmp_path):
     with pytest.raises(DataError) as caught:
         load_pipeline(spec)
     assert "did you mean" not in str(caught.value) and "unknown key 'kl'; known: name, kind" in str(caught.value)
+
+
+def test_leaderboard_mistakes_name_the_file_and_key(tmp_path):
+    """A measure that cannot be read was reported without the file or its key (`cannot read measure 'nDCG10'`,
+    exit status 2, as if typed after -m), and a pipeline whose every stage has `evaluate = false` was told
+    "baseline None is not an evaluated stage (none)"."""
+    from rerank.errors import DataError
+    from rerank.pipeline import load_pipeline
+
+    spec = tmp_path / "p.toml"
+    stage = '[[stage]]\nname = "bm25"\nkind = "retrieve"\n'
+    spec.write_text(f'dataset = "vaswani"\nmeasures = ["nDCG10"]\n{stage}')
+    with pytest.raises(DataError, match=rf"^{spec}: measures: cannot read measure 'nDCG10'; try"):
+        load_pipeline(spec)
+    spec.write_text(f'dataset = "vaswani"\n{stage}evaluate = false\n')
+    with pytest.raises(DataError) as caught:
+        load_pipeline(spec)
+    assert str(caught.value) == (f"{spec}: every stage has evaluate = false: the leaderboard needs at least one "
+                                 "evaluated stage")
