@@ -423,3 +423,16 @@ def test_eval_names_runs_label_equals_file_as_budget_does(rerank, tmp_path):
     assert {line.split()[0] for line in done.stdout.splitlines()[1:]} == {"x", "<stdin>"}
     done = rerank("eval", "x=a.run", "x=b.run", "--qrels", "qrels", cwd=tmp_path, check=False)
     assert done.returncode == 2 and "two runs are named 'x' (a.run, b.run)" in done.stderr, done.stderr
+
+
+def test_a_note_that_several_runs_share_is_said_once(rerank, tmp_path):
+    """A leaderboard of five CACM runs printed "12 queries are not in the qrels and are ignored (34, 35, ...)" five
+    times, once per run: the runs that share a note are now named on one line."""
+    (tmp_path / "qrels").write_text("1 0 d1 1\n2 0 d3 1\n")
+    (tmp_path / "a.run").write_text("1 Q0 d1 1 2.0 a\n9 Q0 d1 1 2.0 a\n")
+    (tmp_path / "b.run").write_text("1 Q0 d2 1 2.0 b\n2 Q0 d3 1 2.0 b\n9 Q0 d1 1 2.0 b\n")
+    (tmp_path / "c.run").write_text("1 Q0 d1 1 2.0 c\n2 Q0 d3 1 2.0 c\n")
+    done = rerank("eval", "a.run", "b.run", "c.run", "--qrels", "qrels", "-m", "MRR", cwd=tmp_path)
+    notes = [line for line in done.stderr.splitlines() if line.startswith("rerank: note:")]
+    assert notes == ["rerank: note: a.run: 1 judged query has no results and counts as 0 (2)",
+                     "rerank: note: a.run, b.run: 1 query is not in the qrels and is ignored (9)"], done.stderr
