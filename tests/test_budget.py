@@ -142,11 +142,12 @@ def test_crossings_in_milliseconds_are_never_in_scientific_notation():
 
 
 def test_labels_files_and_cached_stages_inside_a_fusion(tmp_path, monkeypatch):
-    from rerank.cli.budget_cmds import _cached_score_stages, _split_label
+    from rerank.cli.budget_cmds import _cached_score_stages
+    from rerank.cli.io import split_label
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "k=5.run").write_text("")
-    assert _split_label("k=5.run") == (None, "k=5.run") and _split_label("bert=k5.run") == ("bert", "k5.run")
+    assert split_label("k=5.run") == (None, "k=5.run") and split_label("bert=k5.run") == ("bert", "k5.run")
     fused = [{"name": "bm25", "stage": "retrieve"},
              {"name": "rrf", "stage": "fuse", "inputs": [{"run": "bi.run", "stages": [
                  {"name": "bm25", "stage": "retrieve"}, {"name": "bi", "stage": "score", "cache": True}]}]}]
