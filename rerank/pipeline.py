@@ -319,7 +319,9 @@ def _check_leaderboard(source: str, spec: dict) -> None:
         raise DataError(f"{source}: sort {spec['sort']!r} is not one of the measures: {', '.join(labels)}")
 
 
-def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False) -> str:
+def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_query: bool = False) -> str:
+    """Run the stages that are not up to date; the leaderboard, or with `per_query` eval --per-query's table (each
+    query's difference to the baseline, ordered by the file's `sort` if it has one)."""
     import click
 
     spec = load_pipeline(path)
@@ -373,5 +375,8 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False) -> s
     if baseline not in names:
         raise UsageError(f"{path}: baseline {baseline!r} is not an evaluated stage ({', '.join(names)})")
     base = names.index(baseline)
+    if per_query:
+        sort_label = label_among(spec["sort"], [m.label for m in named]) if spec.get("sort") else None
+        return report.render_per_query(evaluations, named, fmt, base, sort_label)
     rows = report.leaderboard(evaluations, named, base, spec.get("sort"))
     return report.render(rows, named, fmt, baseline)

@@ -1,5 +1,7 @@
 """Pipelines run every stage, write runs/, reuse unchanged runs and print the leaderboard."""
 
+import json
+
 import pytest
 
 pytestmark = pytest.mark.data
@@ -26,6 +28,20 @@ def test_changed_stage_is_recomputed(rerank, session_home, tmp_path):
     again = rerank("run", str(spec))
     assert "running candidates" in again.stderr
     assert again.stdout.splitlines()[1].startswith("c ")  # the stage's name labels its row, not the shipped run's
+
+
+def test_run_per_query_gives_each_querys_difference_to_the_baseline(rerank, tmp_path):
+    """A pipeline's per-query view meant running eval on its runs/ folder by hand; `run -q` gives eval's table,
+    queries ordered by the file's `sort`."""
+    spec = tmp_path / "pq.toml"
+    spec.write_text('dataset = "trecqa-dev"\nmeasures = ["MRR"]\nsort = "MRR"\nbaseline = "c5"\n'
+                    '[[stage]]\nname = "c5"\nkind = "candidates"\nk = 5\n'
+                    '[[stage]]\nname = "c1"\nkind = "candidates"\nk = 1\n')
+    rows = json.loads(rerank("run", str(spec), "-q", "--format", "json").stdout)
+    assert {row["run"] for row in rows} == {"c5", "c1"} and all(row["MRR delta"] is None for row in rows
+                                                                  if row["run"] == "c5")
+    compared = [row["MRR delta"] for row in rows if row["run"] == "c1" and row["qid"] != "all"]
+    assert compared == sorted(compared, reverse=True) and compared[-1] < 0  # a cut to 1 loses where 2-5 found it
 
 
 def test_a_topics_file_is_followed_and_scored_against_the_pipeline_data_set(rerank, session_home, tmp_path):

@@ -34,7 +34,7 @@ def _baseline_index(runs, baseline: str | None) -> int:
               help="MAP, MRR[@k], P@k, HITS@k, nDCG[@k], Recall@k, an ir_measures name (Rprec, Bpref) "
                    "or trec_eval's (ndcg_cut.10, P.5,10, official); repeatable.")
 @click.option("--min-rel", type=int, default=None, help="Lowest grade that counts as relevant (trec_eval -l).")
-@click.option("--per-query", is_flag=True,
+@click.option("-q", "--per-query", is_flag=True,
               help="One row per query and run; with several runs, each query's difference to the baseline too.")
 @click.option("--format", "fmt", type=click.Choice(report.FORMATS), default="table", show_default=True)
 @click.option("--baseline", default=None, help="Run (name, LABEL or file) the others are tested against (default: the first).")

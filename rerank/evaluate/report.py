@@ -108,12 +108,13 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
 
 def _leaderboard_csv(rows: list[Row], measures: list[NamedMeasure]) -> str:
     """For pandas and spreadsheets: plain numbers, the baseline as a column, and for each measure the difference
-    to the baseline (of the run figures: of the sums, for counts), significance mark, both p-values (the mark
-    needs both below ALPHA; none for counts, as no mark) and win/tie/loss counts in columns of their own."""
+    to the baseline (of the run figures: of the sums, for counts), significance mark, the p-values (the t-test's
+    raw and Holm-corrected, the randomization test's; the mark needs the last two below ALPHA; none for counts, as
+    no mark) and win/tie/loss counts in columns of their own."""
     labels = [m.label for m in measures]
     base = next(r for r in rows if r.versus is None)
     header = ["run", "baseline", *labels]
-    for suffix in ("delta", "vs baseline", "p (t-test, Holm)", "p (randomization)", "W/T/L"):
+    for suffix in ("delta", "vs baseline", "p (t-test)", "p (t-test, Holm)", "p (randomization)", "W/T/L"):
         header += [f"{label} {suffix}" for label in labels]
     table = []
     for r in rows:
@@ -121,6 +122,7 @@ def _leaderboard_csv(rows: list[Row], measures: list[NamedMeasure]) -> str:
         table.append([r.run, str(r.versus is None).lower(), *[_exact(r.means[m.label], m) for m in measures],
                       *[_exact(r.means[m.label] - base.means[m.label], m) if c else "" for c, m in zip(versus, measures)],
                       *[_mark(c, m) for c, m in zip(versus, measures)],
+                      *[repr(c.t_p) if c and not is_count(m) else "" for c, m in zip(versus, measures)],
                       *[repr(c.holm_p) if c and not is_count(m) else "" for c, m in zip(versus, measures)],
                       *[repr(c.rand_p) if c and not is_count(m) else "" for c, m in zip(versus, measures)],
                       *[f"{c.wins}/{c.ties}/{c.losses}" if c else "" for c in versus]])
