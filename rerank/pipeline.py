@@ -3,6 +3,8 @@
     dataset = "vaswani"
     measures = ["MAP", "MRR", "P@1", "nDCG@10"]
     baseline = "bm25"
+    tests = ["t", "randomization"]  # optional: how differences to the baseline are marked (eval --test)
+    correction = "holm"          # optional: eval --correction
     [index]                      # optional: build indexes/<dataset> first if it is missing
     backend = "lucene"
     [[stage]]
@@ -36,6 +38,7 @@ from .errors import DataError, MissingIndexError, RerankError, UsageError
 from .evaluate import report
 from .evaluate.measures import label_among
 from .evaluate.session import evaluate_runs, judgements_for
+from .evaluate.significance import CORRECTIONS, DEFAULT_TESTS, TESTS
 from .paths import file_state, indexes_dir, runs_dir
 from .retrieve import api
 from .retrieve.store import MANIFEST, build_command, source_state
@@ -76,7 +79,7 @@ STAGE_PARAMETERS: dict[str, dict[str, type]] = {
 }
 EVERY_STAGE = {"name": str, "kind": str, "input": str, "evaluate": bool}
 PIPELINE_KEYS = {"dataset": str, "stage": list, "measures": list, "baseline": str, "sort": str, "qrels": str,
-                 "min_rel": int, "index": dict}
+                 "min_rel": int, "index": dict, "tests": list, "correction": str}
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")  # a file name in runs/<pipeline>/ and a run tag
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
                dict: "a table"}
@@ -317,6 +320,11 @@ def _check_leaderboard(source: str, spec: dict) -> None:
                         f"({', '.join(evaluated) or 'none'})")
     if labels and label_among(spec.get("sort", labels[0]), labels) is None:
         raise DataError(f"{source}: sort {spec['sort']!r} is not one of the measures: {', '.join(labels)}")
+    unknown = [t for t in spec.get("tests", []) if not isinstance(t, str) or t not in TESTS]
+    if unknown or spec.get("tests") == []:
+        raise DataError(f"{source}: tests {spec['tests']!r}: name one or more of {', '.join(TESTS)}")
+    if spec.get("correction", "holm") not in CORRECTIONS:
+        raise DataError(f"{source}: correction {spec['correction']!r} is not one of {', '.join(CORRECTIONS)}")
 
 
 def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_query: bool = False) -> str:
@@ -378,5 +386,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
     if per_query:
         sort_label = label_among(spec["sort"], [m.label for m in named]) if spec.get("sort") else None
         return report.render_per_query(evaluations, named, fmt, base, sort_label)
-    rows = report.leaderboard(evaluations, named, base, spec.get("sort"))
-    return report.render(rows, named, fmt, baseline)
+    significance = report.Significance(tuple(dict.fromkeys(spec.get("tests", DEFAULT_TESTS))),
+                                       spec.get("correction", "holm"))
+    rows = report.leaderboard(evaluations, named, base, spec.get("sort"), significance)
+    return report.render(rows, named, fmt, baseline, significance)

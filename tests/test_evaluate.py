@@ -39,6 +39,25 @@ def test_an_equal_difference_on_every_query_is_significant_without_a_warning():
     assert c.t_p < 1e-6 and c.wins == 4
 
 
+def test_the_tests_and_corrections_a_leaderboard_can_use():
+    """Only a Holm-corrected t-test together with the randomization test could mark a difference; PyTerrier's users
+    choose the test (t, wilcoxon) and the correction."""
+    from scipy import stats
+
+    from rerank.evaluate.significance import correct
+
+    rng = np.random.default_rng(0)
+    baseline = rng.uniform(size=30)
+    candidate = baseline + rng.normal(0.05, 0.1, size=30)
+    c = compare(candidate, baseline, ("wilcoxon",))
+    assert c.wilcoxon_p == pytest.approx(stats.wilcoxon(candidate - baseline).pvalue)
+    assert compare(candidate, baseline).wilcoxon_p is None  # not computed unless asked for
+    assert compare(baseline, baseline, ("wilcoxon",)).wilcoxon_p == 1.0
+    assert correct([0.01, 0.04, 0.5], "bonferroni") == pytest.approx([0.03, 0.12, 1.0])
+    assert correct([0.01, 0.04, 0.5], "none") == [0.01, 0.04, 0.5]
+    assert correct([0.01, 0.04, 0.5], "holm") == holm([0.01, 0.04, 0.5])
+
+
 def _whole_matrix_randomization(diff, permutations=10_000, seed=42):
     """The test as one sign matrix of permutations x queries: what paired_randomization must equal."""
     signs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(permutations, diff.size))
@@ -126,11 +145,12 @@ def test_dl19_leaderboard_matches_trec_eval_with_graded_relevance(rerank, data_r
     lines = list(reader(csv.splitlines()))  # numbers apart from marks, every digit (as JSON's)
     versus = by_run["bm25-rm3"]["versus_baseline"]["MAP"]
     assert lines == [["run", "baseline", "MAP", "MAP delta", "MAP vs baseline", "MAP p (t-test)",
-                      "MAP p (t-test, Holm)", "MAP p (randomization)", "MAP W/T/L"],
+                      "MAP p (t-test, Holm)", "MAP p (randomization)", "MAP p (randomization, Holm)", "MAP W/T/L"],
                      ["bm25-rm3", "false", repr(by_run["bm25-rm3"]["MAP"]),
                       repr(by_run["bm25-rm3"]["MAP"] - by_run["bm25"]["MAP"]), "+", repr(versus["t_p"]),
-                      repr(versus["holm_p"]), repr(versus["rand_p"]), "27/1/15"],
-                     ["bm25", "true", repr(by_run["bm25"]["MAP"]), "", "", "", "", "", ""]]
+                      repr(versus["holm_p"]), repr(versus["rand_p"]), repr(versus["corrected"]["randomization"]),
+                      "27/1/15"],
+                     ["bm25", "true", repr(by_run["bm25"]["MAP"]), "", "", "", "", "", "", ""]]
 
 
 @pytest.mark.data
@@ -315,9 +335,43 @@ def test_per_query_rows_say_each_querys_difference_to_the_baseline(rerank, tmp_p
     header, *rows = reader(board.stdout.splitlines())
     compared, base = sorted(rows, key=lambda row: row[1])  # baseline "false" first
     assert header == ["run", "baseline", "MRR", "MRR delta", "MRR vs baseline", "MRR p (t-test)",
-                      "MRR p (t-test, Holm)", "MRR p (randomization)", "MRR W/T/L"]
+                      "MRR p (t-test, Holm)", "MRR p (randomization)", "MRR p (randomization, Holm)", "MRR W/T/L"]
     assert compared[3] == "0.0" and float(compared[5]) == float(compared[6]) == 1.0 and \
-        0 < float(compared[7]) <= 1 and compared[8] == "1/1/1" and base[3:] == ["", "", "", "", "", ""]
+        0 < float(compared[7]) == float(compared[8]) <= 1 and compared[9] == "1/1/1" and base[3:] == [""] * 7
+
+
+def test_eval_marks_differences_by_the_chosen_tests_and_correction(rerank, tmp_path):
+    """--test and --correction: a difference is marked when every chosen test's corrected p is below 0.05; the CSV
+    has each test's raw and corrected p-values, and the legend says which tests and correction marked it."""
+    rng = np.random.default_rng(1)
+    qids = [str(q) for q in range(40)]
+    (tmp_path / "qrels").write_text("".join(f"{q} 0 rel 1\n" for q in qids))
+
+    def write(name, ranks):  # the relevant document at a given rank: reciprocal rank 1/rank
+        lines = []
+        for q, rank in zip(qids, ranks):
+            lines += [f"{q} Q0 d{i} {i} {100 - i} {name}" for i in range(1, rank)]
+            lines.append(f"{q} Q0 rel {rank} {100 - rank} {name}")
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    base = rng.integers(1, 6, size=40)
+    write("a.run", base)
+    write("b.run", np.maximum(1, base - (rng.uniform(size=40) < 0.3)))  # better on some queries
+    write("c.run", base)  # the same as the baseline
+    common = ("eval", "a.run", "b.run", "c.run", "--qrels", "qrels", "-m", "MRR", "--baseline", "a.run")
+    rows = {row[0]: row for row in reader(rerank(*common, "--test", "wilcoxon", "--correction", "none", "--format",
+                                                  "csv", cwd=tmp_path).stdout.splitlines())}
+    assert rows["run"][3:7] == ["MRR delta", "MRR vs baseline", "MRR p (Wilcoxon)", "MRR W/T/L"]
+    raw = float(rows["b.run"][5])
+    assert raw < 0.025 and rows["b.run"][4] == "+"  # uncorrected, below 0.05
+    rows = {row[0]: row for row in reader(rerank(*common, "--test", "wilcoxon", "--correction", "bonferroni",
+                                                  "--format", "csv", cwd=tmp_path).stdout.splitlines())}
+    assert rows["run"][5:7] == ["MRR p (Wilcoxon)", "MRR p (Wilcoxon, Bonferroni)"]
+    assert float(rows["b.run"][6]) == pytest.approx(min(1.0, 2 * raw)) and float(rows["c.run"][6]) == 1.0
+    table = rerank(*common, "--test", "t", "--test", "wilcoxon", cwd=tmp_path).stdout
+    assert table.endswith("+/- : better/worse than a.run (paired t-test and Wilcoxon signed-rank test, Holm-corrected "
+                          "over the runs compared, each p < 0.05)\n")
+    done = rerank(*common, "--test", "sign", cwd=tmp_path, check=False)
+    assert done.returncode == 2 and "'sign' is not one of 't', 'randomization', 'wilcoxon'" in done.stderr
 
 
 def test_a_baseline_named_by_a_stage_name_that_several_runs_carry(rerank, tmp_path):
@@ -361,7 +415,7 @@ def test_counts_get_no_significance_mark(rerank, tmp_path):
     assert table.splitlines()[1].split()[:3] == ["b.run", "16", "1.0000"], table
     assert table.splitlines()[0].endswith("W/T/L (MAP)")  # wins are counted on a measure, not on a count
     csv = rerank("eval", "a.run", "b.run", "--qrels", "qrels", "-m", "NumRet", "--format", "csv", cwd=tmp_path).stdout
-    assert csv.splitlines()[1] == "b.run,false,16,8,,,,,8/0/0"  # the sums' difference, and no p-values
+    assert csv.splitlines()[1] == "b.run,false,16,8,,,,,,8/0/0"  # the sums' difference, and no p-values
 
 
 def test_one_measure_named_two_ways_fills_both_columns(tmp_path):

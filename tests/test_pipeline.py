@@ -1,6 +1,7 @@
 """Pipelines run every stage, write runs/, reuse unchanged runs and print the leaderboard."""
 
 import json
+import re
 
 import pytest
 
@@ -153,8 +154,6 @@ def test_stage_mistakes_stop_the_pipeline_before_any_stage_runs(rerank, vaswani_
     """Each of these used to surface only after the stages before it had run (an hour of retrieval, on a big
     collection). They name the file's keys (`add rm3 = true`), not the command-line flags the commands' own checks
     name (`add --rm3`), except in a command line they suggest (`rerank index vaswani --backend dense`)."""
-    import re
-
     spec = tmp_path / "early.toml"
     spec.write_text(f'dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nk = 10\n'
                     f'[[stage]]\nname = "s"\n{stage}\n')
@@ -309,3 +308,23 @@ def test_leaderboard_mistakes_name_the_file_and_key(tmp_path):
         load_pipeline(spec)
     assert str(caught.value) == (f"{spec}: every stage has evaluate = false: the leaderboard needs at least one "
                                  "evaluated stage")
+
+
+def test_a_pipeline_chooses_its_significance_tests_and_correction(rerank, tmp_path):
+    """`tests` and `correction` in the file, as eval's --test and --correction; a test or correction it does not
+    know is refused when the file is read."""
+    from rerank.errors import DataError
+    from rerank.pipeline import load_pipeline
+
+    spec = tmp_path / "sig.toml"
+    stages = ('[[stage]]\nname = "c5"\nkind = "candidates"\nk = 5\n'
+              '[[stage]]\nname = "c1"\nkind = "candidates"\nk = 1\n')
+    spec.write_text(f'dataset = "trecqa-dev"\ntests = ["wilcoxon"]\ncorrection = "none"\n{stages}')
+    board = rerank("run", str(spec)).stdout
+    assert board.endswith("(Wilcoxon signed-rank test, uncorrected, p < 0.05)\n")
+    for top, message in (('tests = ["sign"]', "tests ['sign']: name one or more of t, randomization, wilcoxon"),
+                         ("tests = []", "tests []: name one or more of"),
+                         ('correction = "fdr"', "correction 'fdr' is not one of holm, bonferroni, none")):
+        spec.write_text(f'dataset = "trecqa-dev"\n{top}\n{stages}')
+        with pytest.raises(DataError, match=re.escape(f"{spec}: {message}")):
+            load_pipeline(spec)

@@ -10,6 +10,7 @@ from ..errors import UsageError
 from ..evaluate import report
 from ..evaluate.measures import label_among, parse_measures
 from ..evaluate.session import evaluate_runs, judgements_for, load_runs
+from ..evaluate.significance import CORRECTIONS, DEFAULT_TESTS, TESTS
 from . import cli
 from .io import open_run_inputs, split_label
 
@@ -41,8 +42,14 @@ def _baseline_index(runs, baseline: str | None) -> int:
 @click.option("--sort", "sort_by", default=None,
               help="Measure to sort the leaderboard by (default: the first that is not a count); with --per-query, "
                    "each run's queries by their difference to the baseline on it, largest gain first.")
+@click.option("--test", "tests", multiple=True, type=click.Choice(list(TESTS)),
+              help="Significance test that marks a difference to the baseline; repeatable, all must agree "
+                   "(default: t and randomization).")
+@click.option("--correction", type=click.Choice(list(CORRECTIONS)), default="holm", show_default=True,
+              help="Correction of each test's p-values for the several runs compared with the baseline.")
 @click.option("--strict", is_flag=True, help="Insist that ranks agree with scores.")
-def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_by, strict) -> None:
+def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_by, tests, correction,
+                 strict) -> None:
     """Evaluate RUNS (files; '-' or none for stdin) and print a table or leaderboard.
 
     A run is named by its last stage (or its file); LABEL=FILE names it LABEL, as in rerank budget.
@@ -71,5 +78,6 @@ def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_
         sort_label = label_among(sort_by, labels) if sort_by else None
         click.echo(report.render_per_query(evaluations, named, fmt, base, sort_label), nl=False)
         return
-    rows = report.leaderboard(evaluations, named, base, sort_by)
-    click.echo(report.render(rows, named, fmt, evaluations[base].run_name), nl=False)
+    significance = report.Significance(tuple(dict.fromkeys(tests)) or DEFAULT_TESTS, correction)
+    rows = report.leaderboard(evaluations, named, base, sort_by, significance)
+    click.echo(report.render(rows, named, fmt, evaluations[base].run_name, significance), nl=False)

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from .measures import Evaluation, NamedMeasure, is_count, label_among, primary
-from .significance import Comparison, compare, holm
+from .significance import CORRECTIONS, DEFAULT_TESTS, TESTS, Comparison, compare, correct, holm
 
 ALPHA = 0.05
 FORMATS = ("table", "csv", "json", "markdown")
@@ -25,12 +25,29 @@ class Row:
     unjudged: int
 
 
+@dataclass(frozen=True)
+class Significance:
+    """How differences to the baseline are marked: by which TESTS (all must agree) and which correction of each
+    test's p-values across the runs compared on a measure."""
+
+    tests: tuple[str, ...] = DEFAULT_TESTS
+    correction: str = "holm"
+
+    def legend(self, baseline_name: str) -> str:
+        tests = " and ".join(TESTS[t] for t in self.tests)
+        corrected = (f"{CORRECTIONS[self.correction]}-corrected over the runs compared" if self.correction != "none"
+                     else "uncorrected")
+        each = "each " if len(self.tests) > 1 else ""
+        return f"+/- : better/worse than {baseline_name} ({tests}, {corrected}, {each}p < {ALPHA})\n"
+
+
 def leaderboard(evaluations: list[Evaluation], measures: list[NamedMeasure], baseline: int = 0,
-                sort_by: str | None = None) -> list[Row]:
+                sort_by: str | None = None, significance: Significance = Significance()) -> list[Row]:
     """Rows sorted by `sort_by` (default: the first measure that is not a count; spelled any way -m takes it, `AP`
     for MAP), each compared with the baseline run.
 
-    The t-test's p-values are Holm-corrected across the runs compared on each measure.
+    Each test's p-values are corrected as `significance` says across the runs compared on each measure (`holm_p`:
+    the t-test's, Holm-corrected, whatever it says).
     """
     base = evaluations[baseline]
     rows = []
@@ -42,13 +59,15 @@ def leaderboard(evaluations: list[Evaluation], measures: list[NamedMeasure], bas
             for m in measures:
                 qids = list(base.per_query[m.label])
                 versus[m.label] = compare(np.array([ev.per_query[m.label][q] for q in qids]),
-                                          np.array([base.per_query[m.label][q] for q in qids]))
+                                          np.array([base.per_query[m.label][q] for q in qids]), significance.tests)
         rows.append(Row(ev.run_name, means, versus, len(ev.missing), len(ev.unjudged)))
+    compared = [r for r in rows if r.versus is not None]
     for m in measures:
-        compared = [r for r in rows if r.versus is not None]
-        adjusted = holm([r.versus[m.label].t_p for r in compared])
-        for row, p in zip(compared, adjusted):
-            row.versus[m.label] = replace(row.versus[m.label], holm_p=p)
+        adjusted = {test: correct([r.versus[m.label].p(test) for r in compared], significance.correction)
+                    for test in significance.tests}
+        for i, (row, p) in enumerate(zip(compared, holm([r.versus[m.label].t_p for r in compared]))):
+            row.versus[m.label] = replace(row.versus[m.label], holm_p=p,
+                                          corrected={test: ps[i] for test, ps in adjusted.items()})
     key = label_among(sort_by, [m.label for m in measures]) if sort_by else primary(measures).label
     return sorted(rows, key=lambda r: -r.means[key])
 
@@ -68,15 +87,16 @@ def _exact(value: float, measure: NamedMeasure) -> str:
 
 
 def _mark(c: Comparison | None, measure: NamedMeasure) -> str:
-    """'+'/'-' when better/worse than the baseline at ALPHA after Holm correction (t-test) and
-    by the randomization test; '' when the evidence does not reach both, and for counts (NumRet, NumRel):
-    more documents retrieved is no finding."""
-    if c is None or is_count(measure) or c.holm_p >= ALPHA or c.rand_p >= ALPHA:
+    """'+'/'-' when better/worse than the baseline by every test asked for, each p below ALPHA after correction;
+    '' when the evidence does not reach that, and for counts (NumRet, NumRel): more documents retrieved is no
+    finding."""
+    if c is None or is_count(measure) or any(p >= ALPHA for p in c.corrected.values()):
         return ""
     return "+" if c.delta > 0 else "-"
 
 
-def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_name: str) -> str:
+def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_name: str,
+           significance: Significance = Significance()) -> str:
     labels = [m.label for m in measures]
     if fmt == "json":
         return json.dumps([{"run": r.run, "baseline": r.versus is None, **r.means, "missing_queries": r.missing,
@@ -84,7 +104,7 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
                             "versus_baseline": {k: asdict(v) for k, v in (r.versus or {}).items()}}
                            for r in rows], indent=2) + "\n"
     if fmt == "csv":
-        return _leaderboard_csv(rows, measures)
+        return _leaderboard_csv(rows, measures, significance)
     many = len(rows) > 1
     header = ["run", *labels]
     table = []
@@ -101,31 +121,39 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
             cells.append(f"{c.wins}/{c.ties}/{c.losses}" if c else "-")
     out = _markdown(header, table) if fmt == "markdown" else _text(header, table)
     if many:
-        out += (f"\n+/- : better/worse than {baseline_name} (paired t-test, Holm-corrected, and randomization "
-                f"test, both p < {ALPHA})\n")
+        out += "\n" + significance.legend(baseline_name)
     return out
 
 
-def _leaderboard_csv(rows: list[Row], measures: list[NamedMeasure]) -> str:
+_CSV_TEST_NAMES = {"t": "t-test", "randomization": "randomization", "wilcoxon": "Wilcoxon"}
+
+
+def _leaderboard_csv(rows: list[Row], measures: list[NamedMeasure], significance: Significance) -> str:
     """For pandas and spreadsheets: plain numbers, the baseline as a column, and for each measure the difference
-    to the baseline (of the run figures: of the sums, for counts), significance mark, the p-values (the t-test's
-    raw and Holm-corrected, the randomization test's; the mark needs the last two below ALPHA; none for counts, as
-    no mark) and win/tie/loss counts in columns of their own."""
+    to the baseline (of the run figures: of the sums, for counts), significance mark, each test's p-value raw and
+    corrected (the mark needs every corrected one below ALPHA; none for counts, as no mark) and win/tie/loss counts
+    in columns of their own."""
     labels = [m.label for m in measures]
     base = next(r for r in rows if r.versus is None)
+    p_columns = []  # (column suffix, the p-value it takes from a comparison)
+    for test in significance.tests:
+        name = _CSV_TEST_NAMES[test]
+        p_columns.append((f"p ({name})", lambda c, test=test: c.p(test)))
+        if significance.correction != "none":
+            p_columns.append((f"p ({name}, {CORRECTIONS[significance.correction]})",
+                              lambda c, test=test: c.corrected[test]))
     header = ["run", "baseline", *labels]
-    for suffix in ("delta", "vs baseline", "p (t-test)", "p (t-test, Holm)", "p (randomization)", "W/T/L"):
+    for suffix in ("delta", "vs baseline", *[suffix for suffix, _ in p_columns], "W/T/L"):
         header += [f"{label} {suffix}" for label in labels]
     table = []
     for r in rows:
         versus = [(r.versus or {}).get(label) for label in labels]
-        table.append([r.run, str(r.versus is None).lower(), *[_exact(r.means[m.label], m) for m in measures],
-                      *[_exact(r.means[m.label] - base.means[m.label], m) if c else "" for c, m in zip(versus, measures)],
-                      *[_mark(c, m) for c, m in zip(versus, measures)],
-                      *[repr(c.t_p) if c and not is_count(m) else "" for c, m in zip(versus, measures)],
-                      *[repr(c.holm_p) if c and not is_count(m) else "" for c, m in zip(versus, measures)],
-                      *[repr(c.rand_p) if c and not is_count(m) else "" for c, m in zip(versus, measures)],
-                      *[f"{c.wins}/{c.ties}/{c.losses}" if c else "" for c in versus]])
+        cells = [r.run, str(r.versus is None).lower(), *[_exact(r.means[m.label], m) for m in measures],
+                 *[_exact(r.means[m.label] - base.means[m.label], m) if c else "" for c, m in zip(versus, measures)],
+                 *[_mark(c, m) for c, m in zip(versus, measures)]]
+        for _, p_of in p_columns:
+            cells += [repr(p_of(c)) if c and not is_count(m) else "" for c, m in zip(versus, measures)]
+        table.append([*cells, *[f"{c.wins}/{c.ties}/{c.losses}" if c else "" for c in versus]])
     return _csv(header, table)
 
 

@@ -1,16 +1,22 @@
-"""Paired significance tests between runs over the same judged queries, and Holm–Bonferroni correction.
+"""Paired significance tests between runs over the same judged queries, and corrections for testing several runs.
 
-scipy gives the t-test; the randomization (sign-flip permutation) test is a few lines of numpy with a
-fixed seed, so a leaderboard is reproducible to the last digit.
+scipy gives the t-test and the Wilcoxon signed-rank test; the randomization (sign-flip permutation) test is a few
+lines of numpy with a fixed seed, so a leaderboard is reproducible to the last digit. Holm and Bonferroni are a few
+lines too (statsmodels, which has them, is not a dependency a leaderboard should add).
 """
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+# The tests a leaderboard can mark differences by (`eval --test`), as its legend names them; PyTerrier's are t and
+# wilcoxon. By default both the t-test and the randomization test must agree.
+TESTS = {"t": "paired t-test", "randomization": "randomization test", "wilcoxon": "Wilcoxon signed-rank test"}
+DEFAULT_TESTS = ("t", "randomization")
+CORRECTIONS = {"holm": "Holm", "bonferroni": "Bonferroni", "none": "uncorrected"}
 PERMUTATIONS = 10_000
 SEED = 42
 SIGN_BLOCK = 1 << 20  # sign-matrix elements drawn at a time (8 MB of float64)
@@ -26,7 +32,13 @@ class Comparison:
     wins: int
     ties: int
     losses: int
-    holm_p: float = float("nan")
+    holm_p: float = float("nan")  # the t-test's, Holm-corrected over the runs compared (whatever --correction says)
+    wilcoxon_p: float | None = None  # computed where asked for
+    corrected: dict[str, float] = field(default_factory=dict)  # test -> p after the leaderboard's correction
+
+    def p(self, test: str) -> float:
+        """The raw p-value of one of TESTS."""
+        return {"t": self.t_p, "randomization": self.rand_p, "wilcoxon": self.wilcoxon_p}[test]
 
 
 def paired_randomization(diff: np.ndarray, permutations: int = PERMUTATIONS, seed: int = SEED) -> float:
@@ -45,7 +57,20 @@ def paired_randomization(diff: np.ndarray, permutations: int = PERMUTATIONS, see
     return float((extreme + 1) / (permutations + 1))
 
 
-def compare(candidate: np.ndarray, baseline: np.ndarray) -> Comparison:
+def wilcoxon(diff: np.ndarray) -> float:
+    """Two-sided p-value of scipy's signed-rank test (zero differences dropped, as scipy and PyTerrier do)."""
+    if not diff.any():
+        return 1.0
+    from scipy import stats
+
+    with warnings.catch_warnings():  # ties and zeros: scipy warns that it falls back to the normal approximation
+        warnings.simplefilter("ignore")
+        p = float(stats.wilcoxon(diff).pvalue)
+    return 1.0 if np.isnan(p) else p
+
+
+def compare(candidate: np.ndarray, baseline: np.ndarray, tests: tuple[str, ...] = DEFAULT_TESTS) -> Comparison:
+    """`candidate` against `baseline` on the same queries; the Wilcoxon test only where `tests` asks for it."""
     diff = candidate - baseline
     if diff.size < 2 or not diff.any():
         t_p = 1.0
@@ -59,7 +84,17 @@ def compare(candidate: np.ndarray, baseline: np.ndarray) -> Comparison:
     wins = int(np.count_nonzero(diff > 1e-12))
     losses = int(np.count_nonzero(diff < -1e-12))
     return Comparison(float(diff.mean()) if diff.size else 0.0, t_p, paired_randomization(diff),
-                      wins, diff.size - wins - losses, losses)
+                      wins, diff.size - wins - losses, losses,
+                      wilcoxon_p=wilcoxon(diff) if "wilcoxon" in tests else None)
+
+
+def correct(p_values: list[float], method: str) -> list[float]:
+    """p-values adjusted for testing them together: one of CORRECTIONS."""
+    if method == "holm":
+        return holm(p_values)
+    if method == "bonferroni":
+        return [min(1.0, len(p_values) * p) for p in p_values]
+    return list(p_values)
 
 
 def holm(p_values: list[float]) -> list[float]:
