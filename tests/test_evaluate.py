@@ -145,12 +145,13 @@ def test_dl19_leaderboard_matches_trec_eval_with_graded_relevance(rerank, data_r
     lines = list(reader(csv.splitlines()))  # numbers apart from marks, every digit (as JSON's)
     versus = by_run["bm25-rm3"]["versus_baseline"]["MAP"]
     assert lines == [["run", "baseline", "MAP", "MAP delta", "MAP vs baseline", "MAP p (t-test)",
-                      "MAP p (t-test, Holm)", "MAP p (randomization)", "MAP p (randomization, Holm)", "MAP W/T/L"],
+                      "MAP p (t-test, Holm)", "MAP p (randomization)", "MAP p (randomization, Holm)", "MAP W/T/L",
+                      "missing_queries", "unjudged_queries"],
                      ["bm25-rm3", "false", repr(by_run["bm25-rm3"]["MAP"]),
                       repr(by_run["bm25-rm3"]["MAP"] - by_run["bm25"]["MAP"]), "+", repr(versus["t_p"]),
                       repr(versus["holm_p"]), repr(versus["rand_p"]), repr(versus["corrected"]["randomization"]),
-                      "27/1/15"],
-                     ["bm25", "true", repr(by_run["bm25"]["MAP"]), "", "", "", "", "", "", ""]]
+                      "27/1/15", "0", "0"],
+                     ["bm25", "true", repr(by_run["bm25"]["MAP"]), "", "", "", "", "", "", "", "0", "0"]]
 
 
 @pytest.mark.data
@@ -275,6 +276,10 @@ def test_missing_and_unjudged_queries_are_reported(rerank, data_root, tmp_path):
                   "--min-rel", "2", "-m", "nDCG@10")
     assert f"1 judged query has no results and counts as 0 ({first_qid})" in done.stderr  # it said "1 judged queries"
     assert "1 query is not in the qrels and is ignored (99999)" in done.stderr
+    board = rerank("eval", str(tmp_path / "run"), "--qrels", str(data_root / "trec-dl/qrels/qrels.dl19-passage.txt"),
+                   "--min-rel", "2", "-m", "nDCG@10", "--format", "csv").stdout  # the counts, as JSON has them
+    header, row = reader(board.splitlines())
+    assert dict(zip(header, row))["missing_queries"] == "1" and dict(zip(header, row))["unjudged_queries"] == "1"
     assert "no document of grade" not in done.stderr
     strict = rerank("eval", str(tmp_path / "run"), "--qrels", str(data_root / "trec-dl/qrels/qrels.dl19-passage.txt"),
                     "--min-rel", "3", "-m", "nDCG@10")
@@ -335,9 +340,10 @@ def test_per_query_rows_say_each_querys_difference_to_the_baseline(rerank, tmp_p
     header, *rows = reader(board.stdout.splitlines())
     compared, base = sorted(rows, key=lambda row: row[1])  # baseline "false" first
     assert header == ["run", "baseline", "MRR", "MRR delta", "MRR vs baseline", "MRR p (t-test)",
-                      "MRR p (t-test, Holm)", "MRR p (randomization)", "MRR p (randomization, Holm)", "MRR W/T/L"]
+                      "MRR p (t-test, Holm)", "MRR p (randomization)", "MRR p (randomization, Holm)", "MRR W/T/L",
+                      "missing_queries", "unjudged_queries"]
     assert compared[3] == "0.0" and float(compared[5]) == float(compared[6]) == 1.0 and \
-        0 < float(compared[7]) == float(compared[8]) <= 1 and compared[9] == "1/1/1" and base[3:] == [""] * 7
+        0 < float(compared[7]) == float(compared[8]) <= 1 and compared[9] == "1/1/1" and base[3:] == [""] * 7 + ["0", "0"]
 
 
 def test_eval_marks_differences_by_the_chosen_tests_and_correction(rerank, tmp_path):
@@ -415,7 +421,7 @@ def test_counts_get_no_significance_mark(rerank, tmp_path):
     assert table.splitlines()[1].split()[:3] == ["b.run", "16", "1.0000"], table
     assert table.splitlines()[0].endswith("W/T/L (MAP)")  # wins are counted on a measure, not on a count
     csv = rerank("eval", "a.run", "b.run", "--qrels", "qrels", "-m", "NumRet", "--format", "csv", cwd=tmp_path).stdout
-    assert csv.splitlines()[1] == "b.run,false,16,8,,,,,,8/0/0"  # the sums' difference, and no p-values
+    assert csv.splitlines()[1] == "b.run,false,16,8,,,,,,8/0/0,0,0"  # the sums' difference, and no p-values
 
 
 def test_one_measure_named_two_ways_fills_both_columns(tmp_path):

@@ -132,7 +132,7 @@ def _leaderboard_csv(rows: list[Row], measures: list[NamedMeasure], significance
     """For pandas and spreadsheets: plain numbers, the baseline as a column, and for each measure the difference
     to the baseline (of the run figures: of the sums, for counts), significance mark, each test's p-value raw and
     corrected (the mark needs every corrected one below ALPHA; none for counts, as no mark) and win/tie/loss counts
-    in columns of their own."""
+    in columns of their own; then how many judged queries each run lacks and how many of its queries are unjudged."""
     labels = [m.label for m in measures]
     base = next(r for r in rows if r.versus is None)
     p_columns = []  # (column suffix, the p-value it takes from a comparison)
@@ -145,6 +145,7 @@ def _leaderboard_csv(rows: list[Row], measures: list[NamedMeasure], significance
     header = ["run", "baseline", *labels]
     for suffix in ("delta", "vs baseline", *[suffix for suffix, _ in p_columns], "W/T/L"):
         header += [f"{label} {suffix}" for label in labels]
+    header += ["missing_queries", "unjudged_queries"]  # as JSON names them
     table = []
     for r in rows:
         versus = [(r.versus or {}).get(label) for label in labels]
@@ -153,7 +154,7 @@ def _leaderboard_csv(rows: list[Row], measures: list[NamedMeasure], significance
                  *[_mark(c, m) for c, m in zip(versus, measures)]]
         for _, p_of in p_columns:
             cells += [repr(p_of(c)) if c and not is_count(m) else "" for c, m in zip(versus, measures)]
-        table.append([*cells, *[f"{c.wins}/{c.ties}/{c.losses}" if c else "" for c in versus]])
+        table.append([*cells, *[f"{c.wins}/{c.ties}/{c.losses}" if c else "" for c in versus], r.missing, r.unjudged])
     return _csv(header, table)
 
 
