@@ -102,6 +102,17 @@ def test_p95_statistic_uses_the_tail(tmp_path):
     assert budget.best_within(points, points[0].median_ms, "p95") is None
 
 
+def test_judged_and_timed_queries_are_counted_apart(tmp_path):
+    """CACM times 64 queries but judges 52: one 'queries' column said 64 beside a MAP averaged over 52."""
+    run = _load(_write_run(tmp_path, "m", 20, 10.0, 2))
+    extra = QueryRanking.from_scores("q99", DOCS, range(20, 0, -1), timings=[Timing("m", 10.0, 20)])
+    run.queries["q99"] = extra  # timed, but not in the qrels
+    points, label = budget.measure_points([run], "nDCG@10")
+    assert (points[0].judged, points[0].timed) == (8, 9)
+    text = budget.render(budget.build_report(points, label, "median", [50]), "table")
+    assert text.split("\n")[0].split()[:6] == ["model", "depth", "judged", "nDCG@10", "timed", "median_ms"]
+
+
 def test_untimed_run_names_the_stage(tmp_path):
     header = RunHeader({"qrels": _qrels_file(tmp_path)}).with_stage({"name": "bm25", "stage": "candidates"})
     handle = io.StringIO()
@@ -237,7 +248,7 @@ def test_real_dl2019_candidates(tmp_path, rerank):
     points = {p["model"]: p for p in json.loads(done.stdout)["points"]}
     assert points["bm25"]["effectiveness"] == pytest.approx(0.5058, abs=5e-5)
     assert points["cut"]["median_ms"] == pytest.approx(3.0) and points["cut"]["depth"] == 10
-    assert points["bm25"]["queries"] == 43
+    assert points["bm25"]["judged"] == points["bm25"]["timed"] == 43
 
 
 def test_each_depth_pays_for_every_passage_it_scores(tmp_path, monkeypatch):

@@ -31,11 +31,13 @@ PICKS = ("deepest", "best")  # within a budget: the deepest depth that fits, or 
 
 @dataclass(frozen=True)
 class BudgetPoint:
-    """One run: a model at one depth, its effectiveness and its per-query cost."""
+    """One run: a model at one depth, its effectiveness (a mean over the `judged` queries) and its per-query
+    cost (over the `timed` ones, which may include queries the qrels leave out)."""
 
     model: str
     depth: int
-    queries: int
+    judged: int
+    timed: int
     effectiveness: float
     median_ms: float
     p95_ms: float
@@ -157,8 +159,9 @@ def measure_points(runs: list[Run], measure: str | None = None, qrels: str | Non
     points = []
     for run, evaluation in zip(runs, evaluations):
         costs = np.array(list(query_costs(run, zero_untimed).values()), dtype=float)
-        points.append(BudgetPoint(run.label or run.name, run_depth(run), len(costs), evaluation.overall(label),
-                                  float(np.median(costs)), float(np.percentile(costs, 95)), run.source))
+        points.append(BudgetPoint(run.label or run.name, run_depth(run), len(evaluation.per_query[label]),
+                                  len(costs), evaluation.overall(label), float(np.median(costs)),
+                                  float(np.percentile(costs, 95)), run.source))
     seen: dict[tuple[str, int], str] = {}
     for p in points:
         if (p.model, p.depth) in seen:
@@ -274,9 +277,9 @@ def render(report: BudgetReport, fmt: str) -> str:
                            "leads": [{**asdict(lead), "sentence": lead.sentence()} for lead in report.leads]},
                           indent=2) + "\n"
     m = report.measure
-    point_header = ["model", "depth", "queries", m, "median_ms", "p95_ms", "run"]
-    point_rows = [[p.model, p.depth, p.queries, f"{p.effectiveness:.4f}", f"{p.median_ms:.2f}", f"{p.p95_ms:.2f}",
-                   p.source] for p in report.points]
+    point_header = ["model", "depth", "judged", m, "timed", "median_ms", "p95_ms", "run"]
+    point_rows = [[p.model, p.depth, p.judged, f"{p.effectiveness:.4f}", p.timed, f"{p.median_ms:.2f}",
+                   f"{p.p95_ms:.2f}", p.source] for p in report.points]
     models = list(by_model(report.points))
     budget_header = [f"budget_ms ({report.statistic}; {report.pick} depth that fits)", *models]
     budget_rows = []
