@@ -113,6 +113,24 @@ def test_judged_and_timed_queries_are_counted_apart(tmp_path):
     assert text.split("\n")[0].split()[:6] == ["model", "depth", "judged", "nDCG@10", "timed", "median_ms"]
 
 
+def test_a_batch_timed_run_is_said_so_under_the_default_table(tmp_path):
+    """Lucene splits a batch's time evenly over its queries, so its median is its p95: said only with --statistic
+    p95, while the default table showed equal columns unexplained. A run with per-query times of its own is not
+    named."""
+    lucene = _load(_write_run(tmp_path, "lucene", 20, 5.0, 2))
+    lucene.header.stages[:] = [{"name": "bm25", "stage": "retrieve", "timing": "amortised"}]
+    for ranking in lucene.queries.values():
+        ranking.timings = [Timing("bm25", 40.0, 20)]
+    reranked = _load(_write_run(tmp_path, "bert", 20, 50.0, 2))
+    reranked.header.stages[0]["timing"] = "amortised"  # its bert stage still timed each query
+    points, label = budget.measure_points([lucene, reranked], "nDCG@10")
+    for fmt in ("table", "markdown"):
+        text = budget.render(budget.build_report(points, label), fmt)
+        said = [line for line in text.split("\n") if "per batch" in line]
+        assert said == [("- " if fmt == "markdown" else "") + f"{lucene.source}: timed per batch of queries, each query "
+                        "an equal share, so median_ms and p95_ms show no per-query spread"]
+
+
 def test_untimed_run_names_the_stage(tmp_path):
     header = RunHeader({"qrels": _qrels_file(tmp_path)}).with_stage({"name": "bm25", "stage": "candidates"})
     handle = io.StringIO()

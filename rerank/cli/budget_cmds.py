@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Callable
 
 import click
 
@@ -16,20 +15,8 @@ from . import cli
 from .io import open_run_input, open_run_inputs, split_label
 
 
-def _stages_where(stages: list[dict], wanted: Callable[[dict], bool]) -> list[str]:
-    """Names of the stages `wanted` picks, including those inside the inputs of a fusion."""
-    found = []
-    for stage in stages:
-        if wanted(stage):
-            found.append(str(stage.get("name", stage.get("stage"))))  # (a fused input's header, as its file had it)
-        for fused in stage.get("inputs", []) if isinstance(stage.get("inputs"), list) else []:
-            if isinstance(fused, dict):
-                found += _stages_where(fused.get("stages", []), wanted)
-    return list(dict.fromkeys(found))
-
-
 def _cached_score_stages(stages: list[dict]) -> list[str]:
-    return _stages_where(stages, lambda stage: stage.get("stage") == "score" and bool(stage.get("cache")))
+    return budgets_lib.stages_where(stages, lambda stage: stage.get("stage") == "score" and bool(stage.get("cache")))
 
 
 @cli.command("budget")
@@ -94,7 +81,7 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
                 click.echo(f"rerank: warning: {run.source}: stage {', '.join(cached)} ran with the score cache on, so "
                            "a query whose pairs came from the cache costs about 0 ms; time it with rerank score "
                            "--no-cache", err=True)
-            shared = _stages_where(run.header.stages, lambda stage: stage.get("timing") == "amortised")
+            shared = budgets_lib.stages_where(run.header.stages, lambda stage: stage.get("timing") == "amortised")
             if shared and statistic == "p95":
                 click.echo(f"rerank: note: {run.source}: stage {', '.join(shared)} timed its queries as one batch and "
                            "gave each an equal share, so its p95 is its median", err=True)

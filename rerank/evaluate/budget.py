@@ -42,6 +42,7 @@ class BudgetPoint:
     median_ms: float
     p95_ms: float
     source: str
+    batch_timed: bool = False
 
     def cost(self, statistic: str) -> float:
         return self.median_ms if statistic == "median" else self.p95_ms
@@ -109,6 +110,26 @@ def _stage_names(run: Run) -> str:
     return ", ".join(names) or "none"
 
 
+def stages_where(stages: list[dict], wanted: Callable[[dict], bool]) -> list[str]:
+    """Names of the stages `wanted` picks, including those inside the inputs of a fusion."""
+    found = []
+    for stage in stages:
+        if wanted(stage):
+            found.append(str(stage.get("name", stage.get("stage"))))  # (a fused input's header, as its file had it)
+        for fused in stage.get("inputs", []) if isinstance(stage.get("inputs"), list) else []:
+            if isinstance(fused, dict):
+                found += stages_where(fused.get("stages", []), wanted)
+    return list(dict.fromkeys(found))
+
+
+def batch_timed(run: Run) -> bool:
+    """Whether every stage that timed the run timed its queries as a batch and gave each an equal share (Lucene,
+    dense, Elasticsearch): its median and p95 then show no per-query spread."""
+    shared = stages_where(run.header.stages, lambda stage: stage.get("timing") == "amortised")
+    timed = {t.stage for ranking in run.queries.values() for t in ranking.timings}
+    return bool(timed) and timed <= set(shared)
+
+
 def query_costs(run: Run, zero_untimed: bool = False) -> dict[str, float]:
     """Milliseconds per query, summed over every stage that timed it.
 
@@ -161,7 +182,7 @@ def measure_points(runs: list[Run], measure: str | None = None, qrels: str | Non
         costs = np.array(list(query_costs(run, zero_untimed).values()), dtype=float)
         points.append(BudgetPoint(run.label or run.name, run_depth(run), len(evaluation.per_query[label]),
                                   len(costs), evaluation.overall(label), float(np.median(costs)),
-                                  float(np.percentile(costs, 95)), run.source))
+                                  float(np.percentile(costs, 95)), run.source, batch_timed(run)))
     seen: dict[tuple[str, int], str] = {}
     for p in points:
         if (p.model, p.depth) in seen:
@@ -308,7 +329,10 @@ def render(report: BudgetReport, fmt: str) -> str:
             notes.append(f"{c.other} is better than {c.better} from {_ms(c.below_ms)} ms per query on")
     notes += [lead.sentence() for lead in report.leads]
     bullet = "- " if fmt == "markdown" else ""
-    return (table(point_header, point_rows) + "\n" + table(budget_header, budget_rows) + "\n"
+    shared = [p.source for p in report.points if p.batch_timed]
+    footnote = (f"\n{bullet}{', '.join(shared)}: timed per batch of queries, each query an equal share, so median_ms "
+                "and p95_ms show no per-query spread\n" if shared else "")
+    return (table(point_header, point_rows) + footnote + "\n" + table(budget_header, budget_rows) + "\n"
             + "\n".join(bullet + n for n in notes) + "\n")
 
 
