@@ -64,9 +64,10 @@ def test_costs_sum_every_stage_and_cheap_model_wins_small_budgets(tmp_path):
     assert rows[0]["fast"] is None and rows[0]["slow"] is None
     assert rows[1]["fast"]["depth"] == 20 and rows[1]["slow"] is None
     assert rows[3]["slow"] == {"effectiveness": pytest.approx(1.0), "depth": 20}
-    # fast wins until slow's depth-20 point fits (100.035 ms); at 30 ms both reach the same quality
+    # fast wins until slow's depth-20 point fits (100.035 ms); from 30 ms both reach the same quality, so fast is
+    # not better there ("fast is better than slow below 100" was said), and below 5.04 ms neither fits
     assert [(c.better, c.other, round(c.below_ms, 3)) for c in report.crossings] == [("fast", "slow", 100.035)]
-    assert "fast is better than slow below 100 ms per query" in budget.render(report, "table")
+    assert "fast is at least as good as slow from 5.04 to 100 ms per query" in budget.render(report, "table")
 
 
 def test_a_model_ahead_at_every_budget_is_reported_as_a_lead(tmp_path):
@@ -159,9 +160,27 @@ def test_a_model_that_merely_fits_first_is_not_called_better(tmp_path):
     points, label = budget.measure_points([_load(p) for p in paths], "nDCG@10")
     report = budget.build_report(points, label, "median", [10, 200])
     assert [(c.better, c.other, c.alone) for c in report.crossings] == [("early", "late", True)]
+    assert report.crossings[0].sentence() == "early fits from 3.04 ms per query, late only from 41"
     text = budget.render(report, "table")
-    assert "below 41 ms per query only early fits (late needs 41)" in text
-    assert "late is better than early from 41 ms per query on" in text
+    assert "early is the best that fits from 3.04 to 41 ms per query\nlate is the best that fits from 41 ms per " \
+           "query on\n" in text
+
+
+def test_each_sentence_is_true_read_alone_and_the_best_model_is_said_once_per_budget(tmp_path):
+    """Five CACM runs gave 20 pairwise sentences, among them "below 70.5 ms per query only dense fits (bm25+rm3
+    needs 70.5)": of that pair only, while QLD fit from 25.6 ms with a higher MAP and dense itself needed 53.6 ms.
+    The report now says which model is best from which budget on; "only fits" is said of a pair, by name."""
+    paths = [_write_run(tmp_path, "qld", 20, 24.0, 1), _write_run(tmp_path, "dense", 20, 52.0, 0),
+             _write_run(tmp_path, "rm3", 20, 69.0, 2)]
+    points, label = budget.measure_points([_load(p) for p in paths], "nDCG@10")
+    report = budget.build_report(points, label, "median", [100])
+    said = {c.sentence() for c in report.crossings}
+    assert "dense fits from 53 ms per query, rm3 only from 70" in said
+    assert not any("only dense fits" in sentence for sentence in said)
+    notes = budget.render(report, "table").split("\n\n")[-1].splitlines()
+    assert notes == ["qld is the best that fits from 25 to 70 ms per query",
+                     "rm3 is the best that fits from 70 ms per query on",
+                     "qld is better than dense at every budget from 25 ms per query on"]
 
 
 def test_crossings_in_milliseconds_are_never_in_scientific_notation():
@@ -201,7 +220,9 @@ def test_cli_report_plot_and_errors(tmp_path, rerank):
     done = rerank("budget", f"cheap={fast}", slow, "--format", "json", "--plot", str(plot), "--budgets", "10,200")
     report = json.loads(done.stdout)
     assert {p["model"] for p in report["points"]} == {"cheap", "slow"}
-    assert report["crossings"][0]["sentence"] == "below 100 ms per query only cheap fits (slow needs 100)"
+    assert report["crossings"][0]["sentence"] == "cheap fits from 5.04 ms per query, slow only from 100"
+    assert [b["sentence"] for b in report["best"]] == ["cheap is the best that fits from 5.04 to 100 ms per query",
+                                                       "slow is the best that fits from 100 ms per query on"]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = rerank("budget", slow, "--budgets", "10,-1", check=False)
     assert bad.returncode == 2 and "--budgets must be positive numbers, not '-1'" in bad.stderr

@@ -15,7 +15,7 @@ import csv
 import io
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -50,23 +50,46 @@ class BudgetPoint:
 
 @dataclass(frozen=True)
 class Crossing:
-    """Budgets in [from_ms, below_ms) favour `better` (from the smallest budget when from_ms is None);
-    at `below_ms`, `other` takes over. `alone`: below it `other` has no point at all, so `better` is not
-    better there but the only one that fits."""
+    """Budgets in [from_ms, below_ms) favour `better` (at least equal where `ties`); at `below_ms`, `other`
+    takes over (at least equal from there where `ties_after`). `alone`: below it `other` has no point at all,
+    so `better` is not better there but merely fits."""
 
     better: str
     other: str
     below_ms: float
-    from_ms: float | None = None
+    from_ms: float
     alone: bool = False
+    ties: bool = False
+    ties_after: bool = False
 
     def sentence(self) -> str:
-        if self.alone:
-            below = _ms(self.below_ms)
-            return f"below {below} ms per query only {self.better} fits ({self.other} needs {below})"
-        where = (f"below {_ms(self.below_ms)}" if self.from_ms is None
-                 else f"from {_ms(self.from_ms)} to {_ms(self.below_ms)}")
-        return f"{self.better} is better than {self.other} {where} ms per query"
+        if self.alone:  # of this pair only: a third model may fit too, so never "only X fits"
+            return (f"{self.better} fits from {_ms(self.from_ms)} ms per query, "
+                    f"{self.other} only from {_ms(self.below_ms)}")
+        how = "at least as good as" if self.ties else "better than"
+        return f"{self.better} is {how} {self.other} from {_ms(self.from_ms)} to {_ms(self.below_ms)} ms per query"
+
+    def after(self) -> str:
+        """What holds from `below_ms` on, when this is the pair's last crossing."""
+        how = "at least as good as" if self.ties_after else "better than"
+        return f"{self.other} is {how} {self.better} from {_ms(self.below_ms)} ms per query on"
+
+
+@dataclass(frozen=True)
+class Best:
+    """Budgets in [from_ms, below_ms) (from_ms on when below_ms is None) are best spent on `models` (several
+    where they are equal): the frontier of every curve, the line a reader deploys from."""
+
+    models: tuple[str, ...]
+    from_ms: float
+    below_ms: float | None = None
+
+    def sentence(self) -> str:
+        who = (f"{self.models[0]} is the best that fits" if len(self.models) == 1
+               else f"{', '.join(self.models[:-1])} and {self.models[-1]} are the best that fit (equal)")
+        where = (f"from {_ms(self.from_ms)} ms per query on" if self.below_ms is None
+                 else f"from {_ms(self.from_ms)} to {_ms(self.below_ms)} ms per query")
+        return f"{who} {where}"
 
 
 @dataclass(frozen=True)
@@ -239,23 +262,42 @@ def compare_curves(points: list[BudgetPoint], statistic: str,
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             times = sorted({p.cost(statistic) for p in models[a] + models[b]})
-            segments: list[tuple[str, float]] = []  # (the better model, from this budget on)
-            ties = False
+            segments: list[list] = []  # [the better model, from this budget on, equal at some budget in it]
+            tied_first = False  # equal before either is ahead
             for t in times:
                 best_a, best_b = best_within(models[a], t, statistic, pick), best_within(models[b], t, statistic, pick)
                 ea = best_a.effectiveness if best_a else -math.inf
                 eb = best_b.effectiveness if best_b else -math.inf
                 winner = a if ea > eb else b if eb > ea else None
-                ties |= winner is None and ea > -math.inf
                 if winner is not None and (not segments or segments[-1][0] != winner):
-                    segments.append((winner, t))
-            for k, ((better, start), (other, end)) in enumerate(zip(segments, segments[1:])):
+                    segments.append([winner, t, tied_first and not segments])
+                elif winner is None and ea > -math.inf:
+                    if segments:
+                        segments[-1][2] = True
+                    tied_first = not segments
+            for k, ((better, start, ties), (other, end, ties_after)) in enumerate(zip(segments, segments[1:])):
                 alone = min(p.cost(statistic) for p in models[other]) >= end
-                found.append(Crossing(better, other, end, start if k else None, alone))
+                found.append(Crossing(better, other, end, start, alone, ties, ties_after))
             if len(segments) == 1:
-                better, start = segments[0]
+                better, start, ties = segments[0]
                 leads.append(Lead(better, b if better == a else a, start, ties))
     return found, leads
+
+
+def frontier(points: list[BudgetPoint], statistic: str, pick: str = "deepest") -> list[Best]:
+    """Which model is best within each budget, from the cheapest point on; exact for the same reason as
+    compare_curves."""
+    models = by_model(points)
+    spans: list[Best] = []
+    for t in sorted({p.cost(statistic) for p in points}):
+        fitting = {m: best_within(pts, t, statistic, pick) for m, pts in models.items()}
+        top = max(p.effectiveness for p in fitting.values() if p is not None)
+        best = tuple(sorted(m for m, p in fitting.items() if p is not None and p.effectiveness == top))
+        if not spans or spans[-1].models != best:
+            if spans:
+                spans[-1] = Best(spans[-1].models, spans[-1].from_ms, t)
+            spans.append(Best(best, t))
+    return spans
 
 
 @dataclass
@@ -267,6 +309,7 @@ class BudgetReport:
     crossings: list[Crossing]
     leads: list[Lead]
     pick: str = "deepest"
+    best: list[Best] = field(default_factory=list)
 
     def budget_rows(self) -> list[dict]:
         rows = []
@@ -286,14 +329,16 @@ def build_report(points: list[BudgetPoint], measure: str, statistic: str = "medi
     if pick not in PICKS:
         raise UsageError(f"pick must be one of {', '.join(PICKS)}, not {pick!r}")
     return BudgetReport(measure, statistic, points, budgets or default_budgets(points, statistic),
-                        *compare_curves(points, statistic, pick), pick)
+                        *compare_curves(points, statistic, pick), pick, frontier(points, statistic, pick))
 
 
 def render(report: BudgetReport, fmt: str) -> str:
-    """Two tables (the measured points, then what each budget buys) and the crossing points."""
+    """Two tables (the measured points, then what each budget buys), the best model from each budget on,
+    and the pairs whose order changes where both fit, or that never change order."""
     if fmt == "json":
         return json.dumps({"measure": report.measure, "statistic": report.statistic, "pick": report.pick,
                            "points": [asdict(p) for p in report.points], "budgets": report.budget_rows(),
+                           "best": [{**asdict(b), "sentence": b.sentence()} for b in report.best],
                            "crossings": [{**asdict(c), "sentence": c.sentence()} for c in report.crossings],
                            "leads": [{**asdict(lead), "sentence": lead.sentence()} for lead in report.leads]},
                           indent=2) + "\n"
@@ -321,12 +366,14 @@ def render(report: BudgetReport, fmt: str) -> str:
                                  repr(best["effectiveness"]) if best else ""])  # every digit, as eval's CSV
         return buf.getvalue()
     table = _markdown if fmt == "markdown" else _text
-    notes = []
+    notes = [b.sentence() for b in report.best] if len(models) > 1 else []
     for i, c in enumerate(report.crossings):
+        if c.alone:  # "X fits from ..., Y only from ...": the best models above say it for every pair at once
+            continue
         notes.append(c.sentence())
         following = report.crossings[i + 1] if i + 1 < len(report.crossings) else None
         if following is None or {following.better, following.other} != {c.better, c.other}:
-            notes.append(f"{c.other} is better than {c.better} from {_ms(c.below_ms)} ms per query on")
+            notes.append(c.after())
     notes += [lead.sentence() for lead in report.leads]
     bullet = "- " if fmt == "markdown" else ""
     shared = [p.source for p in report.points if p.batch_timed]
