@@ -10,7 +10,7 @@ from ..errors import UsageError, counted, verb
 from ..evaluate.session import load_runs, some_ids
 from ..retrieve import fusion
 from . import cli
-from .io import open_run_inputs, write_stream
+from .io import open_run_inputs, run_output_options, write_stream
 
 
 @cli.command()
@@ -22,8 +22,7 @@ from .io import open_run_inputs, write_stream
               help="CombSUM: per-query score normalisation  [default: minmax]")
 @click.option("--depth", default=1000, show_default=True, help="Documents kept per query after fusion.")
 @click.option("--name", "stage_name", default="fused", show_default=True, help="Run tag for the fused run.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the run here instead of stdout.")
-@click.option("--trec", "trec_only", is_flag=True, help="Plain trec_eval-compatible lines (no # header or timings).")
+@run_output_options
 def fuse(runs, method, rrf_k, norm, depth, stage_name, output, trec_only) -> None:
     """Fuse two or more RUNS of the same topics ('-' reads one of them from stdin).
 

@@ -5,11 +5,23 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Callable, Iterator
+
+import click
 
 from ..atomic import atomic_output
 from ..errors import DataError, UsageError
 from ..runs import Stream, open_run_file
+
+
+def run_output_options(command: Callable) -> Callable:
+    """-o and --trec, for every command that writes a run stream: its `#` lines carry what the next stage and eval
+    read, and trec_eval stops at the first of them, so each option says which to use for what."""
+    command = click.option("--trec", "trec_only", is_flag=True,
+                           help="Plain TREC lines, as trec_eval reads them (no # header or timings; eval then "
+                                "needs --qrels, and the next stage --topics/--corpus).")(command)
+    return click.option("-o", "--output", type=click.Path(dir_okay=False),
+                        help="Write the run here instead of stdout (with # lines: see --trec).")(command)
 
 
 def split_label(argument: str) -> tuple[str | None, str]:

@@ -9,7 +9,7 @@ from ..retrieve import api
 from ..retrieve.store import EMPTY_SKIPPED, REUSED
 from ..runs import RunReader, Stream
 from . import cli
-from .io import open_run_input, write_stream
+from .io import open_run_input, run_output_options, write_stream
 
 
 def backend_options(command):
@@ -75,8 +75,7 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
 @click.option("--name", "stage_name", default=None,
               help="Run tag for this stage (default bm25, bm25+rm3, qld or qld+rm3; dense for --backend dense; "
                    "the candidate run's name for --candidates).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the run here instead of stdout.")
-@click.option("--trec", "trec_only", is_flag=True, help="Plain trec_eval-compatible lines (no # header or timings).")
+@run_output_options
 @backend_options
 @click.option("--ef-search", type=int, default=None, help="Dense HNSW: candidates explored per query (faiss efSearch; at least --k).")
 @click.option("--exact", flag_value=True, default=None,

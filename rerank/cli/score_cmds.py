@@ -15,7 +15,7 @@ from ..errors import UsageError
 from ..models.base import BF16_EMULATED, MODELS, bf16_is_emulated
 from ..runs import RunReader, Stream
 from . import cli
-from .io import open_run_input, write_stream
+from .io import open_run_input, run_output_options, write_stream
 
 
 @cli.command()
@@ -40,8 +40,7 @@ from .io import open_run_input, write_stream
 @click.option("--interpolate", type=float, default=None, metavar="ALPHA",
               help="Final score (1-ALPHA)·z(model) + ALPHA·z(first-stage score), z over the re-scored candidates.")
 @click.option("--name", "stage_name", default=None, help="Stage name and run tag (default: the model name).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the run here instead of stdout.")
-@click.option("--trec", "trec_only", is_flag=True, help="Plain trec_eval-compatible lines (no # header or timings).")
+@run_output_options
 def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, corpus, batch_size, max_length,
           threads, quantize, precision, compile_model, interpolate, stage_name, output, trec_only) -> None:
     """Re-score the top DEPTH candidates of each query in RUN (default stdin) with a model."""
