@@ -383,3 +383,46 @@ def test_a_rebuild_never_deletes_the_live_index_in_place(home, cacm_slice, tiny_
     info = dense.build("live", iter(docs[:20]), None, {}, encoder=tiny_encoder, overwrite=True)
     assert info.documents == 20 and dense.open_index("live", encoder=tiny_encoder).info.documents == 20
     assert sorted(p.name for p in live.parent.iterdir()) == ["dense"]  # nothing aside is left
+
+
+def _fake_dense_index(home, name: str, docids: list[str], dim: int = 4):
+    """A dense index's files as a build leaves them, without encoding anything."""
+    from rerank.retrieve.dense import DOCIDS, VECTORS
+    from rerank.retrieve.store import IndexInfo
+
+    folder = home / "indexes" / name / "dense"
+    folder.mkdir(parents=True, exist_ok=True)
+    np.save(folder / VECTORS, np.eye(len(docids), dim, dtype=np.float32))
+    (folder / DOCIDS).write_text("\n".join(docids) + "\n")
+    IndexInfo(name, "dense", len(docids), {"corpus": "/c.jsonl", "dim": dim,
+                                           "encoder": {"hash": "h", "max_length": 256}}).write(folder)
+    return folder
+
+
+@pytest.mark.parametrize("damage", ["docids a line short", "docids a line long", "vectors truncated",
+                                    "vectors not an array", "manifest not JSON"])
+def test_stored_passages_of_a_damaged_dense_index_are_refused(home, damage):
+    """score --model minilm-bi looked passages up by docid in a dense index's docids.txt and vectors.npy as they
+    were: a docids.txt a line short gave each later document its neighbour's vector (scores silently wrong), and a
+    truncated vectors.npy or a damaged manifest ended in a traceback. A damaged index is named, with its rebuild."""
+    from rerank.errors import DataError
+    from rerank.retrieve.dense import DOCIDS, VECTORS, stored_passages
+    from rerank.retrieve.store import MANIFEST
+    from rerank.runs import RunHeader
+
+    folder = _fake_dense_index(home, "damagedpassages", ["d1", "d2", "d3"])
+    header = RunHeader({"index": "damagedpassages"})
+    assert stored_passages(header, "h", 256).rows == {"d1": 0, "d2": 1, "d3": 2}
+    if damage == "docids a line short":
+        (folder / DOCIDS).write_text("d1\nd3\n")
+    elif damage == "docids a line long":
+        (folder / DOCIDS).write_text("d1\nd2\nd3\nd4\n")
+    elif damage == "vectors truncated":
+        os.truncate(folder / VECTORS, (folder / VECTORS).stat().st_size - 8)
+    elif damage == "vectors not an array":
+        (folder / VECTORS).write_text("hello\n")
+    else:
+        (folder / MANIFEST).write_text("{")
+    with pytest.raises(DataError, match="dense index .*damagedpassages.* is damaged.*rerank index damagedpassages "
+                                        "--corpus FILE --backend dense --overwrite"):
+        stored_passages(header, "h", 256)

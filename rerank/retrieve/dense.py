@@ -110,11 +110,21 @@ def stored_passages(header: Any, encoder_hash: str, max_length: int) -> StoredPa
         folder = index_folder(name) / BACKEND
         if not (folder / MANIFEST).is_file():
             continue
-        encoder = IndexInfo.read(folder, name, BACKEND).source.get("encoder", {})
-        if encoder.get("hash") != encoder_hash or encoder.get("max_length") != max_length:
-            return None
-        docids = (folder / DOCIDS).read_text().split()
-        return StoredPassages(dict(zip(docids, range(len(docids)))), np.load(folder / VECTORS, mmap_mode="r"), folder)
+        damaged = DataError(f"dense index {folder} is damaged (its manifest, vectors or docids are unreadable or "
+                            f"disagree); rebuild it with: {build_command(name, ' --backend dense --overwrite')}")
+        try:
+            info = IndexInfo.read(folder, name, BACKEND)
+            encoder = info.source.get("encoder", {})
+            if encoder.get("hash") != encoder_hash or encoder.get("max_length") != max_length:
+                return None
+            docids, vectors = (folder / DOCIDS).read_text().split(), np.load(folder / VECTORS, mmap_mode="r")
+        except (OSError, ValueError, TypeError, AttributeError, EOFError):
+            raise damaged from None
+        rows = dict(zip(docids, range(len(docids))))
+        # rows are found by docid: a docids.txt a line short gave each later document its neighbour's vector
+        if vectors.shape != (info.documents, info.source.get("dim")) or len(rows) != len(vectors):
+            raise damaged
+        return StoredPassages(rows, vectors, folder)
     return None
 
 
