@@ -496,3 +496,18 @@ def test_a_note_that_several_runs_share_is_said_once(rerank, tmp_path):
     notes = [line for line in done.stderr.splitlines() if line.startswith("rerank: note:")]
     assert notes == ["rerank: note: a.run: 1 judged query has no results and counts as 0 (2)",
                      "rerank: note: a.run, b.run: 1 query is not in the qrels and is ignored (9)"], done.stderr
+
+
+def test_baseline_by_the_stage_name_of_a_run_renamed_label_equals_file(rerank, tmp_path):
+    """`eval X=bm25.run rm3.run --baseline bm25` said "'bm25' is the stage name of several runs: X" of one run: a
+    stage name was only ever shared (runs shown as name:file) before LABEL=FILE. One run's stage name picks it."""
+    (tmp_path / "qrels").write_text("1 0 d1 1\n2 0 d3 1\n")
+    for name, lines in (("bm25", "1 Q0 d1 1 2.0 bm25\n2 Q0 d4 1 2.0 bm25\n2 Q0 d3 2 1.0 bm25\n"),
+                        ("rm3", "1 Q0 d2 1 2.0 rm3\n1 Q0 d1 2 1.0 rm3\n2 Q0 d3 1 2.0 rm3\n")):
+        (tmp_path / f"{name}.run").write_text(f'# rerank-run: 2\n# stage: {{"name": "{name}"}}\n{lines}# end of run\n')
+    done = rerank("eval", "X=bm25.run", "rm3.run", "--qrels", "qrels", "-m", "MRR", "--baseline", "bm25",
+                  cwd=tmp_path)
+    assert "X (baseline)" in done.stdout, done.stdout
+    done = rerank("eval", "X=bm25.run", "Y=bm25.run", "rm3.run", "--qrels", "qrels", "-m", "MRR", "--baseline",
+                  "bm25", cwd=tmp_path, check=False)
+    assert done.returncode == 2 and "stage name of several runs: X, Y; name one" in done.stderr, done.stderr

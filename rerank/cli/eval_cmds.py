@@ -21,10 +21,12 @@ def _baseline_index(runs, baseline: str | None) -> int:
     for i, run in enumerate(runs):
         if baseline in (run.name, run.source):
             return i
-    shared = [run.name for run in runs if run.header.stages and run.header.stages[-1].get("name") == baseline]
+    shared = [i for i, run in enumerate(runs) if run.header.stages and run.header.stages[-1].get("name") == baseline]
+    if len(shared) == 1:  # the stage name of a run renamed LABEL=FILE: it was called that of "several runs"
+        return shared[0]
     if shared:  # a stage name that several runs carry, shown as name:file
-        raise UsageError(f"--baseline {baseline!r} is the stage name of several runs: {', '.join(shared)}; "
-                         "name one of them")
+        raise UsageError(f"--baseline {baseline!r} is the stage name of several runs: "
+                         f"{', '.join(runs[i].name for i in shared)}; name one of them")
     raise UsageError(f"--baseline {baseline!r} names none of the runs: {', '.join(r.name for r in runs)}")
 
 
