@@ -95,7 +95,7 @@ def test_minilm_bi_looks_up_the_passages_a_dense_index_stores(rerank, home, cacm
     # in-process: what the index lacks is embedded from its text; what it holds is not embedded at all
     docs = _documents(cacm_slice, 41)
     model, fresh = BiEncoderReranker(), BiEncoderReranker()
-    model.attach(RunHeader({"index": "storedslice"}))
+    model.attach(RunHeader({"index": "storedslice", "corpus": str(corpus.resolve())}))
     embedded = []
     embed = model.embed
     model.embed = lambda texts: embedded.append(list(texts)) or embed(texts)
@@ -385,7 +385,7 @@ def test_a_rebuild_never_deletes_the_live_index_in_place(home, cacm_slice, tiny_
     assert sorted(p.name for p in live.parent.iterdir()) == ["dense"]  # nothing aside is left
 
 
-def _fake_dense_index(home, name: str, docids: list[str], dim: int = 4):
+def _fake_dense_index(home, name: str, docids: list[str], dim: int = 4, source: dict | None = None):
     """A dense index's files as a build leaves them, without encoding anything."""
     from rerank.retrieve.dense import DOCIDS, VECTORS
     from rerank.retrieve.store import IndexInfo
@@ -394,7 +394,7 @@ def _fake_dense_index(home, name: str, docids: list[str], dim: int = 4):
     folder.mkdir(parents=True, exist_ok=True)
     np.save(folder / VECTORS, np.eye(len(docids), dim, dtype=np.float32))
     (folder / DOCIDS).write_text("\n".join(docids) + "\n")
-    IndexInfo(name, "dense", len(docids), {"corpus": "/c.jsonl", "dim": dim,
+    IndexInfo(name, "dense", len(docids), {**(source or {"corpus": "/c.jsonl"}), "dim": dim,
                                            "encoder": {"hash": "h", "max_length": 256}}).write(folder)
     return folder
 
@@ -411,7 +411,7 @@ def test_stored_passages_of_a_damaged_dense_index_are_refused(home, damage):
     from rerank.runs import RunHeader
 
     folder = _fake_dense_index(home, "damagedpassages", ["d1", "d2", "d3"])
-    header = RunHeader({"index": "damagedpassages"})
+    header = RunHeader({"index": "damagedpassages", "corpus": "/c.jsonl"})
     assert stored_passages(header, "h", 256).rows == {"d1": 0, "d2": 1, "d3": 2}
     if damage == "docids a line short":
         (folder / DOCIDS).write_text("d1\nd3\n")
@@ -426,3 +426,19 @@ def test_stored_passages_of_a_damaged_dense_index_are_refused(home, damage):
     with pytest.raises(DataError, match="dense index .*damagedpassages.* is damaged.*rerank index damagedpassages "
                                         "--corpus FILE --backend dense --overwrite"):
         stored_passages(header, "h", 256)
+
+
+def test_stored_passages_are_of_the_collection_the_texts_come_from(home):
+    """Stored vectors are found by docid, and were taken from the dense index named after the stream's index or data
+    set whatever it had been built from: a dense `cacm` built from a corpus file of one's own (or a `mini` rebuilt
+    from another file) gave a BM25 stream over CACM's texts the vectors of other texts under the same docids."""
+    from rerank.retrieve.dense import stored_passages
+    from rerank.runs import RunHeader
+
+    _fake_dense_index(home, "ownpassages", ["d1", "d2"])  # built from /c.jsonl
+    assert stored_passages(RunHeader({"index": "ownpassages", "corpus": "/c.jsonl"}), "h", 256) is not None
+    assert stored_passages(RunHeader({"index": "ownpassages", "corpus": "/other.jsonl"}), "h", 256) is None
+    assert stored_passages(RunHeader({"dataset": "ownpassages", "index": "ownpassages"}), "h", 256) is None
+    _fake_dense_index(home, "setpassages", ["d1", "d2"], source={"dataset": "setpassages"})
+    assert stored_passages(RunHeader({"dataset": "setpassages", "index": "setpassages"}), "h", 256) is not None
+    assert stored_passages(RunHeader({"topics": "/t.tsv", "index": "setpassages"}), "h", 256) is not None

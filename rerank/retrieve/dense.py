@@ -101,6 +101,15 @@ class StoredPassages:
     folder: Path
 
 
+def _same_collection(source: dict, header: Any) -> bool:
+    """Whether an index was built from the documents a stream's texts come from: the corpus file its header names
+    (retrieve names the one its index was built from), else its data set. Vectors are found by docid, and an
+    index named after the stream's (a dense `cacm` built from a corpus of one's own) may hold other texts."""
+    if header.get("corpus"):
+        return source.get("corpus") == header.get("corpus")
+    return "corpus" not in source and source.get("dataset") in (header.dataset, header.get("index"))
+
+
 def stored_passages(header: Any, encoder_hash: str, max_length: int) -> StoredPassages | None:
     """The vectors of the dense index of the collection a stream names (its index, then its data set), if the
     same encoder made them at the same max_length: its passages then need no second embedding."""
@@ -114,6 +123,8 @@ def stored_passages(header: Any, encoder_hash: str, max_length: int) -> StoredPa
                             f"disagree); rebuild it with: {build_command(name, ' --backend dense --overwrite')}")
         try:
             info = IndexInfo.read(folder, name, BACKEND)
+            if not _same_collection(info.source, header):
+                continue
             encoder = info.source.get("encoder", {})
             if encoder.get("hash") != encoder_hash or encoder.get("max_length") != max_length:
                 return None
