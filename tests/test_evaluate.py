@@ -511,3 +511,16 @@ def test_baseline_by_the_stage_name_of_a_run_renamed_label_equals_file(rerank, t
     done = rerank("eval", "X=bm25.run", "Y=bm25.run", "rm3.run", "--qrels", "qrels", "-m", "MRR", "--baseline",
                   "bm25", cwd=tmp_path, check=False)
     assert done.returncode == 2 and "stage name of several runs: X, Y; name one" in done.stderr, done.stderr
+
+
+def test_a_label_with_a_bar_keeps_its_markdown_row_whole(rerank, tmp_path):
+    """`eval 'a|b=FILE' --format markdown` split that run's row at the label's '|': one cell too many."""
+    (tmp_path / "qrels").write_text("1 0 d1 1\n")
+    (tmp_path / "a.run").write_text("1 Q0 d1 1 2.0 a\n")
+    (tmp_path / "b.run").write_text("1 Q0 d2 1 2.0 b\n1 Q0 d1 2 1.0 b\n")
+    for extra in ([], ["--per-query"]):
+        done = rerank("eval", "a|b=a.run", "b.run", "--qrels", "qrels", "-m", "MRR", "--format", "markdown", *extra,
+                      cwd=tmp_path)
+        rows = [line for line in done.stdout.splitlines() if line.startswith("|")]
+        assert len({line.replace("\\|", "").count("|") for line in rows}) == 1, done.stdout
+        assert any(line.startswith("| a\\|b ") for line in rows), done.stdout

@@ -213,6 +213,7 @@ def _text(header: list[str], table: list[list[str]]) -> str:
 
 
 def _markdown(header: list[str], table: list[list[str]]) -> str:
+    """A '|' in a cell is escaped: a run labelled a|b (eval a|b=FILE) split its row into one cell too many."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(map(str, row)) + " |" for row in table]
+    lines += ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in table]
     return "\n".join(lines) + "\n"
