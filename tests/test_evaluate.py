@@ -483,6 +483,17 @@ def test_eval_names_runs_label_equals_file_as_budget_does(rerank, tmp_path):
     assert {line.split()[0] for line in done.stdout.splitlines()[1:]} == {"x", "<stdin>"}
     done = rerank("eval", "x=a.run", "x=b.run", "--qrels", "qrels", cwd=tmp_path, check=False)
     assert done.returncode == 2 and "two runs are named 'x' (a.run, b.run)" in done.stderr, done.stderr
+    # a labelled run clashes with no unlabelled one of its stage name: the copy was shown as a:copy.run
+    from rerank.runs import QueryRanking, RunHeader, RunWriter
+
+    for name in ("staged.run", "copy.run"):
+        with open(tmp_path / name, "w") as handle, RunWriter(handle, RunHeader({}).with_stage({"name": "bm25"})) as out:
+            out.write(QueryRanking("1", ["d1"], [2.0]))
+    done = rerank("eval", "A=staged.run", "copy.run", "--qrels", "qrels", "-m", "MRR", "--format", "csv",
+                  cwd=tmp_path)
+    assert sorted(line.split(",")[0] for line in done.stdout.splitlines()[1:]) == ["A", "bm25"]
+    done = rerank("eval", "A=", "b.run", "--qrels", "qrels", cwd=tmp_path, check=False)  # "run file not found: "
+    assert done.returncode == 2 and done.stderr == "rerank: error: 'A=': LABEL=FILE needs a file after '='\n"
 
 
 def test_a_note_that_several_runs_share_is_said_once(rerank, tmp_path):

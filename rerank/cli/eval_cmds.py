@@ -58,10 +58,8 @@ def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_
     """
     labelled = [split_label(arg) for arg in runs] or [(None, None)]
     with contextlib.ExitStack() as stack:
-        loaded = load_runs(open_run_inputs(stack, [path for _, path in labelled]), strict)
-    for run, (label, _) in zip(loaded, labelled):
-        if label:
-            run.label = label
+        loaded = load_runs(open_run_inputs(stack, [path for _, path in labelled]), strict,
+                           [label for label, _ in labelled])
     for run in loaded:
         same = [other.source for other in loaded if other.name == run.name]
         if len(same) > 1:

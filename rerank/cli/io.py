@@ -29,6 +29,8 @@ def split_label(argument: str) -> tuple[str | None, str]:
     label, sep, path = argument.partition("=")
     if Path(argument).exists() or not (sep and label and "/" not in label):
         return None, argument
+    if not path:  # it said "run file not found: " (an empty name)
+        raise UsageError(f"{argument!r}: LABEL=FILE needs a file after '='")
     return label, path
 
 

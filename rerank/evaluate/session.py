@@ -71,16 +71,19 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
                       dataset.unjudged_rule)
 
 
-def load_runs(inputs: list[tuple[IO[str], str]], strict: bool) -> list[Run]:
+def load_runs(inputs: list[tuple[IO[str], str]], strict: bool, labels: list[str | None] | None = None) -> list[Run]:
+    """Whole runs, named by `labels` (LABEL=FILE) where given, else by their last stage; two unlabelled runs of one
+    stage name are told apart by their files (a labelled one clashes with none: `A=bm25.run copy.run`)."""
     runs = []
-    for handle, source in inputs:
+    for i, (handle, source) in enumerate(inputs):
         run = load_run(handle, source, strict)
         if not run.queries:
             raise DataError(f"empty input: {source} holds no run records")
+        run.label = labels[i] if labels else None
         runs.append(run)
     names = [r.name for r in runs]
     for run in runs:
-        if names.count(run.name) > 1:  # two runs of one stage name: tell them apart by their files
+        if names.count(run.name) > 1 and not run.label:
             run.label = f"{run.name}:{run.source}"
     return runs
 
