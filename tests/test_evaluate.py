@@ -53,6 +53,12 @@ def test_the_tests_and_corrections_a_leaderboard_can_use():
     assert c.wilcoxon_p == pytest.approx(stats.wilcoxon(candidate - baseline).pvalue)
     assert compare(candidate, baseline).wilcoxon_p is None  # not computed unless asked for
     assert compare(baseline, baseline, ("wilcoxon",)).wilcoxon_p == 1.0
+    # how large, beside whether: the t-test's 95% interval of the mean difference, and Cohen's d_z
+    interval = stats.ttest_rel(candidate, baseline).confidence_interval(0.95)
+    assert c.ci95 == pytest.approx((interval.low, interval.high)) and c.ci95[0] < c.delta < c.ci95[1]
+    assert c.effect_size == pytest.approx((candidate - baseline).mean() / (candidate - baseline).std(ddof=1))
+    same = compare(baseline + 0.1, baseline)  # every difference equal: a point, and no finite d_z
+    assert same.ci95 == pytest.approx((0.1, 0.1)) and same.effect_size is None
     assert correct([0.01, 0.04, 0.5], "bonferroni") == pytest.approx([0.03, 0.12, 1.0])
     assert correct([0.01, 0.04, 0.5], "none") == [0.01, 0.04, 0.5]
     assert correct([0.01, 0.04, 0.5], "holm") == holm([0.01, 0.04, 0.5])
@@ -144,14 +150,16 @@ def test_dl19_leaderboard_matches_trec_eval_with_graded_relevance(rerank, data_r
     csv = rerank("eval", str(tmp_path / "bm25"), str(tmp_path / "rm3"), "--format", "csv", "-m", "MAP").stdout
     lines = list(reader(csv.splitlines()))  # numbers apart from marks, every digit (as JSON's)
     versus = by_run["bm25-rm3"]["versus_baseline"]["MAP"]
-    assert lines == [["run", "baseline", "MAP", "MAP delta", "MAP vs baseline", "MAP p (t-test)",
+    assert lines == [["run", "baseline", "MAP", "MAP delta", "MAP delta 95% CI low", "MAP delta 95% CI high",
+                      "MAP effect size (d)", "MAP vs baseline", "MAP p (t-test)",
                       "MAP p (t-test, Holm)", "MAP p (randomization)", "MAP p (randomization, Holm)", "MAP W/T/L",
                       "missing_queries", "unjudged_queries"],
                      ["bm25-rm3", "false", repr(by_run["bm25-rm3"]["MAP"]),
-                      repr(by_run["bm25-rm3"]["MAP"] - by_run["bm25"]["MAP"]), "+", repr(versus["t_p"]),
+                      repr(by_run["bm25-rm3"]["MAP"] - by_run["bm25"]["MAP"]), *map(repr, versus["ci95"]),
+                      repr(versus["effect_size"]), "+", repr(versus["t_p"]),
                       repr(versus["holm_p"]), repr(versus["rand_p"]), repr(versus["corrected"]["randomization"]),
                       "27/1/15", "0", "0"],
-                     ["bm25", "true", repr(by_run["bm25"]["MAP"]), "", "", "", "", "", "", "", "0", "0"]]
+                     ["bm25", "true", repr(by_run["bm25"]["MAP"]), *[""] * 10, "0", "0"]]
 
 
 @pytest.mark.data
@@ -339,11 +347,13 @@ def test_per_query_rows_say_each_querys_difference_to_the_baseline(rerank, tmp_p
     board = rerank("eval", "a.run", "b.run", "--qrels", "qrels", "-m", "MRR", "--format", "csv", cwd=tmp_path)
     header, *rows = reader(board.stdout.splitlines())
     compared, base = sorted(rows, key=lambda row: row[1])  # baseline "false" first
-    assert header == ["run", "baseline", "MRR", "MRR delta", "MRR vs baseline", "MRR p (t-test)",
-                      "MRR p (t-test, Holm)", "MRR p (randomization)", "MRR p (randomization, Holm)", "MRR W/T/L",
-                      "missing_queries", "unjudged_queries"]
-    assert compared[3] == "0.0" and float(compared[5]) == float(compared[6]) == 1.0 and \
-        0 < float(compared[7]) == float(compared[8]) <= 1 and compared[9] == "1/1/1" and base[3:] == [""] * 7 + ["0", "0"]
+    assert header == ["run", "baseline", "MRR", "MRR delta", "MRR delta 95% CI low", "MRR delta 95% CI high",
+                      "MRR effect size (d)", "MRR vs baseline", "MRR p (t-test)", "MRR p (t-test, Holm)",
+                      "MRR p (randomization)", "MRR p (randomization, Holm)", "MRR W/T/L", "missing_queries",
+                      "unjudged_queries"]
+    assert compared[3] == "0.0" and float(compared[4]) < 0 < float(compared[5]) and float(compared[6]) == 0.0
+    assert float(compared[8]) == float(compared[9]) == 1.0 and 0 < float(compared[10]) == float(compared[11]) <= 1
+    assert compared[12] == "1/1/1" and base[3:] == [""] * 10 + ["0", "0"]
 
 
 def test_eval_marks_differences_by_the_chosen_tests_and_correction(rerank, tmp_path):
@@ -366,13 +376,13 @@ def test_eval_marks_differences_by_the_chosen_tests_and_correction(rerank, tmp_p
     common = ("eval", "a.run", "b.run", "c.run", "--qrels", "qrels", "-m", "MRR", "--baseline", "a.run")
     rows = {row[0]: row for row in reader(rerank(*common, "--test", "wilcoxon", "--correction", "none", "--format",
                                                   "csv", cwd=tmp_path).stdout.splitlines())}
-    assert rows["run"][3:7] == ["MRR delta", "MRR vs baseline", "MRR p (Wilcoxon)", "MRR W/T/L"]
-    raw = float(rows["b.run"][5])
-    assert raw < 0.025 and rows["b.run"][4] == "+"  # uncorrected, below 0.05
+    assert rows["run"][7:10] == ["MRR vs baseline", "MRR p (Wilcoxon)", "MRR W/T/L"]
+    raw = float(rows["b.run"][8])
+    assert raw < 0.025 and rows["b.run"][7] == "+"  # uncorrected, below 0.05
     rows = {row[0]: row for row in reader(rerank(*common, "--test", "wilcoxon", "--correction", "bonferroni",
                                                   "--format", "csv", cwd=tmp_path).stdout.splitlines())}
-    assert rows["run"][5:7] == ["MRR p (Wilcoxon)", "MRR p (Wilcoxon, Bonferroni)"]
-    assert float(rows["b.run"][6]) == pytest.approx(min(1.0, 2 * raw)) and float(rows["c.run"][6]) == 1.0
+    assert rows["run"][8:10] == ["MRR p (Wilcoxon)", "MRR p (Wilcoxon, Bonferroni)"]
+    assert float(rows["b.run"][9]) == pytest.approx(min(1.0, 2 * raw)) and float(rows["c.run"][9]) == 1.0
     table = rerank(*common, "--test", "t", "--test", "wilcoxon", cwd=tmp_path).stdout
     assert table.endswith("+/- : better/worse than a.run (paired t-test and Wilcoxon signed-rank test, Holm-corrected "
                           "over the runs compared, each p < 0.05)\n")
@@ -421,7 +431,7 @@ def test_counts_get_no_significance_mark(rerank, tmp_path):
     assert table.splitlines()[1].split()[:3] == ["b.run", "16", "1.0000"], table
     assert table.splitlines()[0].endswith("W/T/L (MAP)")  # wins are counted on a measure, not on a count
     csv = rerank("eval", "a.run", "b.run", "--qrels", "qrels", "-m", "NumRet", "--format", "csv", cwd=tmp_path).stdout
-    assert csv.splitlines()[1] == "b.run,false,16,8,,,,,,8/0/0,0,0"  # the sums' difference, and no p-values
+    assert csv.splitlines()[1] == "b.run,false,16,8,,,,,,,,,8/0/0,0,0"  # the sums' difference, and no p-values
 
 
 def test_one_measure_named_two_ways_fills_both_columns(tmp_path):

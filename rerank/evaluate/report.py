@@ -130,7 +130,8 @@ _CSV_TEST_NAMES = {"t": "t-test", "randomization": "randomization", "wilcoxon": 
 
 def _leaderboard_csv(rows: list[Row], measures: list[NamedMeasure], significance: Significance) -> str:
     """For pandas and spreadsheets: plain numbers, the baseline as a column, and for each measure the difference
-    to the baseline (of the run figures: of the sums, for counts), significance mark, each test's p-value raw and
+    to the baseline (of the run figures: of the sums, for counts) with its 95% confidence interval and effect size
+    (of the mean per-query difference; none for counts), significance mark, each test's p-value raw and
     corrected (the mark needs every corrected one below ALPHA; none for counts, as no mark) and win/tie/loss counts
     in columns of their own; then how many judged queries each run lacks and how many of its queries are unjudged."""
     labels = [m.label for m in measures]
@@ -143,15 +144,19 @@ def _leaderboard_csv(rows: list[Row], measures: list[NamedMeasure], significance
             p_columns.append((f"p ({name}, {CORRECTIONS[significance.correction]})",
                               lambda c, test=test: c.corrected[test]))
     header = ["run", "baseline", *labels]
-    for suffix in ("delta", "vs baseline", *[suffix for suffix, _ in p_columns], "W/T/L"):
+    for suffix in ("delta", "delta 95% CI low", "delta 95% CI high", "effect size (d)", "vs baseline",
+                   *[suffix for suffix, _ in p_columns], "W/T/L"):
         header += [f"{label} {suffix}" for label in labels]
     header += ["missing_queries", "unjudged_queries"]  # as JSON names them
     table = []
     for r in rows:
         versus = [(r.versus or {}).get(label) for label in labels]
         cells = [r.run, str(r.versus is None).lower(), *[_exact(r.means[m.label], m) for m in measures],
-                 *[_exact(r.means[m.label] - base.means[m.label], m) if c else "" for c, m in zip(versus, measures)],
-                 *[_mark(c, m) for c, m in zip(versus, measures)]]
+                 *[_exact(r.means[m.label] - base.means[m.label], m) if c else "" for c, m in zip(versus, measures)]]
+        for part in (lambda c: c.ci95[0], lambda c: c.ci95[1], lambda c: c.effect_size):  # of per-query differences
+            cells += [repr(part(c)) if c and not is_count(m) and part(c) is not None else ""
+                      for c, m in zip(versus, measures)]
+        cells += [_mark(c, m) for c, m in zip(versus, measures)]
         for _, p_of in p_columns:
             cells += [repr(p_of(c)) if c and not is_count(m) else "" for c, m in zip(versus, measures)]
         table.append([*cells, *[f"{c.wins}/{c.ties}/{c.losses}" if c else "" for c in versus], r.missing, r.unjudged])

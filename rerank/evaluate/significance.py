@@ -33,6 +33,11 @@ class Comparison:
     ties: int
     losses: int
     holm_p: float = float("nan")  # the t-test's, Holm-corrected over the runs compared (whatever --correction says)
+    # How large, not only whether: the t-based 95% confidence interval of the mean difference, and the paired
+    # effect size (Cohen's d_z: the mean difference over its standard deviation; None where that is 0), which
+    # Sakai's guidelines for IR experiments ask a comparison to report beside p.
+    ci95: tuple[float, float] = (0.0, 0.0)
+    effect_size: float | None = None
     wilcoxon_p: float | None = None  # computed where asked for
     corrected: dict[str, float] = field(default_factory=dict)  # test -> p after the leaderboard's correction
 
@@ -72,20 +77,24 @@ def wilcoxon(diff: np.ndarray) -> float:
 def compare(candidate: np.ndarray, baseline: np.ndarray, tests: tuple[str, ...] = DEFAULT_TESTS) -> Comparison:
     """`candidate` against `baseline` on the same queries; the Wilcoxon test only where `tests` asks for it."""
     diff = candidate - baseline
-    if diff.size < 2 or not diff.any():
-        t_p = 1.0
-    else:
+    delta = float(diff.mean()) if diff.size else 0.0
+    t_p, ci95 = 1.0, (delta, delta)
+    if diff.size >= 2 and diff.any():
         from scipy import stats  # imported here: it costs ~1 s, and a single-run eval never needs it
 
         with warnings.catch_warnings():  # a difference equal on every query (up to float rounding) is a clear
             warnings.simplefilter("ignore", RuntimeWarning)  # result (p ~ 0), not scipy's precision-loss warning
-            t_p = float(stats.ttest_rel(candidate, baseline).pvalue)
-        t_p = 1.0 if np.isnan(t_p) else t_p
+            result = stats.ttest_rel(candidate, baseline)
+            interval = result.confidence_interval(0.95)
+        t_p = 1.0 if np.isnan(result.pvalue) else float(result.pvalue)
+        if not (np.isnan(interval.low) or np.isnan(interval.high)):  # NaN where every difference is the same
+            ci95 = (float(interval.low), float(interval.high))
+    spread = float(diff.std(ddof=1)) if diff.size >= 2 else 0.0
     wins = int(np.count_nonzero(diff > 1e-12))
     losses = int(np.count_nonzero(diff < -1e-12))
-    return Comparison(float(diff.mean()) if diff.size else 0.0, t_p, paired_randomization(diff),
-                      wins, diff.size - wins - losses, losses,
-                      wilcoxon_p=wilcoxon(diff) if "wilcoxon" in tests else None)
+    return Comparison(delta, t_p, paired_randomization(diff), wins, diff.size - wins - losses, losses,
+                      wilcoxon_p=wilcoxon(diff) if "wilcoxon" in tests else None, ci95=ci95,
+                      effect_size=delta / spread if spread > 1e-12 else None)
 
 
 def correct(p_values: list[float], method: str) -> list[float]:
