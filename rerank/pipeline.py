@@ -102,7 +102,7 @@ def _unknown_key(key: str, schema: dict[str, type], elsewhere: tuple[dict[str, t
     if flag in schema and flag != key:
         value = " = true" if schema[flag] is bool and key.startswith("--") else ""
         return f"unknown key {key!r}: write it {flag}{value} (a key in the file, not a command-line flag); {known}"
-    if key.startswith("--no-") and schema.get(negated) is bool:
+    if flag.startswith("no_") and schema.get(negated) is bool:  # --no-cache, no-cache, no_cache
         return f"unknown key {key!r}: write it {negated} = false (a key in the file, not a command-line flag)"
     near = difflib.get_close_matches(key, list(schema), n=1, cutoff=0.75) if len(key) >= 4 else []
     if near:

@@ -255,6 +255,11 @@ def test_a_number_written_as_an_integer_is_the_same_stage(tmp_path):
      "stage 'bm25': unknown key '--rm3': write it rm3 = true"),
     ('dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n"--k1" = 1.2\n',
      "stage 'bm25': unknown key '--k1': write it k1"),
+    # an off switch spelt as a flag, with or without its dashes (only '--no-cache' was understood)
+    ('dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n[[stage]]\nname = "s"\nkind = "score"\n'
+     'input = "bm25"\nmodel = "minilm-bi"\nno-cache = true\n', "stage 's': unknown key 'no-cache': write it cache = false"),
+    ('dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n[[stage]]\nname = "s"\nkind = "score"\n'
+     'input = "bm25"\nmodel = "minilm-bi"\n"--no-cache" = true\n', "stage 's': unknown key '--no-cache': write it cache = false"),
     # misspellings
     ('dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nrm3 = true\nfb_term = 5\n',
      "stage 'bm25': unknown key 'fb_term': did you mean fb_terms?"),
