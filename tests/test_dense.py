@@ -102,6 +102,10 @@ def test_minilm_bi_looks_up_the_passages_a_dense_index_stores(rerank, home, cacm
     docids, texts = [docs[3].docid, docs[40].docid], [docs[3].contents, docs[40].contents]  # docs[40]: not indexed
     assert model.score("a query", docids, texts) == pytest.approx(fresh.score("a query", docids, texts), abs=1e-5)
     assert embedded == [[docs[40].contents], ["a query"]]
+    # the corpus edited since the index was built: its texts are no longer what the vectors were made from
+    corpus.write_text(corpus.read_text().replace(docs[3].contents[:20], "edited " + docs[3].contents[:20], 1))
+    rescored = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", input=dense).stdout), "bi")
+    assert "passages" not in rescored.header.stages[-1]
 
 
 @pytest.mark.data

@@ -104,10 +104,14 @@ class StoredPassages:
 def _same_collection(source: dict, header: Any) -> bool:
     """Whether an index was built from the documents a stream's texts come from: the corpus file its header names
     (retrieve names the one its index was built from), else its data set. Vectors are found by docid, and an
-    index named after the stream's (a dense `cacm` built from a corpus of one's own) may hold other texts."""
+    index named after the stream's (a dense `cacm` built from a corpus of one's own) may hold other texts. Its
+    files must also be as they were when it was built (file_state, as a rebuild checks them): an edited corpus has
+    texts its vectors were not made from."""
     if header.get("corpus"):
-        return source.get("corpus") == header.get("corpus")
-    return "corpus" not in source and source.get("dataset") in (header.dataset, header.get("index"))
+        same = source.get("corpus") == header.get("corpus")
+    else:
+        same = "corpus" not in source and source.get("dataset") in (header.dataset, header.get("index"))
+    return same and source.get("files") == source_state(source, skip=("qrels", "topics"))
 
 
 def stored_passages(header: Any, encoder_hash: str, max_length: int) -> StoredPassages | None:
