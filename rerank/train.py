@@ -791,6 +791,11 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
             record[key] = str(Path(record[key]).resolve())
             if Path(record[key]).is_file():
                 record["file_sha256"][key] = file_sha256(Path(record[key]))
+    # Named data sets' files by content as well: another --data-root, or a corrected release, is other data under
+    # the same name.
+    record["dataset_sha256"] = {name: {part: file_sha256(path) for part, path in sorted(get_dataset(name).files.items())
+                                       if path.is_file()}
+                                for name in sorted({args.train, args.dev} & set(dataset_names()))}
     # --init's base by content too: its folder may be retrained later (train -o replaces a checkpoint), and the
     # path alone would then name other weights than the ones this run continued.
     base = args.model_options.get("base")

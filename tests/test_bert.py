@@ -177,6 +177,9 @@ def test_training_writes_a_loadable_checkpoint(tiny_checkpoint):
     versions = manifest["training"]["versions"]
     assert versions["torch"] == torch.__version__
     assert versions["transformers"] == transformers.__version__ and versions["python"].startswith("3.")
+    pairs = get_dataset("trecqa-dev").files["pairs"]  # the named data set's files by content
+    digest = hashlib.sha256(pairs.read_bytes()).hexdigest()
+    assert manifest["training"]["dataset_sha256"] == {"trecqa-dev": {"pairs": digest}}
     held_out = manifest["training"]["held_out_qids"]  # the queries early stopping chose by, not trained on
     assert len(held_out) == int(re.search(r"held-out (\d+) queries", manifest["training"]["dev_source"]).group(1))
     assert set(held_out) < set(get_dataset("trecqa-dev").qrels())
