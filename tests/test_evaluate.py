@@ -517,6 +517,13 @@ def test_a_note_that_several_runs_share_is_said_once(rerank, tmp_path):
     notes = [line for line in done.stderr.splitlines() if line.startswith("rerank: note:")]
     assert notes == ["rerank: note: a.run: 1 judged query has no results and counts as 0 (2)",
                      "rerank: note: a.run, b.run: 1 query is not in the qrels and is ignored (9)"], done.stderr
+    # runs alike in the ids a note shows (the first ten) but not in the rest are told apart
+    (tmp_path / "qrels").write_text("".join(f"{q} 0 d1 1\n" for q in range(15)))  # ids in order: 0 1 10 ... 14 2 ... 9
+    (tmp_path / "d.run").write_text("".join(f"{q} Q0 d1 1 2.0 d\n" for q in (0, 9)))  # 13 missing, the same first
+    (tmp_path / "e.run").write_text("".join(f"{q} Q0 d1 1 2.0 e\n" for q in (0, 8)))  # ten shown, then 8 or 9
+    done = rerank("eval", "d.run", "e.run", "--qrels", "qrels", "-m", "MRR", cwd=tmp_path)
+    notes = [line for line in done.stderr.splitlines() if line.startswith("rerank: note:")]
+    assert [note.split(":")[2].strip() for note in notes] == ["d.run", "e.run"], done.stderr
 
 
 def test_baseline_by_the_stage_name_of_a_run_renamed_label_equals_file(rerank, tmp_path):

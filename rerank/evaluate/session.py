@@ -107,7 +107,9 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
         if rel is not None and rel > top and rel != judgements.min_rel:
             warnings.append(f"{named.label}: no judgement has grade >= {rel} (the highest is {top}), so it is 0 "
                             "for every query")
-    per_run: dict[str, list[str]] = {}  # a note -> the runs it is about: said once, naming them all
+    # a note -> the runs it is about: said once, naming them all. Keyed by every id it is about, not by its text,
+    # which shows only the first few: runs alike in those may differ further on.
+    per_run: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for run in runs:
         if not set(run.queries) & set(judgements.qrels):
             raise DataError(f"{run.source}: none of its {len(run.queries)} queries is judged in {judgements.source} "
@@ -115,15 +117,16 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
         ev = evaluate(run, judgements.qrels, measures)
         if ev.missing:
             n = len(ev.missing)
-            per_run.setdefault(f"{counted(n, 'judged query', 'judged queries')} {verb(n, 'has', 'have')} "
-                               f"no results and count{verb(n, 's', '')} as 0 {some_ids(ev.missing)}", []).append(ev.run_name)
+            note = (f"{counted(n, 'judged query', 'judged queries')} {verb(n, 'has', 'have')} no results and "
+                    f"count{verb(n, 's', '')} as 0 {some_ids(ev.missing)}")
+            per_run.setdefault((note, tuple(ev.missing)), []).append(ev.run_name)
         if ev.unjudged:
             n = len(ev.unjudged)
             are = verb(n, "is", "are")
             why = (f"{are} unjudged under {judgements.source}'s protocol ({judgements.unjudged_rule})"
                    if judgements.unjudged_rule else f"{are} not in the qrels")
-            per_run.setdefault(f"{counted(n, 'query', 'queries')} {why} and {are} ignored " + some_ids(ev.unjudged),
-                               []).append(ev.run_name)
+            note = f"{counted(n, 'query', 'queries')} {why} and {are} ignored {some_ids(ev.unjudged)}"
+            per_run.setdefault((note, tuple(ev.unjudged)), []).append(ev.run_name)
         evaluations.append(ev)
-    warnings += [f"{', '.join(names)}: {note}" for note, names in per_run.items()]
+    warnings += [f"{', '.join(names)}: {note}" for (note, _), names in per_run.items()]
     return evaluations, measures, warnings
