@@ -390,16 +390,18 @@ def test_a_rebuild_never_deletes_the_live_index_in_place(home, cacm_slice, tiny_
 
 
 def _fake_dense_index(home, name: str, docids: list[str], dim: int = 4, source: dict | None = None):
-    """A dense index's files as a build leaves them, without encoding anything."""
+    """A dense index's files as a build leaves them, without encoding anything (its source's files recorded as a
+    build records them)."""
     from rerank.retrieve.dense import DOCIDS, VECTORS
-    from rerank.retrieve.store import IndexInfo
+    from rerank.retrieve.store import IndexInfo, source_state
 
     folder = home / "indexes" / name / "dense"
     folder.mkdir(parents=True, exist_ok=True)
     np.save(folder / VECTORS, np.eye(len(docids), dim, dtype=np.float32))
     (folder / DOCIDS).write_text("\n".join(docids) + "\n")
-    IndexInfo(name, "dense", len(docids), {**(source or {"corpus": "/c.jsonl"}), "dim": dim,
-                                           "encoder": {"hash": "h", "max_length": 256}}).write(folder)
+    source = source or {"corpus": "/c.jsonl"}
+    IndexInfo(name, "dense", len(docids), {**source, "dim": dim, "encoder": {"hash": "h", "max_length": 256},
+                                           "files": source_state(source, skip=("qrels", "topics"))}).write(folder)
     return folder
 
 
