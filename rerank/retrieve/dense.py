@@ -117,8 +117,6 @@ def _same_collection(source: dict, header: Any) -> bool:
 def stored_passages(header: Any, encoder_hash: str, max_length: int) -> StoredPassages | None:
     """The vectors of the dense index of the collection a stream names (its index, then its data set), if the
     same encoder made them at the same max_length: its passages then need no second embedding."""
-    import numpy as np
-
     for name in [str(n) for n in (header.get("index"), header.dataset) if n]:
         folder = index_folder(name) / BACKEND
         if not (folder / MANIFEST).is_file():
@@ -132,15 +130,27 @@ def stored_passages(header: Any, encoder_hash: str, max_length: int) -> StoredPa
             encoder = info.source.get("encoder", {})
             if encoder.get("hash") != encoder_hash or encoder.get("max_length") != max_length:
                 return None
-            docids, vectors = (folder / DOCIDS).read_text().split(), np.load(folder / VECTORS, mmap_mode="r")
-        except (OSError, ValueError, TypeError, AttributeError, EOFError):
+            docids, vectors = _read_vectors(folder, info)
+        except (OSError, ValueError, TypeError, AttributeError):
             raise damaged from None
-        rows = dict(zip(docids, range(len(docids))))
-        # rows are found by docid: a docids.txt a line short gave each later document its neighbour's vector
-        if vectors.shape != (info.documents, info.source.get("dim")) or len(rows) != len(vectors):
-            raise damaged
-        return StoredPassages(rows, vectors, folder)
+        return StoredPassages(dict(zip(docids, range(len(docids)))), vectors, folder)
     return None
+
+
+def _read_vectors(folder: Path, info: IndexInfo) -> tuple[list[str], Any]:
+    """A built index's docids and (memory-mapped) vectors, checked against its manifest and each other: ValueError
+    where they are unreadable or disagree. Rows are found by docid, and a docids.txt a line short gave each later
+    document its neighbour's vector."""
+    import numpy as np
+
+    try:
+        docids, vectors = (folder / DOCIDS).read_text().split(), np.load(folder / VECTORS, mmap_mode="r")
+    except (OSError, EOFError) as error:
+        raise ValueError(str(error)) from None
+    if (vectors.shape != (info.documents, info.source.get("dim")) or len(docids) != len(vectors)
+            or len(set(docids)) != len(docids)):
+        raise ValueError(f"{folder}: its vectors and docids disagree with its manifest or each other")
+    return docids, vectors
 
 
 def _shards(documents: Iterable[Document]) -> Iterator[list[Document]]:
@@ -265,8 +275,6 @@ def _stored_vectors(name: str, folder: Path, source: dict, files: list[str], enc
     another M) encodes nothing again. None otherwise: for documents that no file stands for (nothing tells them
     apart), or an index built before manifests recorded files; and for an index whose vectors or docids are
     unreadable or disagree with its manifest: --overwrite is how a damaged index is repaired, not copied."""
-    import numpy as np
-
     if not files:
         return None
     try:
@@ -278,12 +286,9 @@ def _stored_vectors(name: str, folder: Path, source: dict, files: list[str], enc
             or any(stored.get(key) != value for key, value in source.items())):
         return None
     try:  # mapped, not read: faiss copies it into the new index, and one copy of a corpus's vectors is enough
-        docids, vectors = (folder / DOCIDS).read_text().split(), np.load(folder / VECTORS, mmap_mode="r")
-    except (OSError, ValueError):
+        return _read_vectors(folder, info)
+    except ValueError:
         return None
-    if vectors.shape != (info.documents, stored.get("dim")) or len(docids) != len(vectors):
-        return None
-    return docids, vectors
 
 
 class DenseIndex:
