@@ -38,7 +38,7 @@ from .errors import DataError, MissingIndexError, RerankError, UsageError
 from .evaluate import report
 from .evaluate.measures import label_among
 from .evaluate.session import evaluate_runs, judgements_for
-from .evaluate.significance import CORRECTIONS, DEFAULT_TESTS, TESTS
+from .evaluate.significance import CORRECTIONS, TESTS
 from .paths import file_state, indexes_dir, runs_dir
 from .retrieve import api
 from .retrieve.store import MANIFEST, build_command, source_state
@@ -386,7 +386,6 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
     if per_query:
         sort_label = label_among(spec["sort"], [m.label for m in named]) if spec.get("sort") else None
         return report.render_per_query(evaluations, named, fmt, base, sort_label)
-    significance = report.Significance(tuple(dict.fromkeys(spec.get("tests", DEFAULT_TESTS))),
-                                       spec.get("correction", "holm"))
+    significance = report.Significance.chosen(spec.get("tests", ()), spec.get("correction", "holm"))
     rows = report.leaderboard(evaluations, named, base, spec.get("sort"), significance)
     return report.render(rows, named, fmt, baseline, significance)

@@ -10,7 +10,7 @@ from ..errors import UsageError
 from ..evaluate import report
 from ..evaluate.measures import label_among, parse_measures
 from ..evaluate.session import evaluate_runs, judgements_for, load_runs
-from ..evaluate.significance import CORRECTIONS, DEFAULT_TESTS, TESTS
+from ..evaluate.significance import CORRECTIONS, TESTS
 from . import cli
 from .io import open_run_inputs, split_label
 
@@ -78,6 +78,6 @@ def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_
         sort_label = label_among(sort_by, labels) if sort_by else None
         click.echo(report.render_per_query(evaluations, named, fmt, base, sort_label), nl=False)
         return
-    significance = report.Significance(tuple(dict.fromkeys(tests)) or DEFAULT_TESTS, correction)
+    significance = report.Significance.chosen(tests, correction)
     rows = report.leaderboard(evaluations, named, base, sort_by, significance)
     click.echo(report.render(rows, named, fmt, evaluations[base].run_name, significance), nl=False)

@@ -6,7 +6,8 @@ name (AP, RR@10, Success@5, R@100, Rprec, Bpref, `AP(rel=2)`); or trec_eval's ow
 Measures with a relevance threshold use the data set's minimum relevant grade (TREC DL: 2), as trec_eval -l
 does, unless the name sets `rel=` itself. Values come from ir_measures' providers (pytrec_eval, i.e.
 trec_eval's own code, wherever it computes the measure). A run's figure is the mean over the judged queries, a
-query missing from the run counting as 0 (trec_eval -c); counts (NumQ, NumRel, NumRet, NumRelRet) are summed instead, as trec_eval and ir_measures report them.
+query missing from the run counting as 0 (trec_eval -c); counts (NumQ, NumRel, NumRet, NumRelRet) are summed
+instead, as trec_eval and ir_measures report them.
 """
 
 from __future__ import annotations

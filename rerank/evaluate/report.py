@@ -33,6 +33,11 @@ class Significance:
     tests: tuple[str, ...] = DEFAULT_TESTS
     correction: str = "holm"
 
+    @classmethod
+    def chosen(cls, tests: list[str] | tuple[str, ...], correction: str = "holm") -> Significance:
+        """As eval's --test/--correction or a pipeline's keys give them: each test once, none meaning the default."""
+        return cls(tuple(dict.fromkeys(tests)) or DEFAULT_TESTS, correction)
+
     def legend(self, baseline_name: str) -> str:
         tests = " and ".join(TESTS[t] for t in self.tests)
         corrected = (f"{CORRECTIONS[self.correction]}-corrected over the runs compared" if self.correction != "none"

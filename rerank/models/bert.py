@@ -345,19 +345,18 @@ class BiEncoderReranker(Reranker):
         if not texts:
             return []
         rows = self._stored.rows if self._stored is not None else {}
-        to_embed = [t for d, t in zip(docids, texts) if d not in rows]
-        new = list(dict.fromkeys(t for t in to_embed if t not in self._passages))
+        stored = [i for i, d in enumerate(docids) if d in rows]
+        embedded = [i for i, d in enumerate(docids) if d not in rows]
+        new = list(dict.fromkeys(texts[i] for i in embedded if texts[i] not in self._passages))
         if len(self._passages) + len(new) > PASSAGE_CACHE_SIZE:
             self._passages.clear()
         if new:
             self._passages.update(zip(new, self.embed(new)))
-        stored = [i for i, d in enumerate(docids) if d in rows]
         passages = torch.empty(len(texts), self.model.config.hidden_size)
         if stored:
             passages[stored] = torch.from_numpy(self._stored.vectors[[rows[docids[i]] for i in stored]])
-        for i, (docid, text) in enumerate(zip(docids, texts)):
-            if docid not in rows:
-                passages[i] = self._passages[text]
+        if embedded:
+            passages[embedded] = torch.stack([self._passages[texts[i]] for i in embedded])
         return (passages @ self.embed([query])[0]).tolist()
 
     def forget(self) -> None:
