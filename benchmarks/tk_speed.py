@@ -50,7 +50,7 @@ def main() -> None:
     dataset = get_dataset("trec-dl-2019")
     manifest = encode_collection("trec-dl-2019", lambda: ((d.docid, d.contents) for d in dataset.documents()),
                                  sum(1 for _ in dataset.documents()), tk_stored, progress=False)
-    tk_stored.attach(header)
+    tk_stored.attach(header, docs)
     tk_fly = load_model("tk", args.tk)
     bert = load_model("bert", args.bert)
     scorers = {"tk (stored encodings)": (tk_stored, 1), "tk (on the fly)": (tk_fly, 1),

@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Protocol
 
 from .data import dataset_names, files_dataset, get_dataset
 from .data.formats import distinct_ids, read_topics
-from .errors import DataError, UsageError
+from .errors import DataError, RerankError, UsageError
 from .retrieve.store import index_folder
 from .runs import RunHeader
 
@@ -25,6 +25,7 @@ class DocStore(Protocol):
     """docid -> text; documents it does not hold are left out of the answer."""
 
     source: str  # what it reads, for messages
+    origin: dict  # which documents: {"dataset": NAME} or {"corpus": PATH}, as index builds record theirs; {} unknown
 
     def texts(self, docids: Iterable[str]) -> dict[str, str]: ...
 
@@ -32,8 +33,8 @@ class DocStore(Protocol):
 class MappingStore:
     """A store over a docid -> text mapping built on first use (data set documents, corpus files)."""
 
-    def __init__(self, load: Callable[[], dict[str, str]], source: str):
-        self._load, self.source = load, source
+    def __init__(self, load: Callable[[], dict[str, str]], source: str, origin: dict):
+        self._load, self.source, self.origin = load, source, origin
 
     @functools.cached_property
     def _texts(self) -> dict[str, str]:
@@ -57,6 +58,15 @@ class IndexStore:
 
         return lucene.open_index(self._name)
 
+    @functools.cached_property
+    def origin(self) -> dict:  # what the index was built from, as its manifest says
+        from .retrieve.store import IndexInfo, origin
+
+        try:
+            return origin(IndexInfo.read(index_folder(self._name) / "lucene", self._name, "lucene").source)
+        except (RerankError, OSError, ValueError, TypeError):  # not built here, or unreadable: opening it says so
+            return {}
+
     def texts(self, docids: Iterable[str]) -> dict[str, str]:
         return self._index.texts(docids)
 
@@ -79,7 +89,7 @@ def _corpus_store(path: str) -> MappingStore:
     def texts() -> dict[str, str]:  # `rerank index`'s id check: a repeated id's later text silently stood for both
         return {d.docid: d.contents for d in distinct_ids(files_dataset(corpus=path).documents(), path)}
 
-    return MappingStore(texts, path)
+    return MappingStore(texts, path, {"corpus": str(Path(path).resolve())})
 
 
 def doc_store_for(header: RunHeader, corpus: str | None = None, remedy: str = PASS_FILES) -> DocStore:
@@ -91,7 +101,7 @@ def doc_store_for(header: RunHeader, corpus: str | None = None, remedy: str = PA
         return IndexStore(str(index))
     dataset = _known_dataset(header)
     if dataset is not None:
-        return MappingStore(lambda: get_dataset(dataset).doc_texts(), f"data set {dataset}")
+        return MappingStore(lambda: get_dataset(dataset).doc_texts(), f"data set {dataset}", {"dataset": dataset})
     if header.get("corpus"):
         return _corpus_store(str(header.get("corpus")))
     if index:

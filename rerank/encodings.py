@@ -5,8 +5,9 @@ Layout of `indexes/NAME/<model>-<checkpoint hash[:12]>/`:
     vectors.f16    every document's term vectors, float16, row-major [tokens, dim], documents in order
     lengths.i32    tokens per document (int32), so offsets are their running sum
     docids.txt     one docid per line, in the same order
-    manifest.json  model, checkpoint hash and path, dim, documents/tokens written so far, complete flag,
-                   and at completion the sha256 of vectors.f16
+    manifest.json  model, checkpoint hash and path, the documents' source (data set or corpus file, with the
+                   files' states), dim, documents/tokens written so far, complete flag, and at completion the
+                   sha256 of vectors.f16
 
 Encoding appends chunk by chunk and rewrites the manifest (atomically) after each chunk, so an
 interrupted `rerank encode` resumes where the manifest says it stopped (anything written past that is
@@ -28,10 +29,11 @@ from .errors import DataError, MissingIndexError, UsageError
 from .locks import exclusive
 from .paths import file_sha256, indexes_dir
 from .progress import Progress
+from .retrieve.store import made_from, origin, source_state
 
 MANIFEST = "manifest.json"
 VECTORS, LENGTHS, DOCIDS = "vectors.f16", "lengths.i32", "docids.txt"
-STORE_VERSION = 1
+STORE_VERSION = 2  # 2: the manifest's `source` records which documents were encoded (version 1 stores are not used)
 
 
 def store_folder(name: str, model: str, checkpoint_hash: str) -> Path:
@@ -133,14 +135,42 @@ def open_store(folder: Path, checkpoint_hash: str, model: str) -> EncodingStore:
     return EncodingStore(folder, manifest)
 
 
-def find_store(header: Any, checkpoint_hash: str, model: str) -> tuple[EncodingStore | None, str]:
-    """Stored encodings for the collection a stream names (its index, then its data set), with a note
-    for provenance saying what was found."""
+def _described(origin: dict) -> str:
+    return (f"data set {origin['dataset']}" if "dataset" in origin else origin["corpus"] if "corpus" in origin
+            else "unrecorded documents")
+
+
+def _other_documents(manifest: dict, documents: dict) -> str:
+    """Why a store (its manifest) was not made from `documents`."""
+    recorded = origin(manifest.get("source", {}))
+    if recorded == documents:
+        return f"{_described(documents)} has changed since they were encoded"
+    return f"they are of {_described(recorded)}, not of {_described(documents)}"
+
+
+def _encode_command(manifest: dict, name: str, documents: dict) -> str:
+    """The `rerank encode` that stores `documents`' encodings where a stream under `name` finds them."""
+    collection = documents.get("dataset") or f"{name} --corpus {documents['corpus']}"
+    return (f"rerank encode --model {manifest.get('model')} --checkpoint {manifest.get('checkpoint')} {collection} "
+            "--overwrite")
+
+
+def find_store(header: Any, documents: dict, checkpoint_hash: str, model: str) -> tuple[EncodingStore | None, str]:
+    """Stored encodings under the stream's index or data set name that were made from `documents` (the origin of
+    the texts being scored), with a note for provenance saying what was found."""
     names = [str(n) for n in (header.get("index"), header.dataset) if n]
+    refused = None
     for name in names:
         folder = store_folder(name, model, checkpoint_hash)
         if (folder / MANIFEST).is_file():
-            return open_store(folder, checkpoint_hash, model), f"stored ({folder})"
+            manifest = read_manifest(folder)
+            if made_from(manifest.get("source", {}), documents):
+                return open_store(folder, checkpoint_hash, model), f"stored ({folder})"
+            remedy = f"; to store them: {_encode_command(manifest, name, documents)}" if documents else ""
+            refused = refused or f"on the fly (stored encodings in {folder} are not used: " \
+                                 f"{_other_documents(manifest, documents)}{remedy})"
+    if refused:
+        return None, refused
     others = [p for name in names for p in sorted((indexes_dir() / name).glob(f"{model}-*")) if (p / MANIFEST).is_file()]
     if others:
         return None, f"on the fly (stored encodings in {others[0]} are from another checkpoint)"
@@ -149,19 +179,22 @@ def find_store(header: Any, checkpoint_hash: str, model: str) -> tuple[EncodingS
 
 def encode_collection(name: str, documents: Callable[[], Iterable[tuple[str, str]]], total: int, reranker: Any,
                       folder: Path | None = None, overwrite: bool = False, chunk: int = 256,
-                      progress: bool = True) -> dict:
+                      progress: bool = True, source: dict | None = None) -> dict:
     """Encode every (docid, text) into `folder` (default indexes/NAME/<model>-<hash>/), resuming a
-    partial store of the same checkpoint; returns the manifest."""
+    partial store of the same checkpoint and documents; returns the manifest. `source` says which documents
+    these are ({"dataset": NAME} or {"corpus": PATH}; default the data set NAME, as `rerank encode NAME`)."""
+    source = source or {"dataset": name}
+    source = {**source, "files": source_state(source, skip=("qrels", "topics"))}
     folder = folder or store_folder(name, reranker.name, reranker.checkpoint_hash)
     # Two encodes of one store at once (two shells, parallel jobs) both appended to its files and both
     # reported success: the store held every document twice, or interleaved, under one checksum. One at a time.
     with exclusive(folder, f"encodings {folder} are being written by another process (rerank encode); wait for "
                            "it to finish, then run this again to use or resume them"):
-        return _encode_into(name, documents, total, reranker, folder, overwrite, chunk, progress)
+        return _encode_into(name, documents, total, reranker, folder, overwrite, chunk, progress, source)
 
 
 def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], total: int, reranker: Any,
-                 folder: Path, overwrite: bool, chunk: int, progress: bool) -> dict:
+                 folder: Path, overwrite: bool, chunk: int, progress: bool, source: dict) -> dict:
     """encode_collection, with the store's lock held."""
     model, checkpoint_hash = reranker.name, reranker.checkpoint_hash
     done_docs = done_tokens = 0
@@ -172,6 +205,9 @@ def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], 
                              f"{manifest.get('checkpoint')} (hash {manifest.get('checkpoint_hash')}); refusing to "
                              f"mix them with checkpoint {reranker.folder} (hash {checkpoint_hash}); pass --overwrite "
                              "to replace them or choose another folder")
+        if manifest.get("source") != source:  # resumed or kept, they would score other texts under the same docids
+            raise UsageError(f"{folder} holds encodings of other documents: "
+                             f"{_other_documents(manifest, origin(source))}; pass --overwrite to replace them")
         if manifest.get("complete"):
             check_files(folder, manifest)
             return manifest
@@ -182,8 +218,8 @@ def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], 
     folder.mkdir(parents=True, exist_ok=True)
     dim = reranker.module.config.width
     manifest = {"version": STORE_VERSION, "name": name, "model": model, "checkpoint": str(reranker.folder),
-                "checkpoint_hash": checkpoint_hash, "dim": dim, "dtype": "float16", "documents": done_docs,
-                "tokens": done_tokens, "total": total, "complete": False}
+                "checkpoint_hash": checkpoint_hash, "source": source, "dim": dim, "dtype": "float16",
+                "documents": done_docs, "tokens": done_tokens, "total": total, "complete": False}
     _truncate(folder, manifest)
     bar = Progress(f"encoding {name} with {model}", "doc", total, initial=done_docs, enabled=progress)
     pending: list[tuple[str, str]] = []

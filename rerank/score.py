@@ -183,8 +183,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     queries = queries if queries is not None else queries_for(stream.header, topics)
     store = store or doc_store_for(stream.header, corpus)
     stats = stats if stats is not None else ScoreStats()
-    if corpus is None:  # before provenance: a model may pick stored encodings of the header's collection, by docid;
-        model.attach(stream.header)  # texts from another file (--corpus) are not what they encoded
+    model.attach(stream.header, store)  # before provenance: a model may take stored encodings of those texts
     # Files given for the texts go into the header, so the next stage (or eval) finds them as this one did
     files = {key: str(Path(value).resolve()) for key, value in (("topics", topics), ("corpus", corpus)) if value}
     header = stream.header.with_stage({"name": stage, "stage": "score", "depth": depth, "cache": cache,

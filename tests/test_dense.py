@@ -71,6 +71,7 @@ def test_minilm_bi_looks_up_the_passages_a_dense_index_stores(rerank, home, cacm
     """`score --model minilm-bi` embedded every passage again, though a dense index of the stream's collection held
     their vectors from the same encoder: a re-scored BM25 stream (or its time in a budget report) paid for the
     passages twice. It now looks them up, with the same scores, and embeds only what the index lacks."""
+    from rerank.docstore import doc_store_for
     from rerank.models.bert import BiEncoderReranker
     from rerank.runs import RunHeader
 
@@ -92,10 +93,15 @@ def test_minilm_bi_looks_up_the_passages_a_dense_index_stores(rerank, home, cacm
     own = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", "--corpus", str(other),
                                       input=dense).stdout), "own")
     assert "passages" not in own.header.stages[-1] and len(set(own.queries[qid].scores)) == 1
+    # ... while the very file the index was built from, given with --corpus, is what its vectors were made from
+    same = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", "--corpus", str(corpus),
+                                       input=dense).stdout), "same")
+    assert same.header.stages[-1]["passages"] == scored.header.stages[-1]["passages"]
     # in-process: what the index lacks is embedded from its text; what it holds is not embedded at all
     docs = _documents(cacm_slice, 41)
     model, fresh = BiEncoderReranker(), BiEncoderReranker()
-    model.attach(RunHeader({"index": "storedslice", "corpus": str(corpus.resolve())}))
+    header = RunHeader({"index": "storedslice", "corpus": str(corpus.resolve())})
+    model.attach(header, doc_store_for(header))
     embedded = []
     embed = model.embed
     model.embed = lambda texts: embedded.append(list(texts)) or embed(texts)
@@ -418,7 +424,7 @@ def test_stored_passages_of_a_damaged_dense_index_are_refused(home, damage):
 
     folder = _fake_dense_index(home, "damagedpassages", ["d1", "d2", "d3"])
     header = RunHeader({"index": "damagedpassages", "corpus": "/c.jsonl"})
-    assert stored_passages(header, "h", 256).rows == {"d1": 0, "d2": 1, "d3": 2}
+    assert stored_passages(header, {"corpus": "/c.jsonl"}, "h", 256).rows == {"d1": 0, "d2": 1, "d3": 2}
     if damage == "docids a line short":
         (folder / DOCIDS).write_text("d1\nd3\n")
     elif damage == "docids a line long":
@@ -431,20 +437,34 @@ def test_stored_passages_of_a_damaged_dense_index_are_refused(home, damage):
         (folder / MANIFEST).write_text("{")
     with pytest.raises(DataError, match="dense index .*damagedpassages.* is damaged.*rerank index damagedpassages "
                                         "--corpus FILE --backend dense --overwrite"):
-        stored_passages(header, "h", 256)
+        stored_passages(header, {"corpus": "/c.jsonl"}, "h", 256)
 
 
 def test_stored_passages_are_of_the_collection_the_texts_come_from(home):
     """Stored vectors are found by docid, and were taken from the dense index named after the stream's index or data
     set whatever it had been built from: a dense `cacm` built from a corpus file of one's own (or a `mini` rebuilt
-    from another file) gave a BM25 stream over CACM's texts the vectors of other texts under the same docids."""
+    from another file) gave a BM25 stream over CACM's texts the vectors of other texts under the same docids. So did
+    a header naming data set X and a Lucene index Y: texts came from Y, vectors from X's dense index."""
+    from rerank.docstore import doc_store_for
     from rerank.retrieve.dense import stored_passages
+    from rerank.retrieve.store import IndexInfo
     from rerank.runs import RunHeader
 
     _fake_dense_index(home, "ownpassages", ["d1", "d2"])  # built from /c.jsonl
-    assert stored_passages(RunHeader({"index": "ownpassages", "corpus": "/c.jsonl"}), "h", 256) is not None
-    assert stored_passages(RunHeader({"index": "ownpassages", "corpus": "/other.jsonl"}), "h", 256) is None
-    assert stored_passages(RunHeader({"dataset": "ownpassages", "index": "ownpassages"}), "h", 256) is None
+    own = RunHeader({"index": "ownpassages"})
+    assert stored_passages(own, {"corpus": "/c.jsonl"}, "h", 256) is not None
+    assert stored_passages(own, {"corpus": "/other.jsonl"}, "h", 256) is None
+    assert stored_passages(own, {"dataset": "ownpassages"}, "h", 256) is None
+    assert stored_passages(own, {}, "h", 256) is None  # texts of unknown origin
     _fake_dense_index(home, "setpassages", ["d1", "d2"], source={"dataset": "setpassages"})
-    assert stored_passages(RunHeader({"dataset": "setpassages", "index": "setpassages"}), "h", 256) is not None
-    assert stored_passages(RunHeader({"topics": "/t.tsv", "index": "setpassages"}), "h", 256) is not None
+    assert stored_passages(RunHeader({"dataset": "setpassages"}), {"dataset": "setpassages"}, "h", 256) is not None
+    # texts from Lucene index `elsewhere` (built from another file), vectors offered by setpassages' dense index
+    lucene = home / "indexes" / "elsewhere" / "lucene"
+    lucene.mkdir(parents=True)
+    IndexInfo("elsewhere", "lucene", 2, {"corpus": "/e.jsonl"}).write(lucene)
+    mixed = RunHeader({"dataset": "setpassages", "index": "elsewhere"})
+    store = doc_store_for(mixed)
+    assert store.source == "index elsewhere" and store.origin == {"corpus": "/e.jsonl"}
+    assert stored_passages(mixed, store.origin, "h", 256) is None
+    IndexInfo("elsewhere", "lucene", 2, {"dataset": "setpassages"}).write(lucene)
+    assert stored_passages(mixed, doc_store_for(mixed).origin, "h", 256) is not None  # built from the same set

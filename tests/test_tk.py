@@ -298,6 +298,37 @@ def test_encode_refuses_a_corpus_with_a_repeated_id(tmp_path, rerank, session_ho
     assert not (session_home / "indexes" / "repeated").exists()
 
 
+def test_stored_encodings_are_used_only_for_the_documents_they_were_made_from(tmp_path, rerank, session_home):
+    """Encodings were found by the stream's index or data set name whatever they had been encoded from: encoding
+    `mine --corpus A`, then scoring texts of B (or of A since edited) under the same docids took A's vectors, and a
+    second `encode mine --corpus B` resumed or kept A's store. Now each store records its documents."""
+    ck = str(checkpoint(tmp_path, name="ck-origin"))
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text("".join(json.dumps({"id": d, "contents": t or "x"}) + "\n" for d, t in DOCS.items()))
+    second.write_text("".join(json.dumps({"id": d, "contents": "bread and yeast"}) + "\n" for d in DOCS))
+    rerank("encode", "mine", "--model", "tk", "--checkpoint", ck, "--corpus", str(first))
+    run = '# index: "mine"\n' + "".join(f"q1 Q0 {d} {i + 1} {-i} bm25\n" for i, d in enumerate(DOCS))
+    topics = tmp_path / "topics.tsv"
+    topics.write_text(f"q1\t{QUERY}\n")
+
+    def encodings(corpus: Path) -> str:
+        return _stage(rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", "--topics", str(topics),
+                             "--corpus", str(corpus), input=run).stdout)["encodings"]
+
+    assert encodings(first).startswith("stored (")
+    other = encodings(second)
+    assert other.startswith("on the fly (stored encodings in ") and f"they are of {first.resolve()}, not of " \
+        f"{second.resolve()}; to store them: rerank encode --model tk --checkpoint {ck} mine --corpus " \
+        f"{second.resolve()} --overwrite)" in other
+    refused = rerank("encode", "mine", "--model", "tk", "--checkpoint", ck, "--corpus", str(second), check=False)
+    assert refused.returncode == 2 and "holds encodings of other documents: they are of" in refused.stderr
+    assert "pass --overwrite to replace them" in refused.stderr
+    first.write_text(first.read_text().replace("bread", "cake"))  # edited since it was encoded
+    assert "has changed since they were encoded" in encodings(first)
+    rerank("encode", "mine", "--model", "tk", "--checkpoint", ck, "--corpus", str(second), "--overwrite")
+    assert encodings(second).startswith("stored (")
+
+
 def test_query_stopwords_can_be_dropped():
     module = tiny(query_stopwords=False)
     kept = module.query_ids(["what is the daily life of thai people", "the of"])

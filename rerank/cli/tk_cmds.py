@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from ..errors import DataError, UsageError
@@ -57,7 +59,8 @@ def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads)
     def documents():
         return ((d.docid, d.contents) for d in collection.documents())
 
-    manifest = encode_collection(name, documents, total, reranker, folder, overwrite=overwrite)
+    source = {"corpus": str(Path(corpus).resolve())} if corpus else None  # what score finds the texts in
+    manifest = encode_collection(name, documents, total, reranker, folder, overwrite=overwrite, source=source)
     click.echo(f"rerank: encoded {manifest['documents']} documents, {manifest['tokens']} tokens "
                f"({manifest['dim']}-d float16, {manifest['dim'] * 2} bytes per token) into {folder}", err=True)
 
@@ -93,11 +96,12 @@ def explain(model_name, checkpoint, dataset, qid, query_text, docid, plot_path, 
         if qid not in queries:
             raise DataError(f"query {qid} is not in the topics of {dataset}")
         query_text = queries[qid]
-    texts = doc_store_for(header).texts([docid])
+    store = doc_store_for(header)
+    texts = store.texts([docid])
     if docid not in texts:
         raise DataError(f"document {docid} is not in {dataset}'s documents")
     reranker = _load(model_name, checkpoint, None)
-    reranker.attach(header)
+    reranker.attach(header, store)
     explanation = reranker.explain(query_text, docid, texts[docid])
     click.echo(tk_explain.render_text(explanation, top), nl=False)
     if plot_path:

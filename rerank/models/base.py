@@ -60,9 +60,10 @@ class Reranker(abc.ABC):
     def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:
         """One score per candidate (higher is better). `docids` lets a model use stored encodings."""
 
-    def attach(self, header: Any) -> None:
-        """Called by the score stage with the input stream's RunHeader before any scoring, so a model
-        can find per-collection resources (TK: stored document encodings). Default: nothing."""
+    def attach(self, header: Any, store: Any) -> None:
+        """Called by the score stage with the input stream's RunHeader and the DocStore its texts come from, before
+        any scoring, so a model can find per-collection resources made from those documents (TK: stored
+        document encodings). Default: nothing."""
 
     def provenance(self) -> dict[str, Any]:
         """Extra fields for the stage's `# stage:` header line (checkpoint, encodings used, ...)."""

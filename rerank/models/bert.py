@@ -319,7 +319,7 @@ class BiEncoderReranker(Reranker):
         # text -> unit vector: a passage that comes back for another query (many queries over one pool,
         # e.g. a distillation run) is embedded once per process. 1.5 KB a passage.
         self._passages: dict[str, torch.Tensor] = {}
-        self._stored = None  # a dense index's vectors of the stream's collection (attach)
+        self._stored = None  # a dense index's vectors of the scored texts' documents (attach)
 
     def embed(self, texts: list[str]) -> torch.Tensor:
         encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
@@ -333,13 +333,13 @@ class BiEncoderReranker(Reranker):
                 out[indices] = nn.functional.normalize(pooled, dim=-1)
         return out
 
-    def attach(self, header: Any) -> None:
-        """Passages that a dense index of the stream's collection stores, made by this encoder at this max_length,
+    def attach(self, header: Any, store: Any) -> None:
+        """Passages that a dense index of the scored texts' documents stores, made by this encoder at this max_length,
         are looked up rather than embedded again (as TK's stored encodings are): a BM25 stream re-scored by the
         bi-encoder, or its time in a budget report, then costs the queries' embeddings only."""
         from ..retrieve.dense import stored_passages
 
-        self._stored = stored_passages(header, self.checkpoint_hash, self.max_length)
+        self._stored = stored_passages(header, store.origin, self.checkpoint_hash, self.max_length)
 
     def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:
         if not texts:

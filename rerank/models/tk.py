@@ -583,9 +583,9 @@ def round_half(vectors: torch.Tensor) -> torch.Tensor:
 class TKReranker(Reranker):
     """Scores with a TK/TKL checkpoint, from stored document encodings when they match the checkpoint.
 
-    The score stage calls `attach(header)` first; stored encodings of the collection the stream names
-    (`indexes/NAME/<model>-<hash>/`, built by `rerank encode`) are used when present and built by this
-    checkpoint, documents they lack are encoded on the fly; provenance says which happened.
+    The score stage calls `attach(header, store)` first; stored encodings under the stream's index or data set
+    (`indexes/NAME/<model>-<hash>/`, built by `rerank encode`) are used when built by this checkpoint from the
+    documents whose texts are scored; documents they lack are encoded on the fly; provenance says which happened.
     """
 
     def __init__(self, folder: Path, manifest: dict, threads: int | None = None, batch_size: int = 32):
@@ -606,15 +606,15 @@ class TKReranker(Reranker):
         self.store = store
         self.store_note = f"stored ({store.folder})"
 
-    def attach(self, header) -> None:
-        """Find stored encodings for the collection the stream names (index first, then data set)."""
+    def attach(self, header, store) -> None:
+        """Find stored encodings of the documents whose texts `store` gives, under the stream's index or data set."""
         if self.store is not None:
             return
         from ..encodings import find_store
 
-        store, note = find_store(header, self.checkpoint_hash, self.name)
-        if store is not None:
-            self.use_store(store)
+        found, note = find_store(header, store.origin, self.checkpoint_hash, self.name)
+        if found is not None:
+            self.use_store(found)
         else:
             self.store_note = note
 

@@ -32,7 +32,7 @@ from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError
 from ..progress import Progress
 from ..runs import QueryRanking, Timing
-from .store import MANIFEST, REUSED, IndexInfo, build_command, index_folder, source_state
+from .store import MANIFEST, REUSED, IndexInfo, build_command, index_folder, made_from, source_state
 
 BACKEND = "dense"
 INDEX_OPTIONS = frozenset({"encoder", "hnsw"})
@@ -101,22 +101,10 @@ class StoredPassages:
     folder: Path
 
 
-def _same_collection(source: dict, header: Any) -> bool:
-    """Whether an index was built from the documents a stream's texts come from: the corpus file its header names
-    (retrieve names the one its index was built from), else its data set. Vectors are found by docid, and an
-    index named after the stream's (a dense `cacm` built from a corpus of one's own) may hold other texts. Its
-    files must also be as they were when it was built (file_state, as a rebuild checks them): an edited corpus has
-    texts its vectors were not made from."""
-    if header.get("corpus"):
-        same = source.get("corpus") == header.get("corpus")
-    else:
-        same = "corpus" not in source and source.get("dataset") in (header.dataset, header.get("index"))
-    return same and source.get("files") == source_state(source, skip=("qrels", "topics"))
-
-
-def stored_passages(header: Any, encoder_hash: str, max_length: int) -> StoredPassages | None:
-    """The vectors of the dense index of the collection a stream names (its index, then its data set), if the
-    same encoder made them at the same max_length: its passages then need no second embedding."""
+def stored_passages(header: Any, documents: dict, encoder_hash: str, max_length: int) -> StoredPassages | None:
+    """The vectors of a dense index named as the stream's index or data set, if they were made from `documents`
+    (the origin of the texts being scored) by the same encoder at the same max_length: those passages then need
+    no second embedding."""
     for name in [str(n) for n in (header.get("index"), header.dataset) if n]:
         folder = index_folder(name) / BACKEND
         if not (folder / MANIFEST).is_file():
@@ -125,7 +113,7 @@ def stored_passages(header: Any, encoder_hash: str, max_length: int) -> StoredPa
                             f"disagree); rebuild it with: {build_command(name, ' --backend dense --overwrite')}")
         try:
             info = IndexInfo.read(folder, name, BACKEND)
-            if not _same_collection(info.source, header):
+            if not made_from(info.source, documents):
                 continue
             encoder = info.source.get("encoder", {})
             if encoder.get("hash") != encoder_hash or encoder.get("max_length") != max_length:

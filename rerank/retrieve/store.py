@@ -51,6 +51,20 @@ def source_state(source: dict, skip: tuple[str, ...] = ("qrels",)) -> list[str]:
     return [file_state(path) for path in paths if path.is_file()]
 
 
+def origin(source: dict) -> dict:
+    """Which documents a build's `source` names: {"dataset": NAME} or {"corpus": PATH} (build options left out)."""
+    return {key: source[key] for key in ("dataset", "corpus") if key in source}
+
+
+def made_from(recorded: dict, documents: dict) -> bool:
+    """Whether vectors recorded as made from `recorded` (a dense index's or stored encodings' source, with the
+    `files` states of its build) were made from `documents` (a text store's `origin`) as its files are now.
+    Vectors are found by docid, and those of another collection, or of texts since edited, silently score other
+    texts under the same docids."""
+    return (bool(documents) and origin(recorded) == documents
+            and recorded.get("files") == source_state(recorded, skip=("qrels", "topics")))
+
+
 def empty_skipped(count: int) -> dict:
     """The manifest's record of documents without text left out of an index, as Anserini leaves them out
     (no record when there were none)."""
