@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import os
@@ -183,6 +184,22 @@ def test_each_sentence_is_true_read_alone_and_the_best_model_is_said_once_per_bu
                      "qld is better than dense at every budget from 25 ms per query on"]
 
 
+def test_csv_marks_the_best_models_of_each_budget(tmp_path):
+    """The CSV had no word of the best models the text names: a `best` column, true on each budget's best
+    model(s) (several where equal, none where nothing fits), after the columns it had."""
+    import pandas as pd
+
+    paths = [_write_run(tmp_path, "slow", 20, 99.0, 2), _write_run(tmp_path, "slow", 5, 29.0, 1),
+             _write_run(tmp_path, "fast", 20, 4.0, 1)]
+    points, label = budget.measure_points([_load(p) for p in paths], "nDCG@10")
+    table = pd.read_csv(io.StringIO(budget.render(budget.build_report(points, label, "median", [2, 10, 50, 200]),
+                                                  "csv")))
+    assert list(table.columns) == ["budget_ms", "statistic", "pick", "model", "depth", "nDCG@10", "best"]
+    assert table["best"].dtype == bool
+    best = table[table.best].groupby("budget_ms")["model"].apply(list).to_dict()
+    assert best == {10: ["fast"], 50: ["fast", "slow"], 200: ["slow"]}
+
+
 def test_crossings_in_milliseconds_are_never_in_scientific_notation():
     assert budget.Crossing("deep", "bm25", 2103.4, 12.25).sentence() == \
         "deep is better than bm25 from 12.2 to 2103 ms per query"
@@ -288,6 +305,10 @@ def test_real_dl2019_candidates(tmp_path, rerank):
     assert points["bm25"]["effectiveness"] == pytest.approx(0.5058, abs=5e-5)
     assert points["cut"]["median_ms"] == pytest.approx(3.0) and points["cut"]["depth"] == 10
     assert points["bm25"]["judged"] == points["bm25"]["timed"] == 43
+    csv_text = rerank("budget", "--zero-untimed", str(candidates), str(timed), "--format", "csv").stdout
+    rows = list(csv.DictReader(io.StringIO(csv_text)))
+    assert {(row["budget_ms"], row["model"]) for row in rows if row["best"] == "True"} == {
+        ("2.0", "bm25"), ("5.0", "bm25"), ("5.0", "cut")}
 
 
 def test_each_depth_pays_for_every_passage_it_scores(tmp_path, monkeypatch):

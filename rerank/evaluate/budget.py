@@ -311,6 +311,14 @@ class BudgetReport:
     pick: str = "deepest"
     best: list[Best] = field(default_factory=list)
 
+    def best_at(self, budget: float) -> tuple[str, ...]:
+        """The best models within `budget`, read off the frontier so that every output names the same ones
+        (none below the cheapest point)."""
+        for span in self.best:
+            if span.from_ms <= budget and (span.below_ms is None or budget < span.below_ms):
+                return span.models
+        return ()
+
     def budget_rows(self) -> list[dict]:
         rows = []
         for budget in self.budgets:
@@ -358,12 +366,14 @@ def render(report: BudgetReport, fmt: str) -> str:
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(["budget_ms", "statistic", "pick", "model", "depth", m])
+        writer.writerow(["budget_ms", "statistic", "pick", "model", "depth", m, "best"])  # best: last, for old readers
         for row in report.budget_rows():
+            top = report.best_at(row["budget_ms"])
             for model in models:
                 best = row[model]
                 writer.writerow([row["budget_ms"], report.statistic, report.pick, model, best["depth"] if best else "",
-                                 repr(best["effectiveness"]) if best else ""])  # every digit, as eval's CSV
+                                 repr(best["effectiveness"]) if best else "",  # every digit, as eval's CSV
+                                 model in top])
         return buf.getvalue()
     table = _markdown if fmt == "markdown" else _text
     notes = [b.sentence() for b in report.best] if len(models) > 1 else []
