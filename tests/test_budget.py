@@ -200,6 +200,29 @@ def test_csv_marks_the_best_models_of_each_budget(tmp_path):
     assert best == {10: ["fast"], 50: ["fast", "slow"], 200: ["slow"]}
 
 
+def test_the_plot_marks_where_the_best_model_changes_not_every_crossing(tmp_path, monkeypatch):
+    """The plot drew a line at every pairwise crossing (25 on DL 2019), here at 11 ms where x overtakes y while
+    top is best; it now marks where the best model changes, as the text says, under the frontier."""
+    import matplotlib.pyplot as plt
+
+    paths = [_write_run(tmp_path, "y", 20, 2.0, 0), _write_run(tmp_path, "x", 5, 3.0, 0),
+             _write_run(tmp_path, "x", 20, 10.0, 1), _write_run(tmp_path, "top", 20, 5.0, 2)]
+    points, label = budget.measure_points([_load(p) for p in paths], "nDCG@10")
+    report = budget.build_report(points, label)
+    assert [(b.models, b.from_ms) for b in report.best] == [(("y",), 3.035), (("x", "y"), 4.035), (("top",), 6.035)]
+    assert [c.below_ms for c in report.crossings if {c.better, c.other} == {"x", "y"}] == [11.035]
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    budget.plot(report, str(tmp_path / "budget.png"))
+    lines = figures[0].axes[0].get_lines()
+    vertical = sorted(line.get_xdata()[0] for line in lines if len(set(line.get_xdata())) == 1 and
+                      len(line.get_xdata()) == 2)
+    assert vertical == pytest.approx([4.035, 6.035])
+    frontier, = (line for line in lines if line.get_label() == "best that fits")
+    none_found = next(p.effectiveness for p in points if p.model == "y")  # at 3, 4, 6, 11 ms and the right edge
+    assert list(frontier.get_ydata()) == pytest.approx([none_found] * 2 + [1.0] * 3)
+
+
 def test_crossings_in_milliseconds_are_never_in_scientific_notation():
     assert budget.Crossing("deep", "bm25", 2103.4, 12.25).sentence() == \
         "deep is better than bm25 from 12.2 to 2103 ms per query"

@@ -407,7 +407,8 @@ def _markdown(header: list, rows: list[list]) -> str:
 
 
 def plot(report: BudgetReport, path: str, title: str | None = None) -> None:
-    """Effectiveness against budget (log x), one step line per model, each point marked with its depth."""
+    """Effectiveness against budget (log x), one step line per model, each point marked with its depth, under the
+    frontier (the best that fits) with a dotted line where its model changes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -432,15 +433,20 @@ def plot(report: BudgetReport, path: str, title: str | None = None) -> None:
             ax.plot(x(p), p.effectiveness, "o", color=line.get_color(), ms=4)
             ax.annotate(str(p.depth), (x(p), p.effectiveness), fontsize=7,
                         textcoords="offset points", xytext=(3, -9), color=line.get_color())
-    for c in report.crossings:
-        ax.axvline(c.below_ms, color="grey", lw=0.6, ls=":")
+    # what the text says, the best that fits and where it changes, not every pairwise crossing (25 lines on DL 2019)
+    costs = sorted({p.cost(report.statistic) for p in report.points})
+    top = [best_within(models[report.best_at(t)[0]], t, report.statistic, report.pick).effectiveness for t in costs]
+    ax.step([max(t, floor) for t in costs] + [right], top + top[-1:], where="post", color="black", lw=6, alpha=0.15,
+            zorder=1, label="best that fits")
+    for i, span in enumerate(report.best[1:]):
+        ax.axvline(span.from_ms, color="grey", lw=0.8, ls=":", label="best model changes" if i == 0 else "_nolegend_")
     ax.set_xscale("log")
     ax.set_xlim(floor / 1.2, right)
     ax.set_xlabel(f"time budget per query, ms ({report.statistic}; all stages)")
     ax.set_ylabel(f"{report.measure} within budget ({report.pick} depth that fits)")
     ax.set_title(title or f"{report.measure} reachable within a per-query time budget")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize="small")
     fig.tight_layout()
     with atomic_output(path, "wb") as handle:
         fig.savefig(handle, format="png", dpi=120)
