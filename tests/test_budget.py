@@ -66,9 +66,10 @@ def test_costs_sum_every_stage_and_cheap_model_wins_small_budgets(tmp_path):
     assert rows[1]["fast"]["depth"] == 20 and rows[1]["slow"] is None
     assert rows[3]["slow"] == {"effectiveness": pytest.approx(1.0), "depth": 20}
     # fast wins until slow's depth-20 point fits (100.035 ms); from 30 ms both reach the same quality, so fast is
-    # not better there ("fast is better than slow below 100" was said), and below 5.04 ms neither fits
+    # not better there ("fast is better than slow below 100" was said), and below 30 ms only fast fits
     assert [(c.better, c.other, round(c.below_ms, 3)) for c in report.crossings] == [("fast", "slow", 100.035)]
-    assert "fast is at least as good as slow from 5.04 to 100 ms per query" in budget.render(report, "table")
+    assert "fast is at least as good as slow where both fit, from 30 to 100 ms per query" in \
+        budget.render(report, "table")
 
 
 def test_a_model_ahead_at_every_budget_is_reported_as_a_lead(tmp_path):
@@ -82,8 +83,8 @@ def test_a_model_ahead_at_every_budget_is_reported_as_a_lead(tmp_path):
     assert {(lead.better, lead.other, lead.ties) for lead in report.leads} == {
         ("quick", "slow", False), ("quick", "twin", True), ("twin", "slow", False)}
     text = budget.render(report, "markdown")
-    assert "- quick is better than slow at every budget from 5.04 ms per query on" in text
-    assert "- quick is at least as good as twin at every budget from 5.04 ms per query on" in text
+    assert "- quick is better than slow at every budget where both fit, from 100 ms per query on" in text
+    assert "- quick is at least as good as twin at every budget where both fit, from 51 ms per query on" in text
     assert json.loads(budget.render(report, "json"))["leads"][0]["sentence"].startswith("quick is")
 
 
@@ -181,7 +182,25 @@ def test_each_sentence_is_true_read_alone_and_the_best_model_is_said_once_per_bu
     notes = budget.render(report, "table").split("\n\n")[-1].splitlines()
     assert notes == ["qld is the best that fits from 25 to 70 ms per query",
                      "rm3 is the best that fits from 70 ms per query on",
-                     "qld is better than dense at every budget from 25 ms per query on"]
+                     "qld is better than dense at every budget where both fit, from 53 ms per query on"]
+
+
+def test_better_is_said_only_where_both_fit(tmp_path):
+    """"TK is better than BERT at every budget from 12.1 ms per query on" (DL 2019) counted the budgets below
+    BERT's first point, 123 ms, where TK merely fits; a crossing's first span did the same ("tk+bm25 is better
+    than bert from 11.9 to 439"). Both now compare the pair from where both fit."""
+    paths = [_write_run(tmp_path, "a", 20, 2.0, 1), _write_run(tmp_path, "b", 5, 10.0, 0),
+             _write_run(tmp_path, "b", 20, 50.0, 2), _write_run(tmp_path, "c", 20, 100.0, 0)]
+    points, label = budget.measure_points([_load(p) for p in paths], "nDCG@10")
+    report = budget.build_report(points, label, "median", [200])
+    said = [c.sentence() for c in report.crossings] + [lead.sentence() for lead in report.leads]
+    assert said == ["a is better than b where both fit, from 11 to 51 ms per query",
+                    "a is better than c at every budget where both fit, from 101 ms per query on",
+                    "b is better than c at every budget where both fit, from 101 ms per query on"]
+    leads = json.loads(budget.render(report, "json"))["leads"]
+    assert [(lead["from_ms"], lead["other_from_ms"]) for lead in leads] == [(3.035, 101.035), (11.035, 101.035)]
+    both = budget.Lead("x", "y", 5.0, False)  # both fit from the start: said as before
+    assert both.sentence() == "x is better than y at every budget from 5 ms per query on"
 
 
 def test_csv_marks_the_best_models_of_each_budget(tmp_path):
@@ -328,6 +347,9 @@ def test_real_dl2019_candidates(tmp_path, rerank):
     assert points["bm25"]["effectiveness"] == pytest.approx(0.5058, abs=5e-5)
     assert points["cut"]["median_ms"] == pytest.approx(3.0) and points["cut"]["depth"] == 10
     assert points["bm25"]["judged"] == points["bm25"]["timed"] == 43
+    # equal rankings: below 3 ms only bm25 fits, which is not "better" (it said "at every budget from 0 ms")
+    assert [lead["sentence"] for lead in json.loads(done.stdout)["leads"]] == [
+        "bm25 is at least as good as cut at every budget where both fit, from 3 ms per query on"]
     csv_text = rerank("budget", "--zero-untimed", str(candidates), str(timed), "--format", "csv").stdout
     rows = list(csv.DictReader(io.StringIO(csv_text)))
     assert {(row["budget_ms"], row["model"]) for row in rows if row["best"] == "True"} == {

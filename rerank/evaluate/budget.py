@@ -52,7 +52,8 @@ class BudgetPoint:
 class Crossing:
     """Budgets in [from_ms, below_ms) favour `better` (at least equal where `ties`); at `below_ms`, `other`
     takes over (at least equal from there where `ties_after`). `alone`: below it `other` has no point at all,
-    so `better` is not better there but merely fits."""
+    so `better` is not better there but merely fits; `other_from_ms`: where `other` first fits, when that is
+    within the span (below it, `better` merely fits)."""
 
     better: str
     other: str
@@ -61,13 +62,15 @@ class Crossing:
     alone: bool = False
     ties: bool = False
     ties_after: bool = False
+    other_from_ms: float | None = None
 
     def sentence(self) -> str:
         if self.alone:  # of this pair only: a third model may fit too, so never "only X fits"
             return (f"{self.better} fits from {_ms(self.from_ms)} ms per query, "
                     f"{self.other} only from {_ms(self.below_ms)}")
         how = "at least as good as" if self.ties else "better than"
-        return f"{self.better} is {how} {self.other} from {_ms(self.from_ms)} to {_ms(self.below_ms)} ms per query"
+        return (f"{self.better} is {how} {self.other}{_from(self.from_ms, self.other_from_ms)} to "
+                f"{_ms(self.below_ms)} ms per query")
 
     def after(self) -> str:
         """What holds from `below_ms` on, when this is the pair's last crossing."""
@@ -95,16 +98,25 @@ class Best:
 @dataclass(frozen=True)
 class Lead:
     """`better` is ahead of `other` at every budget from `from_ms` on (below it neither has a point): their
-    curves never cross. `ties`: at some budgets they are equal."""
+    curves never cross. `ties`: at some budgets they are equal. `other_from_ms`: where `other` fits only later
+    (below it `better` merely fits)."""
 
     better: str
     other: str
     from_ms: float
     ties: bool
+    other_from_ms: float | None = None
 
     def sentence(self) -> str:
         how = "at least as good as" if self.ties else "better than"
-        return f"{self.better} is {how} {self.other} at every budget from {_ms(self.from_ms)} ms per query on"
+        return (f"{self.better} is {how} {self.other} at every budget{_from(self.from_ms, self.other_from_ms)} "
+                "ms per query on")
+
+
+def _from(from_ms: float, other_from_ms: float | None) -> str:
+    """Where a pair's comparison starts: a budget within which only one of the two fits makes it not better but
+    the only one of the pair that fits (what the best models say), so "better" starts where both fit."""
+    return f" from {_ms(from_ms)}" if other_from_ms is None else f" where both fit, from {_ms(other_from_ms)}"
 
 
 def _ms(value: float) -> str:
@@ -275,12 +287,13 @@ def compare_curves(points: list[BudgetPoint], statistic: str,
                     if segments:
                         segments[-1][2] = True
                     tied_first = not segments
-            for k, ((better, start, ties), (other, end, ties_after)) in enumerate(zip(segments, segments[1:])):
-                alone = min(p.cost(statistic) for p in models[other]) >= end
-                found.append(Crossing(better, other, end, start, alone, ties, ties_after))
+            both = max(min(p.cost(statistic) for p in models[m]) for m in (a, b))  # below it one of them fits
+            for (better, start, ties), (other, end, ties_after) in zip(segments, segments[1:]):
+                found.append(Crossing(better, other, end, start, both >= end, ties, ties_after,
+                                      both if start < both < end else None))
             if len(segments) == 1:
                 better, start, ties = segments[0]
-                leads.append(Lead(better, b if better == a else a, start, ties))
+                leads.append(Lead(better, b if better == a else a, start, ties, both if start < both else None))
     return found, leads
 
 
