@@ -36,7 +36,7 @@ from .atomic import atomic_output
 from .data import dataset_names, get_dataset
 from .errors import DataError, MissingIndexError, RerankError, UsageError
 from .evaluate import report
-from .evaluate.measures import label_among
+from .evaluate.measures import label_among, parse_measures, sort_among
 from .evaluate.session import evaluate_runs, judgements_for
 from .evaluate.significance import CORRECTIONS, TESTS
 from .paths import file_state, indexes_dir, runs_dir
@@ -78,6 +78,8 @@ STAGE_PARAMETERS: dict[str, dict[str, type]] = {
     "fuse": {"inputs": list, "method": str, "k": int, "norm": str, "depth": int},
 }
 EVERY_STAGE = {"name": str, "kind": str, "input": str, "evaluate": bool}
+# The keys that make the leaderboard alone (no stage's run depends on them): rerank run's options override them.
+LEADERBOARD_KEYS = ("measures", "baseline", "sort", "tests", "correction")
 PIPELINE_KEYS = {"dataset": str, "stage": list, "measures": list, "baseline": str, "sort": str, "qrels": str,
                  "min_rel": int, "index": dict, "tests": list, "correction": str}
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")  # a file name in runs/<pipeline>/ and a run tag
@@ -298,17 +300,14 @@ def _check_inputs(source: str, stage: dict) -> None:
 
 def _check_leaderboard(source: str, spec: dict) -> None:
     """Measures, baseline and sort are used only after every stage has run: check them before any does."""
-    from .data.registry import ADHOC_MEASURES
-    from .evaluate.measures import parse_measures
     from .evaluate.session import check_min_rel
 
     try:
         check_min_rel(spec.get("min_rel"), "min_rel")
     except UsageError as error:
         raise DataError(f"{source}: {error}") from None
-    default = get_dataset(spec["dataset"]).measures if spec["dataset"] in dataset_names() else ADHOC_MEASURES
     try:
-        labels = [m.label for m in parse_measures(spec.get("measures") or list(default), 1)]
+        labels = _measure_labels(spec)
     except UsageError as error:  # the -m message, named by the file's key
         raise DataError(f"{source}: measures: {error}") from None
     evaluated = [s["name"] for s in spec["stage"] if s.get("evaluate", True)]
@@ -318,8 +317,11 @@ def _check_leaderboard(source: str, spec: dict) -> None:
     if spec.get("baseline", evaluated[0] if evaluated else None) not in evaluated:
         raise DataError(f"{source}: baseline {spec.get('baseline')!r} is not an evaluated stage "
                         f"({', '.join(evaluated) or 'none'})")
-    if labels and label_among(spec.get("sort", labels[0]), labels) is None:
-        raise DataError(f"{source}: sort {spec['sort']!r} is not one of the measures: {', '.join(labels)}")
+    if labels and "sort" in spec:
+        try:
+            sort_among(spec["sort"], labels, "sort")
+        except UsageError as error:
+            raise DataError(f"{source}: {error}") from None
     unknown = [t for t in spec.get("tests", []) if not isinstance(t, str) or t not in TESTS]
     if unknown or spec.get("tests") == []:
         raise DataError(f"{source}: tests {spec['tests']!r}: name one or more of {', '.join(TESTS)}")
@@ -327,12 +329,51 @@ def _check_leaderboard(source: str, spec: dict) -> None:
         raise DataError(f"{source}: correction {spec['correction']!r} is not one of {', '.join(CORRECTIONS)}")
 
 
-def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_query: bool = False) -> str:
+def _measure_labels(spec: dict) -> list[str]:
+    """The labels of the measures the leaderboard shows: the spec's `measures`, or its data set's."""
+    from .data.registry import ADHOC_MEASURES
+
+    default = get_dataset(spec["dataset"]).measures if spec["dataset"] in dataset_names() else ADHOC_MEASURES
+    return [m.label for m in parse_measures(spec.get("measures") or list(default), 1)]
+
+
+def leaderboard_spec(spec: dict, overrides: dict) -> dict:
+    """The keys the leaderboard is made with: the file's, with those `overrides` gives (rerank run's -m, --baseline,
+    --sort, --test and --correction; None or empty: not given) in their place, checked as eval checks its options.
+    The stages are left as they are, so no fingerprint changes and saved runs are reused. A file's `sort` that is
+    not among the measures -m gives falls back to the default, the first measure that is not a count."""
+    unknown = set(overrides) - set(LEADERBOARD_KEYS)
+    if unknown:
+        raise ValueError(f"not a leaderboard key: {', '.join(sorted(unknown))}")
+    given = {key: value for key, value in overrides.items() if value is not None and value != () and value != []}
+    board = {**spec, **{key: list(value) if key in ("measures", "tests") else value for key, value in given.items()}}
+    labels = _measure_labels(board)  # -m's message if a measure cannot be read, as eval's
+    if "sort" in given:
+        sort_among(given["sort"], labels)
+    elif "measures" in given and "sort" in spec and label_among(spec["sort"], labels) is None:
+        del board["sort"]
+    if "baseline" in given:
+        every = [stage["name"] for stage in spec["stage"]]
+        evaluated = [stage["name"] for stage in spec["stage"] if stage.get("evaluate", True)]
+        if given["baseline"] in every and given["baseline"] not in evaluated:
+            raise UsageError(f"--baseline {given['baseline']!r} is a stage with evaluate = false, not on the "
+                             f"leaderboard; evaluated stages: {', '.join(evaluated)}")
+        if given["baseline"] not in evaluated:
+            which = "evaluated stages" if len(evaluated) < len(every) else "stages"
+            raise UsageError(f"--baseline {given['baseline']!r} names none of the pipeline's {which}: "
+                             f"{', '.join(evaluated)}")
+    return board
+
+
+def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_query: bool = False,
+                 overrides: dict | None = None) -> str:
     """Run the stages that are not up to date; the leaderboard, or with `per_query` eval --per-query's table (each
-    query's difference to the baseline, ordered by the file's `sort` if it has one)."""
+    query's difference to the baseline, ordered by the file's `sort` if it has one). `overrides`: leaderboard keys
+    that replace the file's (`leaderboard_spec`), refused before any stage runs if eval would refuse them."""
     import click
 
     spec = load_pipeline(path)
+    board = leaderboard_spec(spec, overrides or {})
     check_stages(spec)
     dataset = spec["dataset"]
     folder = runs_dir() / Path(path).stem
@@ -375,17 +416,17 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
             with open(folder / f"{stage['name']}.run", encoding="utf-8") as handle:
                 runs.append(load_run(handle, stage["name"]))
     judgements = judgements_for(runs, spec.get("qrels"), spec.get("min_rel"), dataset)
-    evaluations, named, warnings = evaluate_runs(runs, judgements, spec.get("measures"))
+    evaluations, named, warnings = evaluate_runs(runs, judgements, board.get("measures"))
     for warning in warnings:
         click.echo(f"rerank: note: {warning}", err=True)
     names = [r.name for r in runs]
-    baseline = spec.get("baseline", names[0])
+    baseline = board.get("baseline", names[0])
     if baseline not in names:
         raise UsageError(f"{path}: baseline {baseline!r} is not an evaluated stage ({', '.join(names)})")
     base = names.index(baseline)
     if per_query:
-        sort_label = label_among(spec["sort"], [m.label for m in named]) if spec.get("sort") else None
+        sort_label = label_among(board["sort"], [m.label for m in named]) if board.get("sort") else None
         return report.render_per_query(evaluations, named, fmt, base, sort_label)
-    significance = report.Significance.chosen(spec.get("tests", ()), spec.get("correction", "holm"))
-    rows = report.leaderboard(evaluations, named, base, spec.get("sort"), significance)
+    significance = report.Significance.chosen(board.get("tests", ()), board.get("correction", "holm"))
+    rows = report.leaderboard(evaluations, named, base, board.get("sort"), significance)
     return report.render(rows, named, fmt, baseline, significance)

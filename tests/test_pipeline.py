@@ -333,3 +333,84 @@ def test_a_pipeline_chooses_its_significance_tests_and_correction(rerank, tmp_pa
         spec.write_text(f'dataset = "trecqa-dev"\n{top}\n{stages}')
         with pytest.raises(DataError, match=re.escape(f"{spec}: {message}")):
             load_pipeline(spec)
+
+
+_TWO_CUTS = ('[[stage]]\nname = "c5"\nkind = "candidates"\nk = 5\n'
+             '[[stage]]\nname = "c1"\nkind = "candidates"\nk = 1\n')
+
+
+def test_run_options_override_the_leaderboard_keys_and_reuse_every_run(rerank, session_home, tmp_path):
+    """Another baseline, measure, sort, test or correction for a finished experiment meant editing its file;
+    `rerank run`'s -m, --baseline, --sort, --test and --correction override the file's keys for the leaderboard
+    alone: every run is reused untouched, the leaderboard is eval's with those options on the saved runs, and the
+    file's keys apply again when they are left out."""
+    spec = tmp_path / "again.toml"
+    spec.write_text(f'dataset = "trecqa-dev"\nmeasures = ["MRR"]\nbaseline = "c5"\ntests = ["t"]\n'
+                    f'correction = "bonferroni"\n{_TWO_CUTS}')
+    first = rerank("run", str(spec))
+    folder = session_home / "runs" / "again"
+    stamps = {run: (folder / run).stat().st_mtime_ns for run in ("c5.run", "c1.run")}
+    options = ("-m", "MAP", "-m", "P@1", "--sort", "P@1", "--baseline", "c1", "--test", "wilcoxon",
+               "--correction", "none")
+    other = rerank("run", str(spec), *options)
+    assert "running" not in other.stderr and other.stderr.count("up to date") == 2
+    assert {run: (folder / run).stat().st_mtime_ns for run in stamps} == stamps  # no fingerprint changed
+    lines = other.stdout.splitlines()
+    assert lines[0].split()[:3] == ["run", "MAP", "P@1"] and lines[2].startswith("c1 (baseline)")
+    assert other.stdout.endswith("than c1 (Wilcoxon signed-rank test, uncorrected, p < 0.05)\n")
+    by_eval = rerank("eval", str(folder / "c5.run"), str(folder / "c1.run"), *options)
+    assert other.stdout == by_eval.stdout
+    assert rerank("run", str(spec)).stdout == first.stdout  # the file's keys again: nothing was written into it
+    assert first.stdout.splitlines()[1].startswith("c5 (baseline)") and "(paired t-test, Bonferroni" in first.stdout
+
+
+def test_run_measure_option_with_the_files_sort_and_per_query(rerank, tmp_path):
+    """-m drops a file's `sort` that is not among the measures it gives (the default order, its first measure,
+    instead of an error); with -q, --sort orders each run's queries as eval -q --sort does."""
+    spec = tmp_path / "resort.toml"
+    spec.write_text(f'dataset = "trecqa-dev"\nmeasures = ["MRR", "P@1"]\nsort = "P@1"\n{_TWO_CUTS}')
+    rows = json.loads(rerank("run", str(spec), "-m", "MAP", "--format", "json").stdout)
+    assert [row["run"] for row in rows] == ["c5", "c1"] and set(rows[0]) >= {"MAP"} and "P@1" not in rows[0]
+    queries = json.loads(rerank("run", str(spec), "-q", "--baseline", "c1", "--sort", "MRR", "--format",
+                                "json").stdout)
+    gains = [row["MRR delta"] for row in queries if row["run"] == "c5" and row["qid"] != "all"]
+    assert gains == sorted(gains, reverse=True) and gains[0] > 0 and gains[-1] == 0  # c5 vs c1: gains or ties
+
+
+@pytest.mark.parametrize("c1_evaluated, options, message", [
+    (True, ["--baseline", "c9"], "--baseline 'c9' names none of the pipeline's stages: c5, c1"),
+    (False, ["--baseline", "c1"], "--baseline 'c1' is a stage with evaluate = false, not on the leaderboard; "
+                                  "evaluated stages: c5"),
+    (False, ["--baseline", "c9"], "--baseline 'c9' names none of the pipeline's evaluated stages: c5"),
+    (True, ["-m", "nDCG10"], "cannot read measure 'nDCG10'; try MAP, MRR@10"),
+    (True, ["--sort", "MAP"], "--sort 'MAP' is not one of the measures: MRR"),
+    (True, ["-m", "P@1", "--sort", "MRR"], "--sort 'MRR' is not one of the measures: P@1"),
+    (True, ["--test", "sign"], "Invalid value for '--test': 'sign' is not one of 't', 'randomization', 'wilcoxon'"),
+    (True, ["--correction", "fdr"], "Invalid value for '--correction': 'fdr' is not one of 'holm', 'bonferroni', "
+                                    "'none'"),
+])
+def test_run_leaderboard_options_are_refused_before_any_stage_runs(rerank, session_home, tmp_path, c1_evaluated,
+                                                                     options, message):
+    """A leaderboard option eval would refuse is refused by run in eval's words, one line and exit status 2,
+    before any stage runs (not after an hour of them); a --baseline that is no stage lists the stages."""
+    spec = tmp_path / "refused.toml"
+    spec.write_text(f'dataset = "trecqa-dev"\nmeasures = ["MRR"]\n{_TWO_CUTS}'
+                    f'{"" if c1_evaluated else "evaluate = false"}\n')  # the key of the last stage, c1
+    done = rerank("run", str(spec), *options, check=False)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"rerank: error: {message}") and done.stderr.count("\n") == 1
+    assert not (session_home / "runs" / "refused").exists()
+
+
+def test_run_help_gives_evals_leaderboard_options_with_the_files_keys_as_defaults(rerank):
+    """The options are eval's own definitions (one text for both commands), their defaults the file's keys."""
+    run_help = " ".join(rerank("run", "--help").stdout.split())
+    eval_help = " ".join(rerank("eval", "--help").stdout.split())
+    for option, default in (("--baseline TEXT", "default: the file's `baseline`, else the first evaluated stage"),
+                            ("--sort TEXT", "default: the file's `sort`, else the first that is not a count"),
+                            ("--test [t|randomization|wilcoxon]", "default: the file's `tests`"),
+                            ("--correction [holm|bonferroni|none]", "default: the file's `correction`, else holm"),
+                            ("-m, --measure TEXT", "default: the file's `measures`")):
+        assert option in run_help and option in eval_help and default in run_help
+    shared = "MAP, MRR[@k], P@k, HITS@k, nDCG[@k], Recall@k, an ir_measures name (Rprec, Bpref)"
+    assert shared in run_help and shared in eval_help

@@ -8,11 +8,11 @@ import click
 
 from ..errors import UsageError
 from ..evaluate import report
-from ..evaluate.measures import label_among, parse_measures
+from ..evaluate.measures import parse_measures, sort_among
 from ..evaluate.session import evaluate_runs, judgements_for, load_runs
-from ..evaluate.significance import CORRECTIONS, TESTS
 from . import cli
 from .io import open_run_inputs, split_label
+from .leaderboard import leaderboard_options
 
 
 def _baseline_index(runs, baseline: str | None) -> int:
@@ -33,22 +33,11 @@ def _baseline_index(runs, baseline: str | None) -> int:
 @cli.command("eval")
 @click.argument("runs", nargs=-1)
 @click.option("--qrels", type=click.Path(dir_okay=False), help="Qrels file (default: the data set named in the run header).")
-@click.option("-m", "--measure", "measures", multiple=True,
-              help="MAP, MRR[@k], P@k, HITS@k, nDCG[@k], Recall@k, an ir_measures name (Rprec, Bpref) "
-                   "or trec_eval's (ndcg_cut.10, P.5,10, official); repeatable.")
+@leaderboard_options()
 @click.option("--min-rel", type=int, default=None, help="Lowest grade that counts as relevant (trec_eval -l).")
 @click.option("-q", "--per-query", is_flag=True,
               help="One row per query and run; with several runs, each query's difference to the baseline too.")
 @click.option("--format", "fmt", type=click.Choice(report.FORMATS), default="table", show_default=True)
-@click.option("--baseline", default=None, help="Run (name, LABEL or file) the others are tested against (default: the first).")
-@click.option("--sort", "sort_by", default=None,
-              help="Measure to sort the leaderboard by (default: the first that is not a count); with --per-query, "
-                   "each run's queries by their difference to the baseline on it, largest gain first.")
-@click.option("--test", "tests", multiple=True, type=click.Choice(list(TESTS)),
-              help="Significance test that marks a difference to the baseline; repeatable, all must agree "
-                   "(default: t and randomization).")
-@click.option("--correction", type=click.Choice(list(CORRECTIONS)), default="holm", show_default=True,
-              help="Correction of each test's p-values for the several runs compared with the baseline.")
 @click.option("--strict", is_flag=True, help="Insist that ranks agree with scores.")
 def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_by, tests, correction,
                  strict) -> None:
@@ -69,13 +58,11 @@ def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_
     # them prints: the error alone
     base = _baseline_index(loaded, baseline)
     labels = [m.label for m in parse_measures(list(measures or judgements.measures), judgements.min_rel)]
-    if sort_by is not None and label_among(sort_by, labels) is None:
-        raise UsageError(f"--sort {sort_by!r} is not one of the measures: {', '.join(labels)}")
+    sort_label = sort_among(sort_by, labels) if sort_by is not None else None
     evaluations, named, warnings = evaluate_runs(loaded, judgements, list(measures))
     for warning in warnings:
         click.echo(f"rerank: note: {warning}", err=True)
     if per_query:
-        sort_label = label_among(sort_by, labels) if sort_by else None
         click.echo(report.render_per_query(evaluations, named, fmt, base, sort_label), nl=False)
         return
     significance = report.Significance.chosen(tests, correction)

@@ -6,6 +6,7 @@ import click
 
 from ..pipeline import run_pipeline
 from . import cli
+from .leaderboard import leaderboard_options
 
 
 @cli.command("run")
@@ -14,6 +15,14 @@ from . import cli
 @click.option("--force", is_flag=True, help="Recompute every stage even if its run file is up to date.")
 @click.option("-q", "--per-query", is_flag=True,
               help="One row per query and run, with each query's difference to the baseline (as eval --per-query).")
-def run_command(pipeline: str, fmt: str, force: bool, per_query: bool) -> None:
-    """Run every stage of PIPELINE (TOML), reuse unchanged runs under runs/, print the leaderboard."""
-    click.echo(run_pipeline(pipeline, fmt, force, per_query), nl=False)
+@leaderboard_options(pipeline=True)
+def run_command(pipeline: str, fmt: str, force: bool, per_query: bool, measures, baseline, sort_by, tests,
+                correction) -> None:
+    """Run every stage of PIPELINE (TOML), reuse unchanged runs under runs/, print the leaderboard.
+
+    -m, --baseline, --sort, --test and --correction override the file's keys of their names for the leaderboard
+    alone: every stage's run is reused as it would be without them.
+    """
+    overrides = {"measures": measures, "baseline": baseline, "sort": sort_by, "tests": tests,
+                 "correction": correction}
+    click.echo(run_pipeline(pipeline, fmt, force, per_query, overrides), nl=False)

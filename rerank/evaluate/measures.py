@@ -172,6 +172,15 @@ def label_among(text: str, labels: list[str]) -> str | None:
     return label if label in labels else None
 
 
+def sort_among(sort_by: str, labels: list[str], name: str = "--sort") -> str:
+    """The label among a leaderboard's `labels` that `sort_by` (eval's --sort, a pipeline's `sort`) names;
+    refused in one line that lists them."""
+    label = label_among(sort_by, labels)
+    if label is None:
+        raise UsageError(f"{name} {sort_by!r} is not one of the measures: {', '.join(labels)}")
+    return label
+
+
 def parse_measures(names: list[str], min_rel: int) -> list[NamedMeasure]:
     measures = [m for n in names for m in _parse_all(n, min_rel)]
     labels = [m.label for m in measures]
