@@ -155,7 +155,9 @@ def _check_index_there(spec: dict, backend_name: str) -> None:
 
 
 _FLAG = re.compile(r"(?<![\w-])--(no-)?([a-z][a-z0-9-]*)")  # not inside a word: a path's bm25--k/ is no flag
-_COMMAND = re.compile(r"(rerank [a-z]+[^,;)]*)")  # a command line a message suggests: its flags stay flags
+# Kept as written: a command line a message suggests (its flags stay flags), and text a message quotes from the
+# user's files (an id '--depth 1' in a topics file is no flag); a quote starts and ends outside a word ("run's").
+_KEPT = re.compile(r"""(rerank [a-z]+[^,;)]*|(?<!\w)'[^'\n]*'(?!\w)|(?<!\w)"[^"\n]*"(?!\w))""")
 _OFF_SWITCHES = {"es-insecure": "es_verify_certs"}  # flags that turn a key off under a name of their own
 
 
@@ -163,7 +165,8 @@ def _in_pipeline_terms(message: str, kind: str) -> str:
     """A stage's error in the pipeline file's words. The checks are the commands' own, so they name flags
     ("--fb-terms sets RM3 feedback: add --rm3"); a flag that is a key of this kind of stage becomes that key
     ("fb_terms ...: add rm3 = true", a switch to add or pass with its value), except in a command line the
-    message suggests running. A --no- switch always keeps its value: "pass cache" would say the opposite."""
+    message suggests running or in text it quotes. A --no- switch always keeps its value: "pass cache" would say
+    the opposite."""
     keys = {**STAGE_PARAMETERS[kind], **EVERY_STAGE}
 
     def as_key(match: re.Match) -> str:
@@ -175,7 +178,7 @@ def _in_pipeline_terms(message: str, kind: str) -> str:
             return f"{key} = {'false' if off else 'true'}"
         return key
 
-    pieces = _COMMAND.split(message)  # odd pieces are the commands
+    pieces = _KEPT.split(message)  # odd pieces are the commands and quotations
     return "".join(piece if i % 2 else _FLAG.sub(as_key, piece) for i, piece in enumerate(pieces))
 
 

@@ -162,6 +162,19 @@ def test_stage_mistakes_stop_the_pipeline_before_any_stage_runs(rerank, vaswani_
     assert "running" not in done.stderr and not (session_home / "runs" / "early").exists()
 
 
+def test_text_an_error_quotes_from_the_users_files_is_not_put_in_the_files_words(rerank, vaswani_index, tmp_path):
+    """Flags in a stage's errors become the file's keys (`--k` -> `k`), and so did a flag-like id that an error
+    quoted from a topics file: '--k 1' was reported as 'k 1', an id the file does not hold."""
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("1\tfirst query\n--k 1\tsecond query\n")
+    spec = tmp_path / "quoted.toml"
+    spec.write_text(f'dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nk = 10\ntopics = "{topics}"\n')
+    done = rerank("run", str(spec), check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == (f"rerank: error: stage 'bm25': {topics}:2: query id '--k 1' holds "
+                                            "whitespace: it could not stand in a TREC run line"), done.stderr
+
+
 def test_an_error_found_only_by_running_a_stage_names_the_stage(rerank, vaswani_index, session_home, tmp_path):
     """The model's position table is known once it loads: the error said `--max-length must be ...`, naming neither
     the stage nor the file's key."""
