@@ -11,7 +11,7 @@ import click
 
 from ..atomic import atomic_output
 from ..errors import DataError, UsageError
-from ..runs import Stream, open_run_file
+from ..runs import RunReader, Stream, open_run_file
 
 
 def run_output_options(command: Callable) -> Callable:
@@ -60,6 +60,15 @@ def open_run_inputs(stack: contextlib.ExitStack, paths) -> list[tuple[IO[str], s
     if list(paths).count("-") > 1:
         raise UsageError("only one of the runs can come from stdin ('-')")
     return [stack.enter_context(open_run_input(path)) for path in paths]
+
+
+def write_no_queries(reader: RunReader, source: str, output: str | None, trec_only: bool, why: str) -> None:
+    """What a stage writes for an input without queries (an empty output, the score stage's rule), with a note.
+    Most often the input is the nothing a failed stage upstream wrote: it must not come out as a run that looks
+    whole (a header and `# end of run`). A header the input had (a stage that found nothing) is kept."""
+    click.echo(f"rerank: note: {source} holds no queries; {why}", err=True)
+    had_header = bool(reader.header.fields or reader.header.stages)
+    write_stream(Stream(reader.header if had_header else None, []), output, trec_only)
 
 
 def write_stream(stream: Stream, output: str | None, trec_only: bool = False) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import click
 
 from ..errors import UsageError
@@ -9,7 +11,7 @@ from ..retrieve import api
 from ..retrieve.store import EMPTY_SKIPPED, REUSED
 from ..runs import RunReader, Stream
 from . import cli
-from .io import open_run_input, run_output_options, write_stream
+from .io import open_run_input, run_output_options, write_no_queries, write_stream
 
 
 def backend_options(command):
@@ -105,4 +107,9 @@ def cat(run: str | None, trec_only: bool, strict: bool, output: str | None) -> N
     """Validate a run stream and write it out again (normalised order and ranks)."""
     with open_run_input(run) as (handle, source):
         reader = RunReader(handle, source, strict)
-        write_stream(Stream(reader.header, reader), output, trec_only)
+        rankings = iter(reader)
+        first = next(rankings, None)
+        if first is None:
+            write_no_queries(reader, source, output, trec_only, "nothing to write")
+            return
+        write_stream(Stream(reader.header, itertools.chain([first], rankings)), output, trec_only)

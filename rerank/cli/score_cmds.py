@@ -15,7 +15,7 @@ from ..errors import UsageError
 from ..models.base import BF16_EMULATED, MODELS, bf16_is_emulated
 from ..runs import RunReader, Stream
 from . import cli
-from .io import open_run_input, run_output_options, write_stream
+from .io import open_run_input, run_output_options, write_no_queries, write_stream
 
 
 @cli.command()
@@ -58,9 +58,7 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
         first = next(rankings, None)
         if first is None:  # still check the model, and replace an -o file rather than leave an older run there
             load_model(model_name, checkpoint, **options)
-            click.echo(f"rerank: note: {source} holds no queries; nothing to score", err=True)
-            had_header = bool(reader.header.fields or reader.header.stages)
-            write_stream(Stream(reader.header if had_header else None, []), output, trec_only)
+            write_no_queries(reader, source, output, trec_only, "nothing to score")
             return
         queries = queries_for(reader.header, topics)  # fail on a header naming nothing before loading a model
         store = doc_store_for(reader.header, corpus)
