@@ -506,6 +506,20 @@ def test_eval_names_runs_label_equals_file_as_budget_does(rerank, tmp_path):
     assert done.returncode == 2 and done.stderr == "rerank: error: 'A=': LABEL=FILE needs a file after '='\n"
 
 
+@pytest.mark.data
+def test_a_run_none_of_whose_documents_is_judged_is_named(rerank, data_root, tmp_path):
+    """CACM's qrels given for a Vaswani run: their query ids overlap, so nothing was refused, and a row of zeros
+    came with no word of why."""
+    judged = [line.split() for line in (data_root / "vaswani" / "qrels").read_text().splitlines()[:20]]
+    (tmp_path / "v.run").write_text("".join(f"{q} Q0 {d} 1 1.0 bm25\n" for q, _, d, _ in judged))
+    qrels = data_root / "cacm" / "qrels.cacm.txt"
+    done = rerank("eval", "v.run", "--qrels", str(qrels), "-m", "MAP", cwd=tmp_path)
+    assert f"rerank: note: v.run: none of its retrieved documents is judged in {qrels} (wrong qrels for this " \
+           "run?)" in done.stderr
+    right = rerank("eval", "v.run", "--qrels", str(data_root / "vaswani" / "qrels"), "-m", "MAP", cwd=tmp_path)
+    assert "none of its retrieved documents" not in right.stderr
+
+
 def test_a_note_that_several_runs_share_is_said_once(rerank, tmp_path):
     """A leaderboard of five CACM runs printed "12 queries are not in the qrels and are ignored (34, 35, ...)" five
     times, once per run: the runs that share a note are now named on one line."""

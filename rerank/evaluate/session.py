@@ -115,6 +115,10 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
             raise DataError(f"{run.source}: none of its {len(run.queries)} queries is judged in {judgements.source} "
                             "(wrong qrels for this run?)")
         ev = evaluate(run, judgements.qrels, measures)
+        if not any(d in judgements.qrels.get(q, ()) for q, r in run.queries.items() for d in r.docids):
+            # CACM's qrels over a Vaswani run (their query ids overlap): every score 0, and nothing said why
+            note = f"none of its retrieved documents is judged in {judgements.source} (wrong qrels for this run?)"
+            per_run.setdefault((note, ()), []).append(ev.run_name)
         if ev.missing:
             n = len(ev.missing)
             note = (f"{counted(n, 'judged query', 'judged queries')} {verb(n, 'has', 'have')} no results and "
