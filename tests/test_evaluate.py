@@ -566,3 +566,30 @@ def test_a_label_with_a_bar_keeps_its_markdown_row_whole(rerank, tmp_path):
         rows = [line for line in done.stdout.splitlines() if line.startswith("|")]
         assert len({line.replace("\\|", "").count("|") for line in rows}) == 1, done.stdout
         assert any(line.startswith("| a\\|b ") for line in rows), done.stdout
+
+
+@pytest.mark.data
+def test_a_run_over_some_of_a_data_sets_topics_is_evaluated_on_them(rerank, data_root, vaswani_index, tmp_path):
+    """`retrieve vaswani --topics eight.trec` (eight of Vaswani's queries) dropped the data set from the header, so
+    eval asked for --qrels, and with them counted the other 85 judged queries as 0: MAP 0.02 for a BM25 whose MAP
+    over those eight is 0.29. The header now keeps the data set, and eval evaluates the runs' topics alone."""
+    import re
+
+    tops = re.findall(r"<top>.*?</top>", (data_root / "vaswani" / "query-text.trec").read_text(), re.S)
+    (tmp_path / "eight.trec").write_text("\n".join(tops[:8]) + "\n")
+    rerank("retrieve", "vaswani", "--topics", "eight.trec", "-o", "eight.run", cwd=tmp_path)
+    rerank("retrieve", "vaswani", "-o", "all.run", cwd=tmp_path)
+    subset = rerank("eval", "eight.run", "-m", "MAP", "--format", "json", cwd=tmp_path)
+    assert (f"rerank: note: evaluated on the 8 judged queries of the runs' topics ({tmp_path / 'eight.trec'}), not "
+            "on all 93 of vaswani") in subset.stderr and "count as 0" not in subset.stderr
+    rows = json.loads(rerank("eval", "all.run", "-m", "MAP", "-q", "--format", "json", cwd=tmp_path).stdout)
+    eight = [row["MAP"] for row in rows if row["qid"] in {str(q) for q in range(1, 9)}]
+    assert json.loads(subset.stdout)[0]["MAP"] == pytest.approx(sum(eight) / 8)
+    # a query of one's own under a Vaswani id is not Vaswani's: no data set, so eval asks for qrels as before
+    (tmp_path / "own.tsv").write_text("1\tmicrowave ovens\n")
+    rerank("retrieve", "vaswani", "--topics", "own.tsv", "-o", "own.run", cwd=tmp_path)
+    assert "dataset" not in (tmp_path / "own.run").read_text().split("\n# stage:")[0]
+    # the topics file gone (a run moved elsewhere): every judged query is evaluated, and the note says so
+    (tmp_path / "eight.trec").unlink()
+    moved = rerank("eval", "eight.run", "-m", "MAP", cwd=tmp_path)
+    assert "the runs' topics cannot be read (file not found" in moved.stderr and "85 judged queries" in moved.stderr

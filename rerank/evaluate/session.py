@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
 from ..data import dataset_names, get_dataset
-from ..data.formats import read_qrels
+from ..data.formats import read_qrels, read_topics
 from ..data.registry import ADHOC_MEASURES, Qrels
 from ..errors import DataError, UsageError, counted, verb
 from ..runs import Run, load_run
@@ -88,11 +88,34 @@ def load_runs(inputs: list[tuple[IO[str], str]], strict: bool, labels: list[str 
     return runs
 
 
+def _runs_topics(runs: list[Run]) -> tuple[set[str] | None, str]:
+    """The queries the runs were made for, where every run's header names its topics file (`retrieve --topics`,
+    `score --topics`), and the files (or, where one cannot be read, why not); None where a run names none.
+    Judged queries outside them are not part of the experiment: a run over ten of a data set's queries is
+    evaluated on those ten, as trec_eval evaluates the queries a run has, while one of them that a run lacks
+    counts as 0 (trec_eval -c)."""
+    paths = sorted({str(run.header.get("topics")) for run in runs if run.header.get("topics")})
+    if not paths or any(not run.header.get("topics") for run in runs):
+        return None, ""
+    try:
+        return {qid for path in paths for qid in read_topics(path)}, " and ".join(paths)
+    except DataError as error:  # a run moved to another machine: every judged query is evaluated, as said
+        return None, f"the runs' topics cannot be read ({error}): every judged query is evaluated"
+
+
 def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[str] | None
                   ) -> tuple[list[Evaluation], list[NamedMeasure], list[str]]:
     """Per-run evaluations plus warnings (missing / unjudged queries) for stderr."""
     measures = parse_measures(measure_names or list(judgements.measures), judgements.min_rel)
     evaluations, warnings = [], []
+    topics, files = _runs_topics(runs)
+    if topics is None and files:
+        warnings.append(files)
+    elif topics is not None and set(judgements.qrels) - topics:
+        kept = {qid: grades for qid, grades in judgements.qrels.items() if qid in topics}
+        warnings.append(f"evaluated on the {counted(len(kept), 'judged query', 'judged queries')} of the runs' "
+                        f"topics ({files}), not on all {len(judgements.qrels)} of {judgements.source}")
+        judgements = replace(judgements, qrels=kept)
     skipped = trec_names_skipped(measure_names or [])
     if skipped:
         warnings.append(f"trec_eval's {', '.join(skipped)} cannot be computed by ir_measures: left out")
@@ -115,7 +138,8 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
             raise DataError(f"{run.source}: none of its {len(run.queries)} queries is judged in {judgements.source} "
                             "(wrong qrels for this run?)")
         ev = evaluate(run, judgements.qrels, measures)
-        if not any(d in judgements.qrels.get(q, ()) for q, r in run.queries.items() for d in r.docids):
+        retrieved = [(q, r.docids) for q, r in run.queries.items() if r.docids]
+        if retrieved and not any(d in judgements.qrels.get(q, ()) for q, docids in retrieved for d in docids):
             # CACM's qrels over a Vaswani run (their query ids overlap): every score 0, and nothing said why
             note = f"none of its retrieved documents is judged in {judgements.source} (wrong qrels for this run?)"
             per_run.setdefault((note, ()), []).append(ev.run_name)

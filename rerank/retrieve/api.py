@@ -102,6 +102,21 @@ def check_retrieve(name: str, backend_name: str, k: int, topics: str | None, opt
     return module, collection
 
 
+def _run_fields(name: str, topics: str | None, queries: dict[str, str]) -> dict:
+    """The header's data set and topics file. Topics that are some of data set NAME's queries (each id one of its,
+    with the same words) keep the data set: eval finds its qrels and evaluates those queries alone (the runs'
+    topics, `session.evaluate_runs`). Other topics, one's own queries, whose ids may be the set's by chance, name
+    their file alone, and eval asks for --qrels."""
+    if topics is None:
+        return {"dataset": name}
+    fields = {"topics": str(Path(topics).resolve())}
+    if name in dataset_names():
+        known = get_dataset(name).topics()
+        if all(q in known and known[q].split() == text.split() for q, text in queries.items()):
+            return {"dataset": name, **fields}
+    return fields
+
+
 def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str | None = None,
              stage_name: str | None = None, **options) -> Stream:
     module, collection = check_retrieve(name, backend_name, k, topics, options)
@@ -117,7 +132,7 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
     stage = stage_name or index.default_stage
     # Only the options this back end uses: every one is given threads, which Elasticsearch has no use for.
     params = {k_: v for k_, v in options.items() if v is not None and k_ in module.SEARCH_OPTIONS}
-    header = RunHeader({"dataset": name} if topics is None else {"topics": str(Path(topics).resolve())})
+    header = RunHeader(_run_fields(name, topics, queries))
     fields = {"index": name, **({"corpus": index.info.source["corpus"]} if "corpus" in index.info.source else {})}
     header = header.with_stage({"name": stage, "stage": "retrieve", "backend": backend_name, "k": k,
                                 "timing": "amortised", **params, **getattr(index, "provenance", {})}, **fields)
