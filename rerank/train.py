@@ -130,8 +130,11 @@ def read_checkpoint(folder: str | Path, model: str | None) -> dict:
     clear error."""
     path = Path(folder)
     how = f"train one with: rerank train {model or 'MODEL'} ..."
+    if path.is_file():  # a run or weights file given for the folder: training -o onto it would be refused too
+        raise UsageError(f"checkpoint {path} is a file, not a checkpoint folder; give the folder that rerank train "
+                         f"{model or 'MODEL'} -o wrote")
     if not path.is_dir():
-        raise UsageError(f"checkpoint {path} is not a folder; {how} -o {path}")
+        raise UsageError(f"checkpoint {path} does not exist; {how} -o {path}")
     manifest_path = path / CHECKPOINT_FILE
     if not manifest_path.is_file():
         raise UsageError(f"{path} is not a checkpoint (no {CHECKPOINT_FILE}); {how}")

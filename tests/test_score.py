@@ -229,7 +229,16 @@ def test_cli_checkpoint_errors(rerank, tmp_path):
     assert done.returncode != 0 and "needs --checkpoint" in done.stderr
     done = rerank("score", "--model", "bert", "--checkpoint", str(tmp_path / "absent"), input=RUN_DL19,
                   check=False)
-    assert done.returncode != 0 and "is not a folder" in done.stderr
+    assert done.returncode == 2 and done.stderr == (f"rerank: error: checkpoint {tmp_path / 'absent'} does not exist; "
+                                                    f"train one with: rerank train bert ... -o {tmp_path / 'absent'}\n")
+    # a file (a run given for the checkpoint) was "not a folder; train one with: ... -o FILE", onto the file
+    (tmp_path / "some.run").write_text(RUN_DL19)
+    done = rerank("score", "--model", "bert", "--checkpoint", str(tmp_path / "some.run"), input=RUN_DL19,
+                  check=False)
+    assert done.returncode == 2 and done.stderr == (f"rerank: error: checkpoint {tmp_path / 'some.run'} is a file, not "
+                                                    "a checkpoint folder; give the folder that rerank train bert -o "
+                                                    "wrote\n")
+    (tmp_path / "some.run").unlink()
     done = rerank("score", "--model", "bert", "--checkpoint", str(tmp_path), input=RUN_DL19, check=False)
     assert done.returncode != 0 and "is not a checkpoint" in done.stderr
     (tmp_path / "checkpoint.json").write_text(json.dumps({"model": "tk", "hash": "x"}))
