@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .docstore import DocStore, doc_store_for, queries_for
-from .errors import DataError, UsageError
+from .errors import DataError, UsageError, counted
 from .models.base import Reranker, load_model
 from .normalise import zscores
 from .paths import cache_dir
@@ -97,9 +97,10 @@ class ScoreStats:
     missing_queries: list[str] = field(default_factory=list)
 
     def summary(self, stage: str) -> str:
-        text = f"{stage}: scored {self.pairs} pairs over {self.queries} queries ({self.cached} from the cache)"
+        text = (f"{stage}: scored {counted(self.pairs, 'pair')} over {counted(self.queries, 'query', 'queries')} "
+                f"({self.cached} from the cache)")
         if self.missing:
-            text += f"; skipped {self.missing} candidates with no text in the store"
+            text += f"; skipped {counted(self.missing, 'candidate')} with no text in the store"
         return text
 
 
@@ -193,6 +194,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     def rankings() -> Iterator[QueryRanking]:
         score_cache = ScoreCache(cache_namespace(model)) if cache else None
         progress = Progress(f"scoring with {stage}", "query", total, units="queries")
+        pairs, missing = stats.pairs, stats.missing  # what earlier streams counted into `stats`
         try:
             for ranking in stream.rankings:
                 if ranking.qid not in queries:
@@ -202,6 +204,13 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
                                    skip_missing, stats, interpolate)
                 progress.update()
                 yield rescored
+            if stats.pairs == pairs and stats.missing > missing:
+                # skip_missing let every candidate through unscored: the first stage's order under the model's
+                # name. Raised before the stream's end line, so its readers refuse what went out already.
+                raise DataError(f"no candidate's text was found in {store.source} (all "
+                                f"{counted(stats.missing - missing, 'candidate')} skipped, none re-scored); is it the "
+                                "run's document store? Pass the right --corpus, or a run whose header names its index "
+                                "or data set")
         finally:
             progress.close()
             if score_cache is not None:

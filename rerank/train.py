@@ -677,10 +677,10 @@ def build_dev(args: TrainArgs, training: Judged,
                         f"{', --min-rel' if args.min_rel is not None else ''})")
     if args.dev_fraction:
         train_queries, dev_queries = _split(train_queries, args.dev_fraction)
-        source = f"{training.name} (held-out {len(dev_queries)} queries)"
+        source = f"{training.name} (held-out {counted(len(dev_queries), 'query', 'queries')})"
     elif args.dev_fold:
         train_queries, dev_queries = _fold(train_queries, *args.fold())
-        source = f"{training.name} (fold {args.dev_fold}, {len(dev_queries)} queries)"
+        source = f"{training.name} (fold {args.dev_fold}, {counted(len(dev_queries), 'query', 'queries')})"
     elif args.dev:
         judged = dev_set(args, log)
         dev_queries, source = judged.queries, judged.name

@@ -35,6 +35,8 @@ TEXTS = {f"d{i}": text for i, text in enumerate([
 
 
 class DictStore:
+    source = "toy store"
+
     def __init__(self, texts):
         self.table = texts
 
@@ -109,6 +111,21 @@ def test_missing_documents_fail_or_are_skipped():
     assert stats.missing == 2 and rankings[0].docids[3:] == ["d1", "d4", "d5", "d6", "d7"]
 
 
+def test_skipping_every_candidate_is_an_error_after_the_last_query():
+    """--skip-missing with a store that has none of the texts gave the first stage's order under the model's name,
+    as if re-scored. The error comes after the last query, before the end line (readers refuse the stream);
+    candidates below the depth are not looked up, and queries without candidates do not count."""
+    model = OverlapReranker()
+    with pytest.raises(DataError, match=r"^no candidate's text was found in toy store \(all 8 candidates skipped"):
+        _score(model, depth=4, texts={"d7": TEXTS["d7"]}, skip_missing=True)
+    assert model.scored == 0
+    _, rankings, stats = _score(OverlapReranker(), depth=4, texts={"d3": TEXTS["d3"]}, skip_missing=True)
+    assert stats.pairs == 2 and stats.missing == 6 and len(rankings) == 2  # one text found: not an error
+    empty = Stream(RunHeader({"dataset": "toy"}), [QueryRanking.from_scores("q1", [], [])])
+    assert [r.docids for r in score_stream(empty, model, 4, cache=False, skip_missing=True, store=DictStore({}),
+                                           queries=QUERIES).rankings] == [[]]
+
+
 class BrokenReranker(OverlapReranker):
     """Weights gone NaN: one document gets a non-finite score."""
 
@@ -179,7 +196,13 @@ def test_cli_depth_and_batch_size_must_be_positive(rerank):
     done = rerank("score", "--model", "minilm-bi", "--depth", "0", input=RUN_NO_HEADER, check=False)
     assert done.returncode != 0 and "--depth must be a positive" in done.stderr
     done = rerank("score", "--model", "minilm-bi", "--batch-size", "-1", input=RUN_NO_HEADER, check=False)
-    assert done.returncode != 0 and "--batch-size must be a positive" in done.stderr
+    assert done.returncode != 0 and "--batch-size must be a positive number of pairs, not -1" in done.stderr
+
+
+def test_cli_help_says_which_models_take_max_length(rerank):
+    """tk and tkl refuse --max-length; the help said nothing of it ("Truncate pairs to this many tokens")."""
+    text = " ".join(rerank("score", "--help").stdout.split())
+    assert "bert and minilm-bi only" in text and "tk/tkl cap lengths as their checkpoint says" in text
 
 
 @pytest.mark.parametrize("option", [["--precision", "bf16"], ["--compile"]])
@@ -252,8 +275,32 @@ def test_cli_missing_docids(rerank, tmp_path):
     done = rerank("score", "--model", "minilm-bi", "--no-cache", "-o", str(out), input=run, check=False)
     assert done.returncode != 0 and "no-such-passage is not in the document store" in done.stderr
     assert not out.exists()  # nothing half-written
+    run += "264014 Q0 5611210 1 3.0 x\n"  # a query whose candidate has a text
     done = rerank("score", "--model", "minilm-bi", "--no-cache", "--skip-missing", input=run)
-    assert "skipped 1 candidates" in done.stderr and "19335 Q0 no-such-passage 1" in done.stdout
+    assert "scored 1 pair over 2 queries (0 from the cache); skipped 1 candidate with" in done.stderr
+    assert "19335 Q0 no-such-passage 1" in done.stdout and done.stdout.endswith("# end of run\n")
+
+
+def test_cli_skip_missing_with_no_text_for_any_candidate_is_an_error(rerank, tmp_path):
+    """Needs ../shared/data (TREC DL 2019). A run scored against the wrong texts came out in its first-stage order
+    under the model's name, exit 0. Now an error: no -o file; on stdout the stream stops before its end line, so
+    the next stage refuses it (as any stage failing mid-stream)."""
+    corpus = tmp_path / "other.jsonl"
+    corpus.write_text('{"id": "elsewhere", "contents": "a document of some other collection"}\n')
+    run = ('# rerank-run: 2\n# dataset: "trec-dl-2019"\n19335 Q0 1017759 1 3.0 x\n19335 Q0 1082489 2 2.0 x\n'
+           '264014 Q0 5611210 1 3.0 x\n# end of run\n')
+    out = tmp_path / "out.run"
+    args = ("score", "--model", "minilm-bi", "--no-cache", "--skip-missing", "--corpus", str(corpus))
+    done = rerank(*args, "-o", str(out), input=run, check=False)
+    assert done.returncode == 1 and not out.exists() and list(tmp_path.iterdir()) == [corpus]
+    assert done.stderr == (f"rerank: error: no candidate's text was found in {corpus} (all 3 candidates "
+                           "skipped, none re-scored); is it the run's document store? Pass the right --corpus, or a "
+                           "run whose header names its index or data set\n")
+    piped = rerank(*args, input=run, check=False)
+    assert piped.returncode == 1 and "# end of run" not in piped.stdout
+    assert rerank("eval", input=piped.stdout, check=False).returncode != 0
+    empty = rerank(*args, "-o", str(out), input='# rerank-run: 2\n# dataset: "trec-dl-2019"\n# end of run\n')
+    assert "holds no queries" in empty.stderr and out.read_text().endswith("# end of run\n")  # still fine
 
 
 def test_cli_a_stage_that_fails_mid_pipe_does_not_get_its_partial_output_scored(rerank):

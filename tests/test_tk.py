@@ -278,6 +278,9 @@ def test_bad_encodings_and_inputs(tmp_path, rerank, session_home):
 
     wrong = rerank("encode", "trecqa-dev", "--model", "bert", "--checkpoint", ck, check=False)
     assert wrong.returncode == 2 and "no query-independent document encodings" in wrong.stderr
+    zero = rerank("encode", "trecqa-dev", "--model", "tk", "--checkpoint", ck, "--batch-size", "0", check=False)
+    assert zero.returncode == 2 and zero.stderr == "rerank: error: --batch-size must be a positive number of " \
+                                                   "documents, not 0\n"  # not "of pairs": encode counts documents
     missing = rerank("explain", "--model", "tk", "--checkpoint", ck, "--dataset", "trecqa-dev", "--qid", "1.4",
                      "--docid", "nope", check=False)
     assert missing.returncode == 1 and "document nope is not in" in missing.stderr

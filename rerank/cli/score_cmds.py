@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import UsageError
+from ..errors import UsageError, counted
 from ..models.base import BF16_EMULATED, MODELS, bf16_is_emulated
 from ..runs import RunReader, Stream
 from . import cli
@@ -28,7 +28,9 @@ from .io import open_run_input, run_output_options, write_no_queries, write_stre
 @click.option("--topics", type=click.Path(dir_okay=False), help="Query texts (default: the data set named in the run header).")
 @click.option("--corpus", type=click.Path(dir_okay=False), help="Document texts (default: the index / data set in the run header).")
 @click.option("--batch-size", type=int, default=None, help="Pairs per forward pass (default: the model's; 16 for bert, 32 otherwise).")
-@click.option("--max-length", type=int, default=None, help="Truncate pairs to this many tokens (default: the checkpoint's; 256 for minilm-bi).")
+@click.option("--max-length", type=int, default=None,
+              help="Tokens per text, bert and minilm-bi only (bert: per query-passage pair, default the checkpoint's; "
+                   "minilm-bi: per query or passage, default 256); tk/tkl cap lengths as their checkpoint says.")
 @click.option("--threads", type=int, default=None, help="Torch threads (default: torch's choice, one per core; 1 for tk/tkl).")
 @click.option("--quantize", is_flag=True, help="Dynamic int8 quantisation of the linear layers (bert only).")
 @click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
@@ -181,7 +183,7 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
                                     **({"base": str(Path(init_from).resolve())} if init_from else {})})
     result = run_training(model_name, args, log=lambda message: click.echo(f"rerank: {message}", err=True))
     best = f"best dev value {result.best:.4f} at step {result.best_step}" if result.best is not None else "no dev set"
-    click.echo(f"rerank: trained {model_name} for {result.steps} steps in {result.seconds:.0f} s "
+    click.echo(f"rerank: trained {model_name} for {counted(result.steps, 'step')} in {result.seconds:.0f} s "
                f"({result.stopped}); {best}; checkpoint in {output}", err=True)
 
 

@@ -47,8 +47,10 @@ def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads)
     """
     from ..encodings import encode_collection, store_folder
     from ..data.formats import distinct_ids
+    from ..models.base import check_batch_size
     from ..retrieve.store import index_folder
 
+    check_batch_size(batch_size, "documents")  # before load_model, whose check counts scoring's pairs
     index_folder(name)  # its name checked before a model loads (store_folder checks it too, for every caller)
     reranker = _load(model_name, checkpoint, threads, batch_size)
     folder = store_folder(name, reranker.name, reranker.checkpoint_hash)

@@ -80,13 +80,20 @@ RESTRICTED_OPTIONS = {"quantize": (("bert",), False), "precision": (("bert",), "
                       "max_length": (("bert", "minilm-bi"), None)}
 
 
+def check_batch_size(value: Any, unit: str = "pairs") -> None:
+    """--batch-size counts what one forward pass takes: (query, passage) pairs when scoring, documents for
+    `rerank encode`, which says so."""
+    if int(value) <= 0:
+        raise UsageError(f"--batch-size must be a positive number of {unit}, not {value}")
+
+
 def checked_model_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     """Options valid for model `name` (the CLI, pipelines and budget all pass them); restricted ones left at
     their defaults are dropped for the models whose loaders do not take them."""
     if name not in MODELS:
         raise UsageError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS)) or 'none yet'}")
-    if options.get("batch_size") is not None and int(options["batch_size"]) <= 0:
-        raise UsageError(f"--batch-size must be a positive number of pairs, not {options['batch_size']}")
+    if options.get("batch_size") is not None:
+        check_batch_size(options["batch_size"])
     kept = dict(options)
     for key, (models, default) in RESTRICTED_OPTIONS.items():
         if name not in models:
