@@ -40,7 +40,7 @@ from typing import Any, Callable, Protocol
 from .atomic import atomic_dir, atomic_output, check_replaceable, check_writable
 from .data import dataset_names, get_dataset
 from .data.formats import Qrels
-from .errors import DataError, UsageError, counted, verb
+from .errors import DataError, RerankError, UsageError, counted, verb
 from .locks import exclusive
 from .models.base import BF16_EMULATED, bf16_is_emulated
 from .paths import file_sha256
@@ -611,6 +611,7 @@ class DevSet:
     qrels: Qrels
     measure: Any  # NamedMeasure
     source: str
+    origin: str | None = None  # the data set (or run file) whose queries these are, as a checkpoint's train_source
 
     def evaluate(self, model: TrainableRanker, depth: int, chunk: int = 32) -> float:
         """Re-rank the top `depth` dev candidates with `model`, the rest below them as `rerank score --depth`
@@ -697,7 +698,49 @@ def build_dev(args: TrainArgs, training: Judged,
         return train_queries, None
     measure = parse_measure(args.metric or judged.measures[0], judged.min_rel)
     dev_qrels = {q.qid: judged.qrels[q.qid] for q in dev_queries}  # the mean runs over the dev queries only
-    return train_queries, DevSet(dev_queries, judged.texts, dev_qrels, measure, source)
+    return train_queries, DevSet(dev_queries, judged.texts, dev_qrels, measure, source, judged.name)
+
+
+def trained_qids(training: dict) -> set[str] | None:
+    """The ids of the judged queries a checkpoint trained on, from its checkpoint.json's `training` record: those
+    of its training data less the ones it held out (`held_out_qids`); None where that data cannot be read again
+    (a candidate run file since moved or changed, or read from a pipe)."""
+    files = training.get("file_sha256") or {}
+    candidates, name = training.get("candidates"), training.get("train")
+    if "candidates" in files:
+        path = Path(candidates)
+        if not path.is_file() or file_sha256(path) != files["candidates"]:
+            return None
+        with open_run_file(path) as handle:
+            qids = set(load_run(handle, str(path)).queries)
+    elif name in dataset_names() and (candidates is None or candidates in get_dataset(name).run_files):
+        qids = set(get_dataset(name).qrels())  # a run it ships holds its judged queries, or a subset of them
+    else:
+        return None
+    return qids - set(training.get("held_out_qids") or ())
+
+
+def init_trained_on_dev(base: str, model_name: str, dev: DevSet) -> list[str]:
+    """The dev queries that the weights training starts from (--init `base`, and the checkpoints it continued in
+    turn, while their folders still hold the weights it was continued from) were trained on: figures on them are
+    not held out for those weights."""
+    dev_qids = {q.qid for q in dev.queries}
+    overlap: set[str] = set()
+    hashes: set[str] = set()  # a loop of bases (a folder retrained from its own descendant) ends
+    folder, expected = base, None
+    while folder:
+        try:
+            manifest = read_checkpoint(folder, model_name)
+        except RerankError:  # an ancestor since deleted or damaged: nothing more to tell
+            break
+        if (expected is not None and manifest["hash"] != expected) or manifest["hash"] in hashes:
+            break  # retrained since: these are not the weights that were continued
+        hashes.add(manifest["hash"])
+        training = manifest.get("training", {})
+        if dev.origin is not None and training.get("train_source") == dev.origin:  # ids name queries within one set
+            overlap |= dev_qids & (trained_qids(training) or set())
+        folder, expected = (training.get("model_options") or {}).get("base"), training.get("init_hash")
+    return sorted(overlap)
 
 
 def group_loss(scores, loss: str):
@@ -761,6 +804,15 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     rng = random.Random(args.seed)
     training = training_set(args, log)
     queries, dev = build_dev(args, training, log)
+    base = args.model_options.get("base")
+    if dev is not None and base:  # legitimate when continuing training, but its dev figures flatter the model
+        seen = init_trained_on_dev(base, model_name, dev)
+        if seen:
+            from .evaluate.session import some_ids
+
+            log(f"note: the dev figures are not held out for the starting weights: those of --init {base} were "
+                f"trained on {len(seen)} of the {counted(len(dev.queries), 'dev query', 'dev queries')} "
+                f"{some_ids(seen)}")
     texts = training.texts
     if not any(q.positives and q.negatives for q in queries):
         raise DataError(f"{training.name} has no training query with both relevant and non-relevant candidates")
@@ -801,7 +853,6 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                                 for name in sorted({args.train, args.dev} & set(dataset_names()))}
     # --init's base by content too: its folder may be retrained later (train -o replaces a checkpoint), and the
     # path alone would then name other weights than the ones this run continued.
-    base = args.model_options.get("base")
     record["init_hash"] = (read_checkpoint(base, model_name)["hash"]
                            if base and (Path(base) / CHECKPOINT_FILE).is_file() else None)
     record["versions"] = package_versions()

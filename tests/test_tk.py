@@ -447,6 +447,37 @@ def test_train_and_score_with_lexical_options_through_the_cli(tmp_path, rerank, 
     assert not (tmp_path / "ck2").exists()
 
 
+@pytest.mark.data
+def test_dev_queries_the_init_weights_were_trained_on_get_a_note(tmp_path, rerank):
+    """`--init CK --dev-fraction F` reported "held-out" dev figures on queries CK (or a checkpoint it continued) had
+    trained on, without a word: a note now, not an error (continuing training is legitimate). A base that held the
+    same queries out gets none; the log counts its queries with agreeing nouns ("held-out 1 queries")."""
+    def train(name, *options):
+        return rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "--eval-every", "1", *options,
+                      "-o", str(tmp_path / name)).stderr
+
+    def note(base, seen, of):
+        return (f"rerank: note: the dev figures are not held out for the starting weights: those of --init "
+                f"{tmp_path / base} were trained on {seen} of the {of} dev queries (")
+
+    train("all")  # every query
+    assert note("all", 16, 16) in train("cont", "--init", str(tmp_path / "all"), "--dev-fraction", "0.25")
+    # "cont" held the 16 out, but the weights it continued from were trained on them
+    assert note("cont", 16, 16) in train("cont2", "--init", str(tmp_path / "cont"), "--dev-fraction", "0.25")
+    log = train("one", "--dev-fraction", "0.01")
+    assert "(held-out 1 query)" in log and "trained tk for 1 step in" in log
+    log = train("one2", "--init", str(tmp_path / "one"), "--dev-fraction", "0.01")
+    assert "note:" not in log and "(held-out 1 query)" in log  # the same query held out: its figures stay held out
+    log = train("fold", "--init", str(tmp_path / "one"), "--dev-fold", "1/5")
+
+    def held_out(name):
+        return set(json.loads((tmp_path / name / "checkpoint.json").read_text())["training"]["held_out_qids"])
+
+    fold, one = held_out("fold"), held_out("one")
+    assert len(fold) == 13 and "(fold 1/5, 13 queries)" in log
+    assert note("one", len(fold - one), 13) in log  # all but the one query "one" held out, if the fold has it
+
+
 def test_training_into_a_folder_another_training_writes_is_refused(tmp_path, rerank):
     """Two `rerank train -o CK` at once replaced each other's checkpoint at their dev evaluations and each wrote how
     its training ended into whichever checkpoint CK held, both reporting success. While one trains into CK (it holds
