@@ -72,7 +72,7 @@ STAGE_PARAMETERS: dict[str, dict[str, type]] = {
                  "exact": bool, "qld": bool, "mu": float, "rm3": bool, "fb_terms": int, "fb_docs": int,
                  "original_query_weight": float, "encoder": str, "es_url": str, "index_name": str, "es_ca_certs": str,
                  "es_verify_certs": bool},
-    "candidates": {"run": str, "k": int},
+    "candidates": {"run": str, "k": int, "topics": str},
     "score": {"model": str, "checkpoint": str, "depth": int, "cache": bool, "skip_missing": bool, "topics": str,
               "corpus": str, "interpolate": float, **MODEL_OPTIONS},
     "fuse": {"inputs": list, "method": str, "k": int, "norm": str, "depth": int},

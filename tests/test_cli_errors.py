@@ -106,7 +106,8 @@ def test_bad_measure_and_k(rerank, data_root):
     fails(rerank, "retrieve", "vaswani", "--threads", "32768", words="--threads must be between 1 and 32767, not 32768")
     fails(rerank, "retrieve", "trec-dl-2019", "--candidates", "bm25", "--k", "0", words="--k must be a positive")
     fails(rerank, "retrieve", "trec-dl-2019", "--candidates", "--topics", str(data_root / "vaswani/query-text.trec"),
-          words="--candidates replays the run shipped with trec-dl-2019; --topics would be ignored")
+          words=f"{data_root / 'vaswani/query-text.trec'}: query 1 is not one of trec-dl-2019's (its id with the same "
+                "words); --candidates replays trec-dl-2019's run for some of its own queries")
 
 
 def test_failed_output_leaves_nothing_behind(rerank, tmp_path, session_home):

@@ -593,3 +593,23 @@ def test_a_run_over_some_of_a_data_sets_topics_is_evaluated_on_them(rerank, data
     (tmp_path / "eight.trec").unlink()
     moved = rerank("eval", "eight.run", "-m", "MAP", cwd=tmp_path)
     assert "the runs' topics cannot be read (file not found" in moved.stderr and "85 judged queries" in moved.stderr
+
+
+@pytest.mark.data
+def test_candidates_for_some_of_a_data_sets_queries_are_replayed_and_evaluated_on_them(rerank, data_root, tmp_path):
+    """`retrieve trec-dl-2019 --candidates --topics three.tsv` was refused (--topics would be ignored): a quick
+    experiment on a few queries replayed all 43 queries' candidates. It replays those of the topics alone."""
+    from rerank.data import get_dataset
+
+    three = dict(list(get_dataset("trec-dl-2019").topics().items())[:3])
+    (tmp_path / "three.tsv").write_text("".join(f"{q}\t{text}\n" for q, text in three.items()))
+    rerank("retrieve", "trec-dl-2019", "--candidates", "--topics", "three.tsv", "-o", "three.run", cwd=tmp_path)
+    run = (tmp_path / "three.run").read_text()
+    assert {line.split()[0] for line in run.splitlines() if not line.startswith("#")} == set(three)
+    assert '# dataset: "trec-dl-2019"' in run and f'# topics: "{tmp_path / "three.tsv"}"' in run
+    done = rerank("eval", "three.run", "-m", "nDCG@10", "--format", "json", cwd=tmp_path)
+    assert "evaluated on the 3 judged queries of the runs' topics" in done.stderr
+    rerank("retrieve", "trec-dl-2019", "--candidates", "-o", "all.run", cwd=tmp_path)
+    rows = json.loads(rerank("eval", "all.run", "-m", "nDCG@10", "-q", "--format", "json", cwd=tmp_path).stdout)
+    assert json.loads(done.stdout)[0]["nDCG@10"] == pytest.approx(
+        sum(row["nDCG@10"] for row in rows if row["qid"] in three) / 3)

@@ -70,7 +70,9 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
 @click.option("--fb-docs", type=int, default=None, help="RM3: feedback documents (default 10).")
 @click.option("--original-query-weight", type=float, default=None,
               help="RM3: weight of the original query (default 0.5).")
-@click.option("--topics", type=click.Path(dir_okay=False), help="Topics file (TSV, TREC <top>, SGML or BEIR queries.jsonl); default: the data set NAME's topics.")
+@click.option("--topics", type=click.Path(dir_okay=False),
+              help="Topics file (TSV, TREC <top>, SGML or BEIR queries.jsonl); default: the data set NAME's topics. "
+                   "With --candidates, some of NAME's queries, whose candidates alone are replayed.")
 @click.option("--candidates", "candidate_run", is_flag=False, flag_value="", default=None, metavar="[RUN]",
               help="Replay a candidate run shipped with the data set (bm25, bm25-rm3; default its first) instead of searching.")
 @click.option("--threads", default=2, show_default=True, help="Search threads.")
@@ -86,12 +88,12 @@ def retrieve(name, backend_name, k, topics, candidate_run, threads, stage_name, 
              **search_args) -> None:
     """Retrieve candidates for every topic of NAME and write a run stream."""
     if candidate_run is not None:
-        given = {"topics": topics, "backend": backend_name != "lucene" or None, **search_args}
+        given = {"backend": backend_name != "lucene" or None, **search_args}
         ignored = [api.option_flag(key) for key, value in given.items() if value is not None]
         if ignored:
             raise UsageError(f"--candidates replays the run shipped with {name}; {', '.join(ignored)} "
                              "would be ignored: drop them, or search instead")
-        stream = api.candidates(name, candidate_run or None, k if k != 1000 else None, stage_name)
+        stream = api.candidates(name, candidate_run or None, k if k != 1000 else None, stage_name, topics)
     else:
         options = {key: value for key, value in search_args.items() if value is not None}
         stream = api.retrieve(name, backend_name, k=k, topics=topics, stage_name=stage_name, threads=threads, **options)

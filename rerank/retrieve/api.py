@@ -15,7 +15,7 @@ import importlib
 from pathlib import Path
 
 from ..data import Dataset, dataset_names, files_dataset, get_dataset
-from ..data.formats import distinct_ids
+from ..data.formats import distinct_ids, read_topics
 from ..errors import DataError, MissingIndexError, UsageError
 from ..runs import RunHeader, Stream
 from .store import IndexInfo, build_lock
@@ -102,18 +102,22 @@ def check_retrieve(name: str, backend_name: str, k: int, topics: str | None, opt
     return module, collection
 
 
+def _not_of(name: str, queries: dict[str, str]) -> str | None:
+    """The first of `queries` that is not one of data set NAME's (its id, the same words), if any."""
+    known = get_dataset(name).topics()
+    return next((q for q, text in queries.items() if q not in known or known[q].split() != text.split()), None)
+
+
 def _run_fields(name: str, topics: str | None, queries: dict[str, str]) -> dict:
-    """The header's data set and topics file. Topics that are some of data set NAME's queries (each id one of its,
-    with the same words) keep the data set: eval finds its qrels and evaluates those queries alone (the runs'
-    topics, `session.evaluate_runs`). Other topics, one's own queries, whose ids may be the set's by chance, name
-    their file alone, and eval asks for --qrels."""
+    """The header's data set and topics file. Topics that are some of data set NAME's queries keep the data set:
+    eval finds its qrels and evaluates those queries alone (the runs' topics, `session.evaluate_runs`). Other
+    topics, one's own queries, whose ids may be the set's by chance, name their file alone, and eval asks for
+    --qrels."""
     if topics is None:
         return {"dataset": name}
     fields = {"topics": str(Path(topics).resolve())}
-    if name in dataset_names():
-        known = get_dataset(name).topics()
-        if all(q in known and known[q].split() == text.split() for q, text in queries.items()):
-            return {"dataset": name, **fields}
+    if name in dataset_names() and _not_of(name, queries) is None:
+        return {"dataset": name, **fields}
     return fields
 
 
@@ -139,20 +143,32 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
     return Stream(header, index.search(queries, k=k, stage=stage, **options))
 
 
-def candidates(name: str, run: str | None = None, k: int | None = None, stage_name: str | None = None) -> Stream:
+def _subset_topics(name: str, topics: str) -> dict[str, str]:
+    """A topics file's queries, refused unless each is one of data set NAME's: its candidates are for those alone."""
+    queries = read_topics(topics)
+    stranger = _not_of(name, queries)
+    if stranger is not None:
+        raise DataError(f"{topics}: query {stranger} is not one of {name}'s (its id with the same words); "
+                        f"--candidates replays {name}'s run for some of its own queries: search an index for others")
+    return queries
+
+
+def candidates(name: str, run: str | None = None, k: int | None = None, stage_name: str | None = None,
+               topics: str | None = None) -> Stream:
     """Replay a candidate run shipped with the data set (TREC DL top-100, QA candidate lists), tagged with
-    `stage_name` (default: the run's own name)."""
+    `stage_name` (default: the run's own name); with `topics`, some of the data set's queries, for those alone."""
     dataset = get_dataset(name)
     run = dataset.candidate_run(run)
-    rankings = dataset.candidates(run)
+    queries = _subset_topics(name, topics) if topics else None
+    rankings = [r for r in dataset.candidates(run) if queries is None or r.qid in queries]
     if k is not None:
         _check_k(k)
         rankings = [r.head(k) for r in rankings]
     if stage_name:
         for ranking in rankings:
             ranking.tag = stage_name
-    header = RunHeader({"dataset": name}).with_stage({"name": stage_name or run, "stage": "candidates", "source": name,
-                                                      "run": run})
+    header = RunHeader(_run_fields(name, topics, {})).with_stage({"name": stage_name or run, "stage": "candidates",
+                                                                  "source": name, "run": run})
     return Stream(header, rankings)
 
 
@@ -177,8 +193,11 @@ def check_candidates_stage(dataset: str, params: dict) -> None:
     if params.get("k") is not None:
         _check_k(params["k"])
     get_dataset(dataset).candidate_run(params.get("run"))
+    if params.get("topics"):
+        _subset_topics(dataset, params["topics"])
 
 
 def candidates_stage(dataset: str, params: dict, _input: Stream | None) -> Stream:
-    """Pipeline stage `kind = "candidates"`: replay the data set's run `run`, cut at `k`, tagged with the stage's name."""
-    return candidates(dataset, params.get("run"), params.get("k"), params.get("name"))
+    """Pipeline stage `kind = "candidates"`: replay the data set's run `run` (for the queries of `topics`, some of
+    the data set's), cut at `k`, tagged with the stage's name."""
+    return candidates(dataset, params.get("run"), params.get("k"), params.get("name"), params.get("topics"))
