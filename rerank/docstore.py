@@ -14,8 +14,8 @@ from typing import Callable, Iterable, Protocol
 
 from .data import dataset_names, files_dataset, get_dataset
 from .data.formats import distinct_ids, read_topics
-from .errors import DataError, RerankError, UsageError
-from .retrieve.store import index_folder
+from .errors import DataError, UsageError
+from .retrieve.store import index_folder, recorded_origin
 from .runs import RunHeader
 
 PASS_FILES = "pass --topics/--corpus"  # the remedy for the score stage; callers without those options give their own
@@ -59,13 +59,8 @@ class IndexStore:
         return lucene.open_index(self._name)
 
     @functools.cached_property
-    def origin(self) -> dict:  # what the index was built from, as its manifest says
-        from .retrieve.store import IndexInfo, origin
-
-        try:
-            return origin(IndexInfo.read(index_folder(self._name) / "lucene", self._name, "lucene").source)
-        except (RerankError, OSError, ValueError, TypeError):  # not built here, or unreadable: opening it says so
-            return {}
+    def origin(self) -> dict:  # what the index was built from ({} if not built here: opening it says so)
+        return recorded_origin(self._name, ("lucene",))
 
     def texts(self, docids: Iterable[str]) -> dict[str, str]:
         return self._index.texts(docids)
@@ -107,6 +102,15 @@ def doc_store_for(header: RunHeader, corpus: str | None = None, remedy: str = PA
     if index:
         return IndexStore(str(index))  # not built here: opening it gives the "build it with" error
     raise _nothing_known(header, remedy)
+
+
+def collection_header(name: str) -> RunHeader:
+    """The fields a stream from `rerank retrieve NAME` finds its texts by (the data set NAME, the index NAME, the
+    corpus file that index was built from), for commands given a collection's name rather than a stream
+    (encode, explain): they then read the same texts, and find the same stored encodings, as score would."""
+    corpus = recorded_origin(name).get("corpus")
+    return RunHeader({**({"dataset": name} if name in dataset_names() else {}), "index": name,
+                      **({"corpus": corpus} if corpus else {})})
 
 
 def queries_for(header: RunHeader, topics: str | None = None, remedy: str = PASS_FILES) -> dict[str, str]:

@@ -18,6 +18,7 @@ from rerank.models.base import load_model
 from rerank.models.tk import TKConfig, TKModule, load_tk, load_tkl, pad_ids
 from rerank.runs import load_run
 from rerank.train import write_checkpoint
+from retrieval_fixtures import cacm_slice  # noqa: F401  (fixture)
 
 TINY = {"layers": 1, "heads": 2, "feedforward": 16, "dropout": 0.0, "max_doc": 60, "window": 8, "stride": 2,
         "chunk": 10, "overlap": 2, "regions": 2}
@@ -330,6 +331,50 @@ def test_stored_encodings_are_used_only_for_the_documents_they_were_made_from(tm
     assert "has changed since they were encoded" in encodings(first)
     rerank("encode", "mine", "--model", "tk", "--checkpoint", ck, "--corpus", str(second), "--overwrite")
     assert encodings(second).startswith("stored (")
+
+
+def _own_index(rerank, cacm_slice, tmp_path, name: str, documents: int = 60) -> Path:  # noqa: F811
+    """A Lucene index NAME of one's own, built from the first real CACM documents written to a file."""
+    corpus = tmp_path / f"{name}.jsonl"
+    lines = (cacm_slice / "corpus.jsonl").read_text().splitlines()[:documents]
+    corpus.write_text("".join(line + "\n" for line in lines))
+    rerank("index", name, "--corpus", str(corpus))
+    return corpus
+
+
+def _encodings_scored(rerank, ck: str, run: str) -> tuple[str, dict]:
+    """The score stage's `encodings` note and its scores."""
+    done = rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", input=run).stdout
+    return _stage(done)["encodings"], _scores(done)
+
+
+@pytest.mark.data
+def test_encode_of_an_index_of_ones_own_is_what_score_uses(tmp_path, rerank, cacm_slice):  # noqa: F811
+    """`rerank encode own` said "'own' is not a known data set ... give --corpus" although the index own records
+    the corpus file it was built from. It now encodes that file, recorded as the score stage matches it."""
+    ck = str(checkpoint(tmp_path, name="ck-own"))
+    _own_index(rerank, cacm_slice, tmp_path, "own")
+    run = rerank("retrieve", "own", "--topics", str(cacm_slice / "topics.tsv"), "--k", "5").stdout
+    encodings, fly = _encodings_scored(rerank, ck, run)
+    assert encodings == "on the fly (no stored encodings for own)"
+    assert "encoded 60 documents" in rerank("encode", "own", "--model", "tk", "--checkpoint", ck).stderr
+    encodings, stored = _encodings_scored(rerank, ck, run)
+    assert encodings.startswith("stored (") and max(abs(fly[k] - stored[k]) for k in fly) < 1e-4
+
+
+@pytest.mark.data
+def test_encode_refuses_what_it_cannot_read_in_one_line(tmp_path, rerank, cacm_slice):  # noqa: F811
+    ck = str(checkpoint(tmp_path, name="ck-refuse"))
+    corpus = _own_index(rerank, cacm_slice, tmp_path, "moved", documents=5)
+    corpus.unlink()
+    for args, code, words in (
+            (("encode", "absent", "--model", "tk", "--checkpoint", ck), 1,
+             "'absent' is neither a known data set (vaswani, "),
+            (("encode", "moved", "--model", "tk", "--checkpoint", ck), 1,
+             f"index moved was built from {corpus.resolve()}, which is no longer there; give its documents with "
+             "--corpus FILE")):
+        done = rerank(*args, check=False)
+        assert done.returncode == code and done.stderr.count("\n") == 1 and words in done.stderr, (args, done.stderr)
 
 
 def test_query_stopwords_can_be_dropped():

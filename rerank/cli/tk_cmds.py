@@ -22,28 +22,42 @@ def _load(model_name: str, checkpoint: str | None, threads: int | None, batch_si
 
 
 def _collection(name: str, corpus: str | None):
+    """The documents `rerank encode NAME` stores, and their origin (the store's `source`): --corpus FILE's, else
+    those a stream from `rerank retrieve NAME` is scored against (docstore's choice), so that score uses them."""
     from ..data import dataset_names, files_dataset, get_dataset
+    from ..docstore import collection_header, doc_store_for
+    from ..retrieve.store import build_command
 
     if corpus:
-        return files_dataset(corpus=corpus)
-    if name not in dataset_names():
-        raise DataError(f"{name!r} is not a known data set ({', '.join(dataset_names())}); give the documents "
+        return files_dataset(corpus=corpus), {"corpus": str(Path(corpus).resolve())}
+    header = collection_header(name)
+    recorded = header.get("corpus")
+    if recorded and not Path(recorded).is_file():
+        raise DataError(f"index {name} was built from {recorded}, which is no longer there; give its documents "
                         "with --corpus FILE")
-    return get_dataset(name)
+    documents = doc_store_for(header).origin
+    if "dataset" in documents:
+        return get_dataset(documents["dataset"]), documents
+    if "corpus" in documents:
+        return files_dataset(corpus=documents["corpus"]), documents
+    raise DataError(f"{name!r} is neither a known data set ({', '.join(dataset_names())}) nor an index built here; "
+                    f"build it with: {build_command(name)}, or give the documents with --corpus FILE")
 
 
 @cli.command()
 @click.argument("name")
 @click.option("--model", "model_name", required=True, help="tk or tkl.")
 @click.option("--checkpoint", required=True, type=click.Path(), help="Checkpoint folder (from rerank train).")
-@click.option("--corpus", type=click.Path(dir_okay=False), help="Documents file (default: the data set NAME's documents).")
+@click.option("--corpus", type=click.Path(dir_okay=False),
+              help="Documents file (default: what the index NAME was built from, else the data set NAME's documents).")
 @click.option("--overwrite", is_flag=True, help="Replace existing encodings instead of resuming them.")
 @click.option("--batch-size", default=64, show_default=True, help="Documents per forward pass.")
 @click.option("--threads", type=int, default=None, help="Torch threads (default 1, as for TK scoring).")
 def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads) -> None:
     """Store every document's contextualised term vectors of NAME for fast TK/TKL scoring (resumable).
 
-    They go to indexes/NAME/MODEL-HASH/ under $RERANK_HOME, where score, budget and explain look for them.
+    NAME is a data set or an index built here (its documents: those it was built from). They go to
+    indexes/NAME/MODEL-HASH/ under $RERANK_HOME, where score, budget and explain look for them.
     """
     from ..encodings import encode_collection, store_folder
     from ..data.formats import distinct_ids
@@ -52,16 +66,16 @@ def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads)
 
     check_batch_size(batch_size, "documents")  # before load_model, whose check counts scoring's pairs
     index_folder(name)  # its name checked before a model loads (store_folder checks it too, for every caller)
+    collection, source = _collection(name, corpus)
     reranker = _load(model_name, checkpoint, threads, batch_size)
     folder = store_folder(name, reranker.name, reranker.checkpoint_hash)
-    collection = _collection(name, corpus)
     # `rerank index`'s id check, before anything is encoded: a repeated id's later vectors stood for both texts
-    total = sum(1 for _ in distinct_ids(collection.documents(), corpus or f"data set {name}"))
+    described = source.get("corpus") or f"data set {source.get('dataset')}"
+    total = sum(1 for _ in distinct_ids(collection.documents(), described))
 
     def documents():
         return ((d.docid, d.contents) for d in collection.documents())
 
-    source = {"corpus": str(Path(corpus).resolve())} if corpus else None  # what score finds the texts in
     manifest = encode_collection(name, documents, total, reranker, folder, overwrite=overwrite, source=source)
     click.echo(f"rerank: encoded {manifest['documents']} documents, {manifest['tokens']} tokens "
                f"({manifest['dim']}-d float16, {manifest['dim'] * 2} bytes per token) into {folder}", err=True)

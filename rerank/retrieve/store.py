@@ -56,6 +56,21 @@ def origin(source: dict) -> dict:
     return {key: source[key] for key in ("dataset", "corpus") if key in source}
 
 
+def recorded_origin(name: str, backends: tuple[str, ...] | None = None) -> dict:
+    """Which documents the index NAME built here was built from, as the manifest of the first of `backends` built
+    says (default: Lucene's, else another back end's); {} when none is built, or its manifest is unreadable."""
+    folder = index_folder(name)
+    built = [folder / backend for backend in backends] if backends else sorted(
+        (path.parent for path in folder.glob(f"*/{MANIFEST}") if not path.parent.name.startswith(".")),
+        key=lambda path: (path.name != "lucene", path.name))  # not a build's dot-folders
+    for path in built:
+        try:
+            return origin(IndexInfo.read(path, name, path.name).source)
+        except (MissingIndexError, OSError, ValueError, TypeError):  # not built, or its manifest unreadable
+            continue
+    return {}
+
+
 def made_from(recorded: dict, documents: dict) -> bool:
     """Whether vectors recorded as made from `recorded` (a dense index's or stored encodings' source, with the
     `files` states of its build) were made from `documents` (a text store's `origin`) as its files are now.
