@@ -363,11 +363,41 @@ def test_encode_of_an_index_of_ones_own_is_what_score_uses(tmp_path, rerank, cac
 
 
 @pytest.mark.data
-def test_encode_refuses_what_it_cannot_read_in_one_line(tmp_path, rerank, cacm_slice):  # noqa: F811
+def test_explain_an_index_of_ones_own(tmp_path, rerank, cacm_slice):  # noqa: F811
+    """`rerank explain --dataset own` said "unknown data set 'own'" of an index of one's own, which retrieve and
+    score read. `--index own` reads its stored texts (and --topics its queries), and finds its stored encodings
+    as score does."""
+    ck = str(checkpoint(tmp_path, name="ck-explain"))
+    topics = cacm_slice / "topics.tsv"
+    corpus = _own_index(rerank, cacm_slice, tmp_path, "own-explained")
+    run = rerank("retrieve", "own-explained", "--topics", str(topics), "--k", "5").stdout
+    _, scores = _encodings_scored(rerank, ck, run)
+    qid, docid = next(iter(scores))
+
+    def explained(*how: str) -> str:
+        return rerank("explain", "--model", "tk", "--checkpoint", ck, *how, "--docid", docid).stdout
+
+    shown = explained("--index", "own-explained", "--topics", str(topics), "--qid", qid)
+    assert f"score {scores[qid, docid]:.4f}" in shown and "document encodings: on the fly" in shown
+    assert f"score {scores[qid, docid]:.4f}" in explained("--corpus", str(corpus), "--topics", str(topics),
+                                                          "--qid", qid)
+    rerank("encode", "own-explained", "--model", "tk", "--checkpoint", ck, "--corpus", str(corpus))
+    assert "document encodings: stored (" in explained("--index", "own-explained", "--query", "computer programming")
+
+
+@pytest.mark.data
+def test_explain_and_encode_refuse_what_they_cannot_read_in_one_line(tmp_path, rerank, cacm_slice):  # noqa: F811
     ck = str(checkpoint(tmp_path, name="ck-refuse"))
     corpus = _own_index(rerank, cacm_slice, tmp_path, "moved", documents=5)
     corpus.unlink()
+    explain = ("explain", "--model", "tk", "--checkpoint", ck, "--docid", "CACM-0001")
     for args, code, words in (
+            ((*explain, "--query", "x", "--dataset", "cacm", "--index", "moved"), 2, "give --dataset or --index, not both"),
+            ((*explain, "--query", "x", "--index", "absent"), 1,
+             "no index 'absent' is built here; build it with: rerank index absent --corpus FILE"),
+            ((*explain, "--query", "x"), 2, "--dataset NAME, --index NAME or --corpus FILE"),
+            ((*explain, "--query", "x", "--dataset", "moved"), 2, "(for an index of your own, give --index NAME)"),
+            ((*explain, "--qid", "1", "--index", "moved"), 2, "--qid needs the query texts: give --topics FILE"),
             (("encode", "absent", "--model", "tk", "--checkpoint", ck), 1,
              "'absent' is neither a known data set (vaswani, "),
             (("encode", "moved", "--model", "tk", "--checkpoint", ck), 1,

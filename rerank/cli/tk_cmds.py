@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import DataError, UsageError
+from ..errors import DataError, MissingIndexError, UsageError
 from . import cli
 
 ENCODABLE = ("tk", "tkl")
@@ -81,22 +81,50 @@ def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads)
                f"({manifest['dim']}-d float16, {manifest['dim'] * 2} bytes per token) into {folder}", err=True)
 
 
+def _explained(dataset: str | None, index: str | None, corpus: str | None):
+    """The header explain finds its texts by, as a stream from that data set or index would name them."""
+    from ..data import dataset_names
+    from ..docstore import collection_header
+    from ..retrieve.store import build_command, recorded_origin
+    from ..runs import RunHeader
+
+    if dataset is not None and index is not None:
+        raise UsageError("give --dataset or --index, not both")
+    if dataset is not None:
+        if dataset not in dataset_names():
+            raise UsageError(f"unknown data set {dataset!r}; known: {', '.join(dataset_names())} (for an index of "
+                             "your own, give --index NAME)")
+        return RunHeader({"dataset": dataset})
+    if index is not None:
+        if not recorded_origin(index):
+            raise MissingIndexError(f"no index {index!r} is built here; build it with: {build_command(index)}")
+        return collection_header(index)
+    if corpus is None:
+        raise UsageError("say where the document is: --dataset NAME, --index NAME or --corpus FILE")
+    return RunHeader({})
+
+
 @cli.command()
 @click.option("--model", "model_name", required=True, help="tk or tkl.")
 @click.option("--checkpoint", required=True, type=click.Path(), help="Checkpoint folder.")
-@click.option("--dataset", required=True, help="Data set that holds the query and the document.")
-@click.option("--qid", default=None, help="Query id in the data set's topics.")
+@click.option("--dataset", default=None, help="Data set that holds the query and the document.")
+@click.option("--index", "index_name", default=None,
+              help="Index built here (rerank index NAME) that holds the document (its stored texts).")
+@click.option("--topics", type=click.Path(dir_okay=False), default=None,
+              help="Query texts for --qid (default: the data set's).")
+@click.option("--corpus", type=click.Path(dir_okay=False), default=None,
+              help="Document texts (default: the data set's or index's).")
+@click.option("--qid", default=None, help="Query id in the topics.")
 @click.option("--query", "query_text", default=None, help="Query text instead of --qid.")
 @click.option("--docid", required=True, help="Document id.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a heat map here (.png, .pdf or .svg).")
 @click.option("--top", default=3, show_default=True, type=click.IntRange(min=1),
               help="Best-matching document terms to list per query term.")
-def explain(model_name, checkpoint, dataset, qid, query_text, docid, plot_path, top) -> None:
+def explain(model_name, checkpoint, dataset, index_name, topics, corpus, qid, query_text, docid, plot_path,
+            top) -> None:
     """Show how TK/TKL matched one query and one document: term matches, contributions, TKL regions."""
-    from ..data import dataset_names
     from ..docstore import doc_store_for, queries_for
     from ..models import tk_explain
-    from ..runs import RunHeader
 
     if (qid is None) == (query_text is None):
         raise UsageError("give exactly one of --qid and --query")
@@ -104,20 +132,20 @@ def explain(model_name, checkpoint, dataset, qid, query_text, docid, plot_path, 
         raise UsageError("--query is empty")
     if plot_path:
         tk_explain.plot_format(plot_path)  # before the model loads
-    if dataset not in dataset_names():
-        raise UsageError(f"unknown data set {dataset!r}; known: {', '.join(dataset_names())}")
-    header = RunHeader({"dataset": dataset})
+    header = _explained(dataset, index_name, corpus)
     if query_text is None:
-        queries = queries_for(header, None)
+        if topics is None and header.dataset is None:
+            raise UsageError("--qid needs the query texts: give --topics FILE, or --query TEXT")
+        queries = queries_for(header, topics)
         if qid not in queries:
-            raise DataError(f"query {qid} is not in the topics of {dataset}")
+            raise DataError(f"query {qid} is not in the topics of {topics or header.dataset}")
         query_text = queries[qid]
-    store = doc_store_for(header)
+    store = doc_store_for(header, corpus)
     texts = store.texts([docid])
     if docid not in texts:
-        raise DataError(f"document {docid} is not in {dataset}'s documents")
+        raise DataError(f"document {docid} is not in {store.source}")
     reranker = _load(model_name, checkpoint, None)
-    reranker.attach(header, store)
+    reranker.attach(header, store)  # stored encodings of the very documents the text comes from
     explanation = reranker.explain(query_text, docid, texts[docid])
     click.echo(tk_explain.render_text(explanation, top), nl=False)
     if plot_path:
