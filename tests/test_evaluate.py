@@ -518,6 +518,11 @@ def test_a_run_none_of_whose_documents_is_judged_is_named(rerank, data_root, tmp
            "run?)" in done.stderr
     right = rerank("eval", "v.run", "--qrels", str(data_root / "vaswani" / "qrels"), "-m", "MAP", cwd=tmp_path)
     assert "none of its retrieved documents" not in right.stderr
+    # Vaswani's qrels list relevant documents alone: a top 5 that misses them is no sign of the wrong qrels
+    other = next(d for q, _, d, _ in (line.split() for line in (data_root / "vaswani" / "qrels").open()) if q == "2")
+    (tmp_path / "miss.run").write_text(f"1 Q0 {other} 1 1.0 bm25\n")
+    missed = rerank("eval", "miss.run", "--qrels", str(data_root / "vaswani" / "qrels"), "-m", "MAP", cwd=tmp_path)
+    assert "none of its retrieved documents" not in missed.stderr
 
 
 def test_a_note_that_several_runs_share_is_said_once(rerank, tmp_path):
@@ -572,27 +577,44 @@ def test_a_label_with_a_bar_keeps_its_markdown_row_whole(rerank, tmp_path):
 def test_a_run_over_some_of_a_data_sets_topics_is_evaluated_on_them(rerank, data_root, vaswani_index, tmp_path):
     """`retrieve vaswani --topics eight.trec` (eight of Vaswani's queries) dropped the data set from the header, so
     eval asked for --qrels, and with them counted the other 85 judged queries as 0: MAP 0.02 for a BM25 whose MAP
-    over those eight is 0.29. The header now keeps the data set, and eval evaluates the runs' topics alone."""
+    over those eight is 0.29. The header now keeps the data set, and eval evaluates the queries the run was made
+    for; runs compared are compared on the queries all were made for."""
     import re
 
     tops = re.findall(r"<top>.*?</top>", (data_root / "vaswani" / "query-text.trec").read_text(), re.S)
     (tmp_path / "eight.trec").write_text("\n".join(tops[:8]) + "\n")
-    rerank("retrieve", "vaswani", "--topics", "eight.trec", "-o", "eight.run", cwd=tmp_path)
+    (tmp_path / "other.trec").write_text("\n".join(tops[8:16]) + "\n")
+    for name in ("eight", "other"):
+        rerank("retrieve", "vaswani", "--topics", f"{name}.trec", "-o", f"{name}.run", cwd=tmp_path)
     rerank("retrieve", "vaswani", "-o", "all.run", cwd=tmp_path)
-    subset = rerank("eval", "eight.run", "-m", "MAP", "--format", "json", cwd=tmp_path)
-    assert (f"rerank: note: evaluated on the 8 judged queries of the runs' topics ({tmp_path / 'eight.trec'}), not "
-            "on all 93 of vaswani") in subset.stderr and "count as 0" not in subset.stderr
     rows = json.loads(rerank("eval", "all.run", "-m", "MAP", "-q", "--format", "json", cwd=tmp_path).stdout)
-    eight = [row["MAP"] for row in rows if row["qid"] in {str(q) for q in range(1, 9)}]
-    assert json.loads(subset.stdout)[0]["MAP"] == pytest.approx(sum(eight) / 8)
+    over_eight = sum(row["MAP"] for row in rows if row["qid"] in {str(q) for q in range(1, 9)}) / 8
+
+    def mean_map(*runs: str, **kwargs) -> tuple[dict, str]:
+        done = rerank("eval", *runs, "-m", "MAP", "--format", "json", cwd=tmp_path, **kwargs)
+        return {row["run"]: row["MAP"] for row in json.loads(done.stdout)}, done.stderr
+
+    alone, notes = mean_map("eight.run")
+    assert alone["bm25"] == pytest.approx(over_eight) and "count as 0" not in notes
+    assert ("rerank: note: evaluated on the 8 judged queries it was made for (a run from a topics file: the "
+            "queries it holds), not on all 93 of vaswani") in notes
+    # beside a run of every query, both rows are means over those eight, and the tests pair them
+    board, notes = mean_map("all.run", "eight.run")
+    assert board["bm25:eight.run"] == pytest.approx(over_eight) == board["bm25:all.run"]
+    assert "evaluated on the 8 judged queries every run was made for" in notes and "not in the qrels" not in notes
+    # re-scored with every Vaswani text given (--topics), it is still a run of those eight
+    scored = rerank("score", "eight.run", "--model", "minilm-bi", "--depth", "5", "--topics",
+                    str(data_root / "vaswani" / "query-text.trec"), "-o", "scored.run", cwd=tmp_path)
+    assert "8 queries" in scored.stderr and "evaluated on the 8 judged queries" in mean_map("scored.run")[1]
+    # the topics file moved away: the run still holds the queries it was made for
+    (tmp_path / "eight.trec").unlink()
+    assert mean_map("eight.run")[0]["bm25"] == pytest.approx(over_eight)
+    disjoint = rerank("eval", "eight.run", "other.run", cwd=tmp_path, check=False)
+    assert disjoint.returncode == 1 and "the runs share no judged query" in disjoint.stderr
     # a query of one's own under a Vaswani id is not Vaswani's: no data set, so eval asks for qrels as before
     (tmp_path / "own.tsv").write_text("1\tmicrowave ovens\n")
     rerank("retrieve", "vaswani", "--topics", "own.tsv", "-o", "own.run", cwd=tmp_path)
     assert "dataset" not in (tmp_path / "own.run").read_text().split("\n# stage:")[0]
-    # the topics file gone (a run moved elsewhere): every judged query is evaluated, and the note says so
-    (tmp_path / "eight.trec").unlink()
-    moved = rerank("eval", "eight.run", "-m", "MAP", cwd=tmp_path)
-    assert "the runs' topics cannot be read (file not found" in moved.stderr and "85 judged queries" in moved.stderr
 
 
 @pytest.mark.data
@@ -608,7 +630,7 @@ def test_candidates_for_some_of_a_data_sets_queries_are_replayed_and_evaluated_o
     assert {line.split()[0] for line in run.splitlines() if not line.startswith("#")} == set(three)
     assert '# dataset: "trec-dl-2019"' in run and f'# topics: "{tmp_path / "three.tsv"}"' in run
     done = rerank("eval", "three.run", "-m", "nDCG@10", "--format", "json", cwd=tmp_path)
-    assert "evaluated on the 3 judged queries of the runs' topics" in done.stderr
+    assert "evaluated on the 3 judged queries it was made for" in done.stderr
     rerank("retrieve", "trec-dl-2019", "--candidates", "-o", "all.run", cwd=tmp_path)
     rows = json.loads(rerank("eval", "all.run", "-m", "nDCG@10", "-q", "--format", "json", cwd=tmp_path).stdout)
     assert json.loads(done.stdout)[0]["nDCG@10"] == pytest.approx(

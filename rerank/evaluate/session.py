@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import IO
 
 from ..data import dataset_names, get_dataset
-from ..data.formats import read_qrels, read_topics
+from ..data.formats import read_qrels
 from ..data.registry import ADHOC_MEASURES, Qrels
 from ..errors import DataError, UsageError, counted, verb
 from ..runs import Run, load_run
@@ -88,19 +88,27 @@ def load_runs(inputs: list[tuple[IO[str], str]], strict: bool, labels: list[str 
     return runs
 
 
-def _runs_topics(runs: list[Run]) -> tuple[set[str] | None, str]:
-    """The queries the runs were made for, where every run's header names its topics file (`retrieve --topics`,
-    `score --topics`), and the files (or, where one cannot be read, why not); None where a run names none.
-    Judged queries outside them are not part of the experiment: a run over ten of a data set's queries is
-    evaluated on those ten, as trec_eval evaluates the queries a run has, while one of them that a run lacks
-    counts as 0 (trec_eval -c)."""
-    paths = sorted({str(run.header.get("topics")) for run in runs if run.header.get("topics")})
-    if not paths or any(not run.header.get("topics") for run in runs):
-        return None, ""
-    try:
-        return {qid for path in paths for qid in read_topics(path)}, " and ".join(paths)
-    except DataError as error:  # a run moved to another machine: every judged query is evaluated, as said
-        return None, f"the runs' topics cannot be read ({error}): every judged query is evaluated"
+def _made_for(runs: list[Run], judgements: Judgements, warnings: list[str]) -> Judgements:
+    """The judgements of the queries the runs were made for. A run whose header names a topics file (`retrieve
+    --topics`, `--candidates --topics`, `score --topics`) was made for the queries it holds (a stage writes every
+    query it was given, those it found nothing for too): it is evaluated on those, as trec_eval evaluates a run's
+    queries, and a judged query it holds no result for counts as 0 (trec_eval -c). Other runs were made for every
+    judged query. Runs compared on one board are evaluated on the queries all were made for, so that each row is a
+    mean over the same queries and each comparison pairs them; a note says when that is fewer than are judged."""
+    made_for = [set(run.queries) for run in runs if run.header.get("topics")]
+    if not made_for:
+        return judgements
+    common = set.intersection(*made_for)
+    kept = {qid: grades for qid, grades in judgements.qrels.items() if qid in common}
+    if not kept:
+        raise DataError("the runs share no judged query: those from topics files are made for their queries alone "
+                        f"({', '.join(run.source for run in runs if run.header.get('topics'))}); evaluate them apart")
+    if len(kept) < len(judgements.qrels):
+        whose = "it was" if len(runs) == 1 else "every run was"
+        warnings.append(f"evaluated on the {counted(len(kept), 'judged query', 'judged queries')} {whose} made for "
+                        f"(a run from a topics file: the queries it holds), not on all {len(judgements.qrels)} of "
+                        f"{judgements.source}")
+    return replace(judgements, qrels=kept)
 
 
 def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[str] | None
@@ -108,14 +116,8 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
     """Per-run evaluations plus warnings (missing / unjudged queries) for stderr."""
     measures = parse_measures(measure_names or list(judgements.measures), judgements.min_rel)
     evaluations, warnings = [], []
-    topics, files = _runs_topics(runs)
-    if topics is None and files:
-        warnings.append(files)
-    elif topics is not None and set(judgements.qrels) - topics:
-        kept = {qid: grades for qid, grades in judgements.qrels.items() if qid in topics}
-        warnings.append(f"evaluated on the {counted(len(kept), 'judged query', 'judged queries')} of the runs' "
-                        f"topics ({files}), not on all {len(judgements.qrels)} of {judgements.source}")
-        judgements = replace(judgements, qrels=kept)
+    judged_anywhere = set(judgements.qrels)
+    judgements = _made_for(runs, judgements, warnings)
     skipped = trec_names_skipped(measure_names or [])
     if skipped:
         warnings.append(f"trec_eval's {', '.join(skipped)} cannot be computed by ir_measures: left out")
@@ -133,14 +135,17 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
     # a note -> the runs it is about: said once, naming them all. Keyed by every id it is about, not by its text,
     # which shows only the first few: runs alike in those may differ further on.
     per_run: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    judged_docs = {d for grades in judgements.qrels.values() for d in grades}
     for run in runs:
         if not set(run.queries) & set(judgements.qrels):
             raise DataError(f"{run.source}: none of its {len(run.queries)} queries is judged in {judgements.source} "
                             "(wrong qrels for this run?)")
         ev = evaluate(run, judgements.qrels, measures)
-        retrieved = [(q, r.docids) for q, r in run.queries.items() if r.docids]
-        if retrieved and not any(d in judgements.qrels.get(q, ()) for q, docids in retrieved for d in docids):
-            # CACM's qrels over a Vaswani run (their query ids overlap): every score 0, and nothing said why
+        ev.unjudged = [q for q in ev.unjudged if q not in judged_anywhere]  # the rest: what the note above says
+        retrieved = [d for r in run.queries.values() for d in r.docids]
+        # CACM's qrels over a Vaswani run (their query ids overlap): every score 0, and nothing said why. Judged
+        # for any query: qrels of relevant documents alone judge none of a top 5 that misses them all.
+        if retrieved and judged_docs.isdisjoint(retrieved):
             note = f"none of its retrieved documents is judged in {judgements.source} (wrong qrels for this run?)"
             per_run.setdefault((note, ()), []).append(ev.run_name)
         if ev.missing:
