@@ -142,9 +142,9 @@ def _described(origin: dict) -> str:
 
 def _other_documents(manifest: dict, documents: dict) -> str:
     """Why a store (its manifest) was not made from `documents`."""
-    recorded = origin(manifest.get("source", {}))
+    recorded, documents = origin(manifest.get("source", {})), origin(documents)
     if recorded == documents:
-        return f"{_described(documents)} has changed since they were encoded"
+        return f"they were encoded from another version of {_described(documents)} than the texts scored"
     return f"they are of {_described(recorded)}, not of {_described(documents)}"
 
 

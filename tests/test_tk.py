@@ -328,7 +328,7 @@ def test_stored_encodings_are_used_only_for_the_documents_they_were_made_from(tm
     assert refused.returncode == 2 and "holds encodings of other documents: they are of" in refused.stderr
     assert "pass --overwrite to replace them" in refused.stderr
     first.write_text(first.read_text().replace("bread", "cake"))  # edited since it was encoded
-    assert "has changed since they were encoded" in encodings(first)
+    assert "they were encoded from another version of" in encodings(first)
     rerank("encode", "mine", "--model", "tk", "--checkpoint", ck, "--corpus", str(second), "--overwrite")
     assert encodings(second).startswith("stored (")
 
@@ -405,6 +405,27 @@ def test_explain_and_encode_refuse_what_they_cannot_read_in_one_line(tmp_path, r
              "--corpus FILE")):
         done = rerank(*args, check=False)
         assert done.returncode == code and done.stderr.count("\n") == 1 and words in done.stderr, (args, done.stderr)
+
+
+@pytest.mark.data
+def test_encodings_of_a_corpus_edited_after_its_lucene_index_are_not_used_for_its_texts(tmp_path, rerank):
+    """A Lucene index stores its texts as they were read; vectors encoded from the corpus file edited since were
+    compared with the file as it is now, so they were used for the index's older texts under the same docids."""
+    ck = str(checkpoint(tmp_path, name="ck-snapshot"))
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"id": d, "contents": t or "x"}) + "\n" for d, t in DOCS.items()))
+    rerank("index", "snapshot", "--corpus", str(corpus))
+    corpus.write_text(corpus.read_text().replace("kernel", "bread"))
+    rerank("encode", "snapshot", "--model", "tk", "--checkpoint", ck)  # the file as it is now
+    (tmp_path / "t.tsv").write_text(f"q1\t{QUERY}\n")
+    run = rerank("retrieve", "snapshot", "--topics", str(tmp_path / "t.tsv"), "--k", "5").stdout
+
+    def encodings() -> str:
+        return _stage(rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", input=run).stdout)["encodings"]
+
+    assert "they were encoded from another version of" in encodings()
+    rerank("index", "snapshot", "--corpus", str(corpus), "--overwrite")  # the index now stores the edited texts
+    assert encodings().startswith("stored (")
 
 
 def test_query_stopwords_can_be_dropped():

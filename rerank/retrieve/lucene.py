@@ -23,7 +23,7 @@ from ..progress import Progress
 from ..runs import QueryRanking, Timing, load_run
 from . import jvm
 from .api import JAVA_FLOAT_MAX, option_flag
-from .store import MANIFEST, IndexInfo, build_command, empty_skipped, index_folder
+from .store import MANIFEST, IndexInfo, build_command, empty_skipped, index_folder, source_state
 
 BACKEND = "lucene"
 INDEX_OPTIONS: frozenset[str] = frozenset()  # besides threads and overwrite, which every back end takes
@@ -42,6 +42,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     if target.exists() and not overwrite:
         raise BackendError(f"index {target} exists; pass --overwrite to rebuild it")
     indexer_class = jvm.autoclass("io.anserini.index.SimpleIndexer")
+    files = source_state(source, skip=("qrels", "topics"))  # as read: the texts it stores stay so if they change
     count = fed = 0
     with atomic_dir(target, MANIFEST) as tmp, jvm.java_errors(f"indexing {name}"):
         indexer = indexer_class(["-index", str(tmp), "-storePositions", "-storeDocvectors", "-storeRaw",
@@ -60,7 +61,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
                 bar.update(len(batch))
         indexer.close()
         # Anserini skips documents without text (its 'empty' counter): say so rather than lose them quietly
-        info = IndexInfo(name, BACKEND, count, {**source, **empty_skipped(fed - count)})
+        info = IndexInfo(name, BACKEND, count, {**source, "files": files, **empty_skipped(fed - count)})
         info.write(tmp)
     if total is not None and count != total:
         raise BackendError(f"indexed {count} of {total} documents into {target}")

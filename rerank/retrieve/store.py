@@ -58,14 +58,16 @@ def origin(source: dict) -> dict:
 
 def recorded_origin(name: str, backends: tuple[str, ...] | None = None) -> dict:
     """Which documents the index NAME built here was built from, as the manifest of the first of `backends` built
-    says (default: Lucene's, else another back end's); {} when none is built, or its manifest is unreadable."""
+    says (default: Lucene's, else another back end's), with their files' states then where it records them (the
+    texts a Lucene index stores are of that state); {} when none is built, or its manifest is unreadable."""
     folder = index_folder(name)
     built = [folder / backend for backend in backends] if backends else sorted(
         (path.parent for path in folder.glob(f"*/{MANIFEST}") if not path.parent.name.startswith(".")),
         key=lambda path: (path.name != "lucene", path.name))  # not a build's dot-folders
     for path in built:
         try:
-            return origin(IndexInfo.read(path, name, path.name).source)
+            source = IndexInfo.read(path, name, path.name).source
+            return {**origin(source), **({"files": source["files"]} if "files" in source else {})}
         except (MissingIndexError, OSError, ValueError, TypeError):  # not built, or its manifest unreadable
             continue
     return {}
@@ -73,11 +75,12 @@ def recorded_origin(name: str, backends: tuple[str, ...] | None = None) -> dict:
 
 def made_from(recorded: dict, documents: dict) -> bool:
     """Whether vectors recorded as made from `recorded` (a dense index's or stored encodings' source, with the
-    `files` states of its build) were made from `documents` (a text store's `origin`) as its files are now.
-    Vectors are found by docid, and those of another collection, or of texts since edited, silently score other
-    texts under the same docids."""
-    return (bool(documents) and origin(recorded) == documents
-            and recorded.get("files") == source_state(recorded, skip=("qrels", "topics")))
+    `files` states of its build) were made from the texts of `documents` (a text store's `origin`): the same data
+    set or file, in the state its texts were read in (its `files`: a Lucene index's snapshot), else as it is now.
+    Vectors are found by docid, and those of another collection, or of other versions of its texts, silently score
+    other texts under the same docids."""
+    texts_state = documents.get("files", source_state(recorded, skip=("qrels", "topics")))
+    return bool(origin(documents)) and origin(recorded) == origin(documents) and recorded.get("files") == texts_state
 
 
 def empty_skipped(count: int) -> dict:
