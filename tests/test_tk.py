@@ -398,6 +398,8 @@ def test_explain_and_encode_refuse_what_they_cannot_read_in_one_line(tmp_path, r
             ((*explain, "--query", "x"), 2, "--dataset NAME, --index NAME or --corpus FILE"),
             ((*explain, "--query", "x", "--dataset", "moved"), 2, "(for an index of your own, give --index NAME)"),
             ((*explain, "--qid", "1", "--index", "moved"), 2, "--qid needs the query texts: give --topics FILE"),
+            ((*explain, "--query", "x", "--dataset", "cacm", "--topics", "/nonexistent.tsv"), 2,
+             "--topics gives the texts of --qid; with --query, leave it out"),
             (("encode", "absent", "--model", "tk", "--checkpoint", ck), 1,
              "'absent' is neither a known data set (vaswani, "),
             (("encode", "moved", "--model", "tk", "--checkpoint", ck), 1,

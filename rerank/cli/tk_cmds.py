@@ -130,6 +130,8 @@ def explain(model_name, checkpoint, dataset, index_name, topics, corpus, qid, qu
         raise UsageError("give exactly one of --qid and --query")
     if query_text is not None and not query_text.strip():
         raise UsageError("--query is empty")
+    if query_text is not None and topics is not None:  # a file never read, even one that is not there
+        raise UsageError("--topics gives the texts of --qid; with --query, leave it out")
     if plot_path:
         tk_explain.plot_format(plot_path)  # before the model loads
     header = _explained(dataset, index_name, corpus)
