@@ -245,7 +245,9 @@ def _ends_complete(path: Path) -> bool:
     return bool(lines) and lines[-1].strip() == f"# {END_TEXT}"
 
 
-def load_pipeline(path: str | Path) -> dict:
+def load_pipeline(path: str | Path, overrides: dict | None = None) -> dict:
+    """A pipeline file, checked whole before any stage runs: its leaderboard keys as `overrides` (rerank run's
+    options) leave them, so that an option can stand in for a key the file gets wrong."""
     p = Path(path)
     if not p.is_file():
         raise DataError(f"pipeline file not found: {p}")
@@ -281,7 +283,7 @@ def load_pipeline(path: str | Path) -> dict:
         if stage["name"] in names:
             raise DataError(f"{p}: two stages are named {stage['name']!r}")
         names.add(stage["name"])
-    _check_leaderboard(str(p), spec)
+    _check_leaderboard(str(p), leaderboard_spec(spec, overrides or {}))
     return spec
 
 
@@ -350,11 +352,12 @@ def leaderboard_spec(spec: dict, overrides: dict) -> dict:
         raise ValueError(f"not a leaderboard key: {', '.join(sorted(unknown))}")
     given = {key: value for key, value in overrides.items() if value is not None and value != () and value != []}
     board = {**spec, **{key: list(value) if key in ("measures", "tests") else value for key, value in given.items()}}
-    labels = _measure_labels(board)  # -m's message if a measure cannot be read, as eval's
-    if "sort" in given:
-        sort_among(given["sort"], labels)
-    elif "measures" in given and "sort" in spec and label_among(spec["sort"], labels) is None:
-        del board["sort"]
+    if "sort" in given or "measures" in given:  # the file's own measures are load_pipeline's to check, in its words
+        labels = _measure_labels(board)  # -m's message if a measure cannot be read, as eval's
+        if "sort" in given:
+            sort_among(given["sort"], labels)
+        elif "sort" in spec and label_among(spec["sort"], labels) is None:
+            del board["sort"]
     if "baseline" in given:
         every = [stage["name"] for stage in spec["stage"]]
         evaluated = [stage["name"] for stage in spec["stage"] if stage.get("evaluate", True)]
@@ -375,7 +378,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
     that replace the file's (`leaderboard_spec`), refused before any stage runs if eval would refuse them."""
     import click
 
-    spec = load_pipeline(path)
+    spec = load_pipeline(path, overrides)
     board = leaderboard_spec(spec, overrides or {})
     check_stages(spec)
     dataset = spec["dataset"]

@@ -390,6 +390,18 @@ def test_run_measure_option_with_the_files_sort_and_per_query(rerank, tmp_path):
     assert gains == sorted(gains, reverse=True) and gains[0] > 0 and gains[-1] == 0  # c5 vs c1: gains or ties
 
 
+def test_run_options_stand_in_for_the_files_keys_that_they_override(rerank, tmp_path):
+    """The file's keys were checked before the options replaced them: `-m MAP --sort MAP` over a file whose sort names
+    a measure it does not give, or `--baseline c1` over one whose baseline is a stage since removed, were refused."""
+    spec = tmp_path / "stale.toml"
+    spec.write_text(f'dataset = "trecqa-dev"\nmeasures = ["MRR"]\nsort = "P@1"\nbaseline = "c9"\n{_TWO_CUTS}')
+    refused = rerank("run", str(spec), check=False)
+    assert refused.returncode == 1 and "baseline 'c9' is not an evaluated stage (c5, c1)" in refused.stderr
+    board = rerank("run", str(spec), "--sort", "MRR", "--baseline", "c1").stdout
+    assert board.splitlines()[2].startswith("c1 (baseline)")
+    assert rerank("run", str(spec), "-m", "MAP", "--baseline", "c5").stdout.splitlines()[0].split()[:2] == ["run", "MAP"]
+
+
 @pytest.mark.parametrize("c1_evaluated, options, message", [
     (True, ["--baseline", "c9"], "--baseline 'c9' names none of the pipeline's stages: c5, c1"),
     (False, ["--baseline", "c1"], "--baseline 'c1' is a stage with evaluate = false, not on the leaderboard; "
