@@ -45,9 +45,12 @@ def test_cat_of_nothing_is_nothing_not_a_run_that_looks_whole(rerank, tmp_path):
     """`rerank retrieve nosuch | rerank cat -o x.run` wrote `# rerank-run: 2` and `# end of run` from the nothing a
     failed stage left: a whole-looking empty run, which the end-of-run check exists to tell from a failure."""
     done = rerank("cat", "-o", str(tmp_path / "x.run"), input="")
-    assert (tmp_path / "x.run").read_text() == "" and "holds no queries; nothing to write" in done.stderr
+    assert (tmp_path / "x.run").read_text() == "" and done.stderr == (
+        f"rerank: note: <stdin> is empty (did the stage before it fail?); nothing to write: the output "
+        f"{tmp_path / 'x.run'} is empty\n")
     kept = rerank("cat", input='# rerank-run: 2\n# dataset: "vaswani"\n# end of run\n')  # a stage that found nothing
     assert kept.stdout == '# rerank-run: 2\n# dataset: "vaswani"\n# end of run\n'
+    assert kept.stderr == "rerank: note: <stdin> holds no queries; nothing to write: the output is its header alone\n"
 
 
 def test_file_that_is_not_utf8_text_is_named(rerank, tmp_path):

@@ -63,11 +63,15 @@ def open_run_inputs(stack: contextlib.ExitStack, paths) -> list[tuple[IO[str], s
 
 
 def write_no_queries(reader: RunReader, source: str, output: str | None, trec_only: bool, why: str) -> None:
-    """What a stage writes for an input without queries (an empty output, the score stage's rule), with a note.
-    Most often the input is the nothing a failed stage upstream wrote: it must not come out as a run that looks
-    whole (a header and `# end of run`). A header the input had (a stage that found nothing) is kept."""
-    click.echo(f"rerank: note: {source} holds no queries; {why}", err=True)
+    """What a stage writes for an input without queries (an empty output, exit 0: the score stage's rule), with a
+    note that says what was written. An empty input is most often the nothing a failed stage upstream wrote: it
+    must not come out as a run that looks whole (a header and `# end of run`), and the note asks. A header the
+    input had (a stage that found nothing) is kept."""
     had_header = bool(reader.header.fields or reader.header.stages)
+    written = f"the output{f' {output}' if output else ''} is"
+    said = (f"holds no queries; {why}: {written} its header alone" if had_header else
+            f"is empty (did the stage before it fail?); {why}: {written} empty")
+    click.echo(f"rerank: note: {source} {said}", err=True)
     write_stream(Stream(reader.header if had_header else None, []), output, trec_only)
 
 
