@@ -18,12 +18,15 @@ def test_unknown_data_set_lists_names(rerank):
     fails(rerank, "data", "show", "nosuch", words="unknown data set 'nosuch'")
 
 
-def test_index_that_does_not_exist_says_how_to_build(rerank):
+def test_index_that_does_not_exist_says_how_to_build(rerank, tmp_path):
     error = fails(rerank, "retrieve", "trec-dl-2020", words="build it with: rerank index trec-dl-2020")
     assert "rerank retrieve trec-dl-2020 --candidates" in error  # its published BM25, not one over the pool
     assert "replay a candidate run shipped with trec-dl-2020 (bm25, bm25-rm3)" in error
     error = fails(rerank, "retrieve", "trecqa-dev", words="rerank retrieve trecqa-dev --candidates")
     assert "(candidates)" in error and "top-100" not in error  # a QA set's candidates are all its sentences
+    (tmp_path / "one.tsv").write_text("1.4\tWhat ethnic group / race are Crip members ?\n")
+    fails(rerank, "retrieve", "trecqa-dev", "--topics", str(tmp_path / "one.tsv"),  # the hint was lost
+          words=f"rerank retrieve trecqa-dev --candidates --topics {tmp_path / 'one.tsv'}")
 
 
 def test_missing_files(rerank, tmp_path):
@@ -65,7 +68,7 @@ def test_empty_input_and_unrelated_qrels(rerank, data_root, tmp_path):
     fails(rerank, "eval", "--qrels", str(data_root / "vaswani/qrels"), input="", words="empty input")
     (tmp_path / "other.run").write_text("zzz Q0 a 1 1.0 t\n")
     fails(rerank, "eval", str(tmp_path / "other.run"), "--qrels", str(data_root / "vaswani/qrels"),
-          words="none of its 1 queries is judged")
+          words="its one query is not judged")
     fails(rerank, "eval", str(tmp_path / "other.run"), words="pass --qrels FILE")
     (tmp_path / "own-topics.run").write_text('# topics: "mine.tsv"\n# index: "vaswani"\n1 Q0 a 1 1.0 t\n')
     fails(rerank, "eval", str(tmp_path / "own-topics.run"),

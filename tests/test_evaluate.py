@@ -635,3 +635,13 @@ def test_candidates_for_some_of_a_data_sets_queries_are_replayed_and_evaluated_o
     rows = json.loads(rerank("eval", "all.run", "-m", "nDCG@10", "-q", "--format", "json", cwd=tmp_path).stdout)
     assert json.loads(done.stdout)[0]["nDCG@10"] == pytest.approx(
         sum(row["nDCG@10"] for row in rows if row["qid"] in three) / 3)
+
+
+@pytest.mark.data
+def test_a_run_of_unjudged_queries_alone_is_named_as_one_run(rerank, tmp_path):
+    """A run from a topics file of queries its data set does not judge was told 'the runs share no judged query',
+    a message about several runs."""
+    (tmp_path / "unjudged.tsv").write_text("1.4\tWhat ethnic group / race are Crip members ?\n")
+    run = rerank("retrieve", "trecqa-dev", "--candidates", "--topics", "unjudged.tsv", cwd=tmp_path).stdout
+    done = rerank("eval", input=run, check=False)
+    assert done.returncode == 1 and "<stdin>: its one query is not judged in trecqa-dev" in done.stderr

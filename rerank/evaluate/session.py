@@ -100,7 +100,7 @@ def _made_for(runs: list[Run], judgements: Judgements, warnings: list[str]) -> J
         return judgements
     common = set.intersection(*made_for)
     kept = {qid: grades for qid, grades in judgements.qrels.items() if qid in common}
-    if not kept:
+    if not kept and len(made_for) > 1:  # one run alone: none of its queries is judged, as said below
         raise DataError("the runs share no judged query: those from topics files are made for their queries alone "
                         f"({', '.join(run.source for run in runs if run.header.get('topics'))}); evaluate them apart")
     if len(kept) < len(judgements.qrels):
@@ -138,7 +138,8 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
     judged_docs = {d for grades in judgements.qrels.values() for d in grades}
     for run in runs:
         if not set(run.queries) & set(judgements.qrels):
-            raise DataError(f"{run.source}: none of its {len(run.queries)} queries is judged in {judgements.source} "
+            which = "its one query is not" if len(run.queries) == 1 else f"none of its {len(run.queries)} queries is"
+            raise DataError(f"{run.source}: {which} judged in {judgements.source} "
                             "(wrong qrels for this run?)")
         ev = evaluate(run, judgements.qrels, measures)
         ev.unjudged = [q for q in ev.unjudged if q not in judged_anywhere]  # the rest: what the note above says

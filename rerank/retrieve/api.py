@@ -128,11 +128,12 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
     try:
         index = module.open_index(name, k=k, **options)
     except MissingIndexError as missing:
-        if not collection.run_files:
+        shipped = get_dataset(name).run_files if name in dataset_names() else ()  # --topics: `collection` is the file
+        if not shipped:
             raise
         raise MissingIndexError(f"{missing}; or replay a candidate run shipped with {name} "
-                                f"({', '.join(collection.run_files)}): "
-                                f"rerank retrieve {name} --candidates") from None
+                                f"({', '.join(shipped)}): rerank retrieve {name} --candidates"
+                                f"{f' --topics {topics}' if topics else ''}") from None
     stage = stage_name or index.default_stage
     # Only the options this back end uses: every one is given threads, which Elasticsearch has no use for.
     params = {k_: v for k_, v in options.items() if v is not None and k_ in module.SEARCH_OPTIONS}
