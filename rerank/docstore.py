@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Protocol
 from .data import dataset_names, files_dataset, get_dataset
 from .data.formats import distinct_ids, read_topics
 from .errors import DataError, UsageError
-from .retrieve.store import index_folder, recorded_origin
+from .retrieve.store import described, index_folder, origin, recorded_origin
 from .runs import RunHeader
 
 PASS_FILES = "pass --topics/--corpus"  # the remedy for the score stage; callers without those options give their own
@@ -87,13 +87,28 @@ def _corpus_store(path: str) -> MappingStore:
     return MappingStore(texts, path, {"corpus": str(Path(path).resolve())})
 
 
+def _index_store(header: RunHeader, index: str) -> IndexStore:
+    """The Lucene index a stream names, if it holds the documents the stream's header says it was made from (its
+    corpus file, else its data set): an index rebuilt from another file since the run was retrieved scored that
+    file's texts under the run's docids, saying nothing."""
+    store = IndexStore(index)
+    named = {"corpus": str(header.get("corpus"))} if header.get("corpus") else (
+        {"dataset": header.dataset} if header.dataset else {})
+    built = origin(store.origin)
+    if named and built and built != named:
+        raise DataError(f"index {index} is built from {described(built)}, but the run's header says its documents "
+                        f"are {described(named)} (rebuilt since the run was made?); pass --corpus FILE with the "
+                        "run's documents, or retrieve again")
+    return store
+
+
 def doc_store_for(header: RunHeader, corpus: str | None = None, remedy: str = PASS_FILES) -> DocStore:
     """The document store a stream's header points at (an explicit corpus file wins)."""
     if corpus:
         return _corpus_store(corpus)
     index = header.get("index")
     if index and (index_folder(str(index)) / "lucene").is_dir():
-        return IndexStore(str(index))
+        return _index_store(header, str(index))
     dataset = _known_dataset(header)
     if dataset is not None:
         return MappingStore(lambda: get_dataset(dataset).doc_texts(), f"data set {dataset}", {"dataset": dataset})

@@ -29,7 +29,7 @@ from .errors import DataError, MissingIndexError, UsageError
 from .locks import exclusive
 from .paths import file_sha256, indexes_dir
 from .progress import Progress
-from .retrieve.store import made_from, origin, source_state
+from .retrieve.store import described, made_from, origin, source_state
 
 MANIFEST = "manifest.json"
 VECTORS, LENGTHS, DOCIDS = "vectors.f16", "lengths.i32", "docids.txt"
@@ -135,17 +135,12 @@ def open_store(folder: Path, checkpoint_hash: str, model: str) -> EncodingStore:
     return EncodingStore(folder, manifest)
 
 
-def _described(origin: dict) -> str:
-    return (f"data set {origin['dataset']}" if "dataset" in origin else origin["corpus"] if "corpus" in origin
-            else "unrecorded documents")
-
-
 def _other_documents(manifest: dict, documents: dict) -> str:
     """Why a store (its manifest) was not made from `documents`."""
     recorded, documents = origin(manifest.get("source", {})), origin(documents)
     if recorded == documents:
-        return f"they were encoded from another version of {_described(documents)} than the texts scored"
-    return f"they are of {_described(recorded)}, not of {_described(documents)}"
+        return f"they were encoded from another version of {described(documents)} than the texts scored"
+    return f"they are of {described(recorded)}, not of {described(documents)}"
 
 
 def _encode_command(manifest: dict, name: str, documents: dict) -> str:

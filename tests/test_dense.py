@@ -446,6 +446,7 @@ def test_stored_passages_are_of_the_collection_the_texts_come_from(home):
     from another file) gave a BM25 stream over CACM's texts the vectors of other texts under the same docids. So did
     a header naming data set X and a Lucene index Y: texts came from Y, vectors from X's dense index."""
     from rerank.docstore import doc_store_for
+    from rerank.errors import DataError
     from rerank.retrieve.dense import stored_passages
     from rerank.retrieve.store import IndexInfo
     from rerank.runs import RunHeader
@@ -463,7 +464,10 @@ def test_stored_passages_are_of_the_collection_the_texts_come_from(home):
     lucene.mkdir(parents=True)
     IndexInfo("elsewhere", "lucene", 2, {"corpus": "/e.jsonl"}).write(lucene)
     mixed = RunHeader({"dataset": "setpassages", "index": "elsewhere"})
-    store = doc_store_for(mixed)
+    with pytest.raises(DataError, match="index elsewhere is built from /e.jsonl, but the run's header says its "
+                                        "documents are data set setpassages"):
+        doc_store_for(mixed)  # nor does it take that index's texts for the data set's documents
+    store = doc_store_for(RunHeader({"index": "elsewhere"}))
     assert store.source == "index elsewhere" and store.origin == {"corpus": "/e.jsonl"}
     assert stored_passages(mixed, store.origin, "h", 256) is None
     IndexInfo("elsewhere", "lucene", 2, {"dataset": "setpassages"}).write(lucene)

@@ -428,6 +428,14 @@ def test_encodings_of_a_corpus_edited_after_its_lucene_index_are_not_used_for_it
     assert "they were encoded from another version of" in encodings()
     rerank("index", "snapshot", "--corpus", str(corpus), "--overwrite")  # the index now stores the edited texts
     assert encodings().startswith("stored (")
+    # rebuilt from another file, the index would give the run's docids that file's texts
+    other = tmp_path / "other.jsonl"
+    other.write_text(corpus.read_text())
+    rerank("index", "snapshot", "--corpus", str(other), "--overwrite")
+    done = rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", input=run, check=False)
+    assert done.returncode == 1 and done.stdout == "" and (
+        f"index snapshot is built from {other}, but the run's header says its documents are {corpus} (rebuilt since "
+        "the run was made?); pass --corpus FILE with the run's documents, or retrieve again") in done.stderr
 
 
 def test_query_stopwords_can_be_dropped():

@@ -56,6 +56,12 @@ def origin(source: dict) -> dict:
     return {key: source[key] for key in ("dataset", "corpus") if key in source}
 
 
+def described(documents: dict) -> str:
+    """An `origin` in words: 'data set NAME' or the corpus file's path."""
+    return (f"data set {documents['dataset']}" if "dataset" in documents else documents["corpus"]
+            if "corpus" in documents else "unrecorded documents")
+
+
 def recorded_origin(name: str, backends: tuple[str, ...] | None = None) -> dict:
     """Which documents the index NAME built here was built from, as the manifest of the first of `backends` built
     says (default: Lucene's, else another back end's), with their files' states then where it records them (the
