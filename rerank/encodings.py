@@ -29,7 +29,7 @@ from .errors import DataError, MissingIndexError, UsageError
 from .locks import exclusive
 from .paths import file_sha256, indexes_dir
 from .progress import Progress
-from .retrieve.store import described, made_from, origin, source_state
+from .retrieve.store import described, made_from, origin, outdated, source_state
 
 MANIFEST = "manifest.json"
 VECTORS, LENGTHS, DOCIDS = "vectors.f16", "lengths.i32", "docids.txt"
@@ -161,7 +161,9 @@ def find_store(header: Any, documents: dict, checkpoint_hash: str, model: str) -
             manifest = read_manifest(folder)
             if made_from(manifest.get("source", {}), documents):
                 return open_store(folder, checkpoint_hash, model), f"stored ({folder})"
-            remedy = f"; to store them: {_encode_command(manifest, name, documents)}" if documents else ""
+            stale = outdated(str(header.get("index")), documents) if header.get("index") else None
+            remedy = (f"; {stale}, then encode it" if stale else
+                      f"; to store them: {_encode_command(manifest, name, documents)}" if documents else "")
             refused = refused or f"on the fly (stored encodings in {folder} are not used: " \
                                  f"{_other_documents(manifest, documents)}{remedy})"
     if refused:

@@ -403,8 +403,8 @@ def test_explain_and_encode_refuse_what_they_cannot_read_in_one_line(tmp_path, r
             (("encode", "absent", "--model", "tk", "--checkpoint", ck), 1,
              "'absent' is neither a known data set (vaswani, "),
             (("encode", "moved", "--model", "tk", "--checkpoint", ck), 1,
-             f"index moved was built from {corpus.resolve()}, which is no longer there; give its documents with "
-             "--corpus FILE")):
+             f"{corpus.resolve()}, which index moved was built from, is gone; rebuild the index from where it is "
+             "now (rerank index moved --corpus FILE --overwrite); then encode it")):
         done = rerank(*args, check=False)
         assert done.returncode == code and done.stderr.count("\n") == 1 and words in done.stderr, (args, done.stderr)
 
@@ -418,14 +418,19 @@ def test_encodings_of_a_corpus_edited_after_its_lucene_index_are_not_used_for_it
     corpus.write_text("".join(json.dumps({"id": d, "contents": t or "x"}) + "\n" for d, t in DOCS.items()))
     rerank("index", "snapshot", "--corpus", str(corpus))
     corpus.write_text(corpus.read_text().replace("kernel", "bread"))
-    rerank("encode", "snapshot", "--model", "tk", "--checkpoint", ck)  # the file as it is now
+    rebuild = f"{corpus} has changed since index snapshot was built; rebuild it (rerank index snapshot --corpus {corpus} " \
+              "--overwrite)"
+    refused = rerank("encode", "snapshot", "--model", "tk", "--checkpoint", ck, check=False)  # the index's documents
+    assert refused.returncode == 1 and f"{rebuild}; then encode it" in refused.stderr
+    rerank("encode", "snapshot", "--model", "tk", "--checkpoint", ck, "--corpus", str(corpus))  # the file as it is now
     (tmp_path / "t.tsv").write_text(f"q1\t{QUERY}\n")
     run = rerank("retrieve", "snapshot", "--topics", str(tmp_path / "t.tsv"), "--k", "5").stdout
 
     def encodings() -> str:
         return _stage(rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", input=run).stdout)["encodings"]
 
-    assert "they were encoded from another version of" in encodings()
+    assert f"they were encoded from another version of {corpus} than the texts scored; {rebuild}, then encode " \
+           "it)" in encodings()  # not the encode of the file as it is, which the note had suggested, in a loop
     rerank("index", "snapshot", "--corpus", str(corpus), "--overwrite")  # the index now stores the edited texts
     assert encodings().startswith("stored (")
     # rebuilt from another file, the index would give the run's docids that file's texts

@@ -26,16 +26,22 @@ def _collection(name: str, corpus: str | None):
     those a stream from `rerank retrieve NAME` is scored against (docstore's choice), so that score uses them."""
     from ..data import dataset_names, files_dataset, get_dataset
     from ..docstore import collection_header, doc_store_for
-    from ..retrieve.store import build_command
+    from ..retrieve.store import build_command, described, origin, outdated, recorded_origin
 
     if corpus:
-        return files_dataset(corpus=corpus), {"corpus": str(Path(corpus).resolve())}
+        source = {"corpus": str(Path(corpus).resolve())}
+        built = origin(recorded_origin(name))
+        if built and built != source:  # encodings are used for the texts they were made from, not by name
+            click.echo(f"rerank: note: index {name} is built from {described(built)}: a stream from it is scored "
+                       f"with those texts, so these encodings serve it once the index is rebuilt from {corpus} "
+                       f"(rerank index {name} --corpus {corpus} --overwrite), and streams scored with --corpus "
+                       f"{corpus}", err=True)
+        return files_dataset(corpus=corpus), source
     header = collection_header(name)
-    recorded = header.get("corpus")
-    if recorded and not Path(recorded).is_file():
-        raise DataError(f"index {name} was built from {recorded}, which is no longer there; give its documents "
-                        "with --corpus FILE")
     documents = doc_store_for(header).origin
+    stale = outdated(name, documents)
+    if stale:  # encoded from the file as it is, they would not be of the texts the index gives a stream from it
+        raise DataError(f"{stale}; then encode it")
     if "dataset" in documents:
         return get_dataset(documents["dataset"]), documents
     if "corpus" in documents:
