@@ -25,7 +25,9 @@ class DocStore(Protocol):
     """docid -> text; documents it does not hold are left out of the answer."""
 
     source: str  # what it reads, for messages
-    origin: dict  # which documents: {"dataset": NAME} or {"corpus": PATH}, as index builds record theirs; {} unknown
+    # Which documents: {"dataset": NAME} or {"corpus": PATH}, as builds record theirs, with an index's "files" (the
+    # states its stored texts were read in); {} unknown. Stored vectors are used only if made from the same.
+    origin: dict
 
     def texts(self, docids: Iterable[str]) -> dict[str, str]: ...
 

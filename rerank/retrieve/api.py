@@ -110,9 +110,8 @@ def _not_of(name: str, queries: dict[str, str]) -> str | None:
 
 def _run_fields(name: str, topics: str | None, queries: dict[str, str]) -> dict:
     """The header's data set and topics file. Topics that are some of data set NAME's queries keep the data set:
-    eval finds its qrels and evaluates those queries alone (the runs' topics, `session.evaluate_runs`). Other
-    topics, one's own queries, whose ids may be the set's by chance, name their file alone, and eval asks for
-    --qrels."""
+    eval finds its qrels and evaluates the queries the run holds (`session._made_for`). Other topics, one's own
+    queries, whose ids may be the set's by chance, name their file alone, and eval asks for --qrels."""
     if topics is None:
         return {"dataset": name}
     fields = {"topics": str(Path(topics).resolve())}

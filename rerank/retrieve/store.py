@@ -99,7 +99,7 @@ def made_from(recorded: dict, documents: dict) -> bool:
     set or file, in the state its texts were read in (its `files`: a Lucene index's snapshot), else as it is now.
     Vectors are found by docid, and those of another collection, or of other versions of its texts, silently score
     other texts under the same docids."""
-    texts_state = documents.get("files", source_state(recorded, skip=("qrels", "topics")))
+    texts_state = documents["files"] if "files" in documents else source_state(recorded, skip=("qrels", "topics"))
     return bool(origin(documents)) and origin(recorded) == origin(documents) and recorded.get("files") == texts_state
 
 
