@@ -423,6 +423,11 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
                 runs.append(load_run(handle, stage["name"]))
     judgements = judgements_for(runs, spec.get("qrels"), spec.get("min_rel"), dataset)
     evaluations, named, warnings = evaluate_runs(runs, judgements, board.get("measures"))
+    own = [run.name for run in runs if not run.header.dataset and not spec.get("qrels")]
+    if own:  # eval would ask for qrels: the file's data set stands for them (query variants keep its ids)
+        warnings.insert(0, f"{', '.join(own)}: from a topics file whose queries are not all {dataset}'s (their ids "
+                           f"with the same words), judged by {dataset}'s qrels, the pipeline's data set; set qrels = "
+                           "FILE if they are not its queries")
     for warning in warnings:
         click.echo(f"rerank: note: {warning}", err=True)
     names = [r.name for r in runs]

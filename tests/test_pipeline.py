@@ -57,6 +57,9 @@ def test_a_topics_file_is_followed_and_scored_against_the_pipeline_data_set(rera
                     f'topics = "{topics}"\n')
     first = rerank("run", str(spec))
     assert first.stdout.splitlines()[1].startswith("bm25 ")
+    assert ("rerank: note: bm25: from a topics file whose queries are not all vaswani's (their ids with the same "
+            "words), judged by vaswani's qrels, the pipeline's data set; set qrels = FILE if they are not its "
+            "queries") in first.stderr  # eval would have asked for qrels: the pipeline says which it took
     topics.write_text("1\tmeasurement of dielectric constant of liquids\n")
     os.utime(topics, ns=(topics.stat().st_atime_ns, topics.stat().st_mtime_ns + 10**9))  # a later edit, surely
     again = rerank("run", str(spec))
