@@ -128,6 +128,23 @@ def test_gzipped_runs_are_read(rerank, data_root, tmp_path):
 
 
 @pytest.mark.data
+def test_depth_evaluates_each_querys_top_documents_as_trec_eval_M(rerank, data_root):
+    """trec_eval -M: a 100-deep run evaluated at 10, as a re-ranker of the top 10 would be judged (it had no
+    counterpart: MAP and Recall have no cutoff in ir_measures' names, so a run had to be cut by hand)."""
+    dl = data_root / "trec-dl"
+    qrels, run = dl / "qrels" / "qrels.dl19-passage.txt", dl / "bm25" / "trec_results_dl19.txt"
+    measures = ["MAP", "Recall@100", "nDCG@10"]
+    cut, whole = (json.loads(rerank("eval", str(run), "--qrels", str(qrels), "--min-rel", "2", *depth,
+                                    *[a for m in measures for a in ("-m", m)], "--format", "json").stdout)[0]
+                  for depth in (["-M", "10"], []))
+    ref = trec_eval(qrels, run, ["map", "recall.100", "ndcg_cut.10"], min_rel=2, depth=10)
+    assert [round(cut[m], 4) for m in measures] == [ref["map"], ref["recall_100"], ref["ndcg_cut_10"]]
+    assert cut["MAP"] < whole["MAP"] and cut["nDCG@10"] == whole["nDCG@10"]
+    done = rerank("eval", str(run), "--qrels", str(qrels), "--depth", "0", check=False)
+    assert done.returncode == 2 and "--depth" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.data
 def test_dl19_leaderboard_matches_trec_eval_with_graded_relevance(rerank, data_root, tmp_path):
     dl = data_root / "trec-dl"
     bm25 = rerank("retrieve", "trec-dl-2019", "--candidates", "bm25").stdout

@@ -38,8 +38,10 @@ def _baseline_index(runs, baseline: str | None) -> int:
 @click.option("-q", "--per-query", is_flag=True,
               help="One row per query and run; with several runs, each query's difference to the baseline too.")
 @click.option("--format", "fmt", type=click.Choice(report.FORMATS), default="table", show_default=True)
+@click.option("-M", "--depth", type=click.IntRange(min=1), default=None,
+              help="Evaluate each query's top DEPTH documents alone (trec_eval -M), e.g. a 1000-deep run at 100.")
 @click.option("--strict", is_flag=True, help="Insist that ranks agree with scores.")
-def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_by, tests, correction,
+def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_by, tests, correction, depth,
                  strict) -> None:
     """Evaluate RUNS (files; '-' or none for stdin) and print a table or leaderboard.
 
@@ -53,6 +55,8 @@ def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_
         same = [other.source for other in loaded if other.name == run.name]
         if len(same) > 1:
             raise UsageError(f"two runs are named {run.name!r} ({', '.join(same)}); give them different labels")
+        if depth is not None:  # in trec_eval's order, which the rankings keep
+            run.queries = {qid: ranking.head(depth) for qid, ranking in run.queries.items()}
     judgements = judgements_for(loaded, qrels, min_rel)
     # the leaderboard's options are refused before any measure is computed, and before the notes that computing
     # them prints: the error alone
