@@ -143,10 +143,10 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
                             "(wrong qrels for this run?)")
         ev = evaluate(run, judgements.qrels, measures)
         ev.unjudged = [q for q in ev.unjudged if q not in judged_anywhere]  # the rest: what the note above says
-        retrieved = [d for r in run.queries.values() for d in r.docids]
         # CACM's qrels over a Vaswani run (their query ids overlap): every score 0, and nothing said why. Judged
         # for any query: qrels of relevant documents alone judge none of a top 5 that misses them all.
-        if retrieved and judged_docs.isdisjoint(retrieved):
+        if (any(r.docids for r in run.queries.values())
+                and judged_docs.isdisjoint(d for r in run.queries.values() for d in r.docids)):
             note = f"none of its retrieved documents is judged in {judgements.source} (wrong qrels for this run?)"
             per_run.setdefault((note, ()), []).append(ev.run_name)
         if ev.missing:

@@ -167,8 +167,9 @@ def candidates(name: str, run: str | None = None, k: int | None = None, stage_na
     if stage_name:
         for ranking in rankings:
             ranking.tag = stage_name
-    header = RunHeader(_run_fields(name, topics, {})).with_stage({"name": stage_name or run, "stage": "candidates",
-                                                                  "source": name, "run": run})
+    fields = {"dataset": name, **({"topics": str(Path(topics).resolve())} if topics else {})}  # checked: NAME's queries
+    header = RunHeader(fields).with_stage({"name": stage_name or run, "stage": "candidates", "source": name,
+                                           "run": run})
     return Stream(header, rankings)
 
 
