@@ -39,6 +39,7 @@ READABLE_VERSIONS = (1, 2)
 END_TEXT = "end of run"  # from format 2 on, the last line of a complete stream
 TIME_KEY = "time"
 TEXT_FIELDS = ("dataset", "index", "topics", "corpus", "qrels")  # header fields that name a data set, index or file
+CUT_KEY = "cut"  # header field: what `rerank cat --first/--depth` kept of a stream ({"queries": N, "depth": K})
 BYTE_ORDER_MARK = "\ufeff"  # Windows editors start UTF-8 files with one; it is not part of the first qid
 
 
@@ -159,7 +160,7 @@ def _check_ended(header: RunHeader, ended: bool, source: str) -> None:
     if header.promises_end and not ended:
         raise FormatError(source, None, f"the run stops before its '# {END_TEXT}' line: the stage that wrote it "
                                         "failed (see its error) or the file was cut short; rerun that stage "
-                                        "(grep -v '^#' drops the header, and this check, from a run cut on purpose)")
+                                        "(to cut a run on purpose, keep it whole: rerank cat --first N or --depth K)")
 
 
 def _parse_timing(text: str, source: str, line_no: int) -> tuple[str, Timing]:
@@ -446,6 +447,33 @@ class Stream:
     def write(self, handle: IO[str], trec_only: bool = False) -> int:
         writer = RunWriter(handle, self.header, trec_only)
         return writer.write_all(self.rankings)
+
+
+def made_for_held_queries(header: RunHeader) -> bool:
+    """Whether a run was made for the queries it holds rather than for all its data set's: it came from a topics
+    file, or was cut to its first queries (`rerank cat --first`). Evaluation then counts those queries alone."""
+    cut = header.get(CUT_KEY)
+    return bool(header.get("topics")) or (isinstance(cut, dict) and "queries" in cut)
+
+
+def cut_stream(header: RunHeader, rankings: Iterable[QueryRanking], first: int | None, depth: int | None) -> Stream:
+    """The first `first` queries of a stream, each cut to its top `depth` documents: a quick test on a few queries,
+    or a shallower run, that is still a whole run (header, timings, end line), which `head` on a file is not. The
+    header records the cut, the tighter of it and any earlier one. The rest of the input is still read, so that a
+    stream its stage failed to finish is refused here as anywhere."""
+    earlier = header.get(CUT_KEY)
+    recorded = dict(earlier) if isinstance(earlier, dict) else {}
+    for key, value in (("queries", first), ("depth", depth)):
+        if value is not None:
+            held = recorded.get(key)
+            recorded[key] = min(value, held) if isinstance(held, int) else value
+
+    def kept() -> Iterator[QueryRanking]:
+        for count, ranking in enumerate(rankings):
+            if first is None or count < first:
+                yield ranking if depth is None else ranking.head(depth)
+
+    return Stream(RunHeader({**header.fields, CUT_KEY: recorded}, header.stages, header.version), kept())
 
 
 def _split_comments(raw: bytes) -> tuple[list[tuple[bool, str]], bytes]:

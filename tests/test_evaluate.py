@@ -613,8 +613,8 @@ def test_a_run_over_some_of_a_data_sets_topics_is_evaluated_on_them(rerank, data
 
     alone, notes = mean_map("eight.run")
     assert alone["bm25"] == pytest.approx(over_eight) and "count as 0" not in notes
-    assert ("rerank: note: evaluated on the 8 judged queries it was made for (a run from a topics file: the "
-            "queries it holds), not on all 93 of vaswani") in notes
+    assert ("rerank: note: evaluated on the 8 judged queries it was made for (a run from a topics file or cut by "
+            "cat --first: the queries it holds), not on all 93 of vaswani") in notes
     # beside a run of every query, both rows are means over those eight, and the tests pair them
     board, notes = mean_map("all.run", "eight.run")
     assert board["bm25:eight.run"] == pytest.approx(over_eight) == board["bm25:all.run"]
@@ -652,6 +652,34 @@ def test_candidates_for_some_of_a_data_sets_queries_are_replayed_and_evaluated_o
     rows = json.loads(rerank("eval", "all.run", "-m", "nDCG@10", "-q", "--format", "json", cwd=tmp_path).stdout)
     assert json.loads(done.stdout)[0]["nDCG@10"] == pytest.approx(
         sum(row["nDCG@10"] for row in rows if row["qid"] in three) / 3)
+
+
+@pytest.mark.data
+def test_cat_cuts_a_run_to_its_first_queries_and_top_documents_and_eval_counts_those_alone(rerank, data_root,
+                                                                                           tmp_path):
+    """Needs ../shared/data (Vaswani's qrels). A run cut with head lacks its end line and is refused, whose advice,
+    grep -v '^#', dropped the header too (eval then asked for --qrels, and counted the other queries as 0).
+    `cat --first N --depth K` cuts it and keeps it a whole run that says so."""
+    relevant = {line.split()[0]: line.split()[2] for line in (data_root / "vaswani" / "qrels").read_text().splitlines()}
+    run = ('# rerank-run: 2\n# dataset: "vaswani"\n# stage: {"name": "x"}\n'
+           + "".join(f"# time: {q} x 1.5 2\n{q} Q0 {relevant[q]} 1 2.0 x\n{q} Q0 nosuch 2 1.0 x\n" for q in "123")
+           + "# end of run\n")
+    cut = rerank("cat", "--first", "2", "--depth", "1", input=run).stdout
+    assert cut.splitlines()[2] == '# cut: {"depth": 1, "queries": 2}' and cut.endswith("# end of run\n")
+    assert [line.split()[:3] for line in cut.splitlines() if not line.startswith("#")] == [
+        ["1", "Q0", relevant["1"]], ["2", "Q0", relevant["2"]]]
+    assert "# time: 2 x 1.500 2" in cut  # the stage's own time and depth, not the cut's
+    done = rerank("eval", "-m", "P@1", "-m", "P@2", "--format", "json", input=cut)
+    row, = json.loads(done.stdout)
+    assert (row["P@1"], row["P@2"], row["missing_queries"]) == (1.0, 0.5, 0)
+    assert "evaluated on the 2 judged queries it was made for" in done.stderr and "count as 0" not in done.stderr
+    again = rerank("cat", "--first", "5", "--depth", "3", input=cut).stdout  # a looser cut keeps the tighter one
+    assert '# cut: {"depth": 1, "queries": 2}' in again
+    cut_by_head = "\n".join(run.splitlines()[:6]) + "\n"
+    refused = rerank("cat", "--first", "1", input=cut_by_head, check=False)  # the whole input is still checked
+    assert refused.returncode == 1 and "rerank cat --first N or --depth K" in refused.stderr
+    for bad in ("0", "-1", "x"):
+        assert rerank("cat", "--first", bad, input=run, check=False).returncode == 2
 
 
 @pytest.mark.data

@@ -314,8 +314,8 @@ def test_cli_a_stage_that_fails_mid_pipe_does_not_get_its_partial_output_scored(
     assert evaluated.returncode != 0 and evaluated.stdout == ""
     assert evaluated.stderr.strip().endswith("<stdin>: the run stops before its '# end of run' line: the stage that "
                                              "wrote it failed (see its error) or the file was cut short; rerun that "
-                                             "stage (grep -v '^#' drops the header, and this check, from a run cut on "
-                                             "purpose)")
+                                             "stage (to cut a run on purpose, keep it whole: rerank cat --first N or "
+                                             "--depth K)")
 
 
 # ------------------------------------------------------------------------------------------ integration

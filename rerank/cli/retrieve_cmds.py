@@ -9,7 +9,7 @@ import click
 from ..errors import UsageError
 from ..retrieve import api
 from ..retrieve.store import EMPTY_SKIPPED, REUSED
-from ..runs import RunReader, Stream
+from ..runs import RunReader, Stream, cut_stream
 from . import cli
 from .io import open_run_input, run_output_options, write_no_queries, write_stream
 
@@ -104,9 +104,14 @@ def retrieve(name, backend_name, k, topics, candidate_run, threads, stage_name, 
 @click.argument("run", required=False)
 @click.option("--trec", "trec_only", is_flag=True, help="Drop every # line: strictly trec_eval-compatible output.")
 @click.option("--strict", is_flag=True, help="Also insist that ranks agree with scores.")
+@click.option("--first", "first_queries", type=click.IntRange(min=1), metavar="N",
+              help="Keep the stream's first N queries (a quick test; eval then counts those alone).")
+@click.option("--depth", type=click.IntRange(min=1), metavar="K", help="Keep each query's top K documents.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
-def cat(run: str | None, trec_only: bool, strict: bool, output: str | None) -> None:
-    """Validate a run stream and write it out again (normalised order and ranks)."""
+def cat(run: str | None, trec_only: bool, strict: bool, first_queries: int | None, depth: int | None,
+        output: str | None) -> None:
+    """Validate a run stream and write it out again (normalised order and ranks), whole or cut (--first,
+    --depth: a run cut with head lacks its end line, and the next stage refuses it)."""
     with open_run_input(run) as (handle, source):
         reader = RunReader(handle, source, strict)
         rankings = iter(reader)
@@ -114,4 +119,7 @@ def cat(run: str | None, trec_only: bool, strict: bool, output: str | None) -> N
         if first is None:
             write_no_queries(reader, source, output, trec_only, "nothing to write")
             return
-        write_stream(Stream(reader.header, itertools.chain([first], rankings)), output, trec_only)
+        stream = Stream(reader.header, itertools.chain([first], rankings))
+        if first_queries is not None or depth is not None:
+            stream = cut_stream(reader.header, stream.rankings, first_queries, depth)
+        write_stream(stream, output, trec_only)

@@ -10,7 +10,7 @@ from ..data import dataset_names, get_dataset
 from ..data.formats import read_qrels
 from ..data.registry import ADHOC_MEASURES, Qrels
 from ..errors import DataError, UsageError, counted, verb
-from ..runs import Run, load_run
+from ..runs import Run, load_run, made_for_held_queries
 from .measures import MAX_LEVEL, Evaluation, NamedMeasure, evaluate, parse_measures, trec_names_skipped
 
 
@@ -91,22 +91,25 @@ def load_runs(inputs: list[tuple[IO[str], str]], strict: bool, labels: list[str 
 def _made_for(runs: list[Run], judgements: Judgements, warnings: list[str]) -> Judgements:
     """The judgements of the queries the runs were made for. A run whose header names a topics file (`retrieve
     --topics`, `--candidates --topics`, `score --topics`) was made for the queries it holds (a stage writes every
-    query it was given, those it found nothing for too): it is evaluated on those, as trec_eval evaluates a run's
+    query it was given, those it found nothing for too), and so was one cut to its first queries (`cat --first`):
+    it is evaluated on those, as trec_eval evaluates a run's
     queries, and a judged query it holds no result for counts as 0 (trec_eval -c). Other runs were made for every
     judged query. Runs compared on one board are evaluated on the queries all were made for, so that each row is a
     mean over the same queries and each comparison pairs them; a note says when that is fewer than are judged."""
-    made_for = [set(run.queries) for run in runs if run.header.get("topics")]
+    made_for = [set(run.queries) for run in runs if made_for_held_queries(run.header)]
     if not made_for:
         return judgements
     common = set.intersection(*made_for)
     kept = {qid: grades for qid, grades in judgements.qrels.items() if qid in common}
     if not kept and len(made_for) > 1:  # one run alone: none of its queries is judged, as said below
-        raise DataError("the runs share no judged query: those from topics files are made for their queries alone "
-                        f"({', '.join(run.source for run in runs if run.header.get('topics'))}); evaluate them apart")
+        raise DataError("the runs share no judged query: those from topics files or cut by cat --first are made for "
+                        "their queries alone "
+                        f"({', '.join(run.source for run in runs if made_for_held_queries(run.header))}); "
+                        "evaluate them apart")
     if len(kept) < len(judgements.qrels):
         whose = "it was" if len(runs) == 1 else "every run was"
         warnings.append(f"evaluated on the {counted(len(kept), 'judged query', 'judged queries')} {whose} made for "
-                        f"(a run from a topics file: the queries it holds), not on all {len(judgements.qrels)} of "
+                        f"(a run from a topics file or cut by cat --first: the queries it holds), not on all {len(judgements.qrels)} of "
                         f"{judgements.source}")
     return replace(judgements, qrels=kept)
 
