@@ -182,14 +182,14 @@ def _in_pipeline_terms(message: str, kind: str) -> str:
     return "".join(piece if i % 2 else _FLAG.sub(as_key, piece) for i, piece in enumerate(pieces))
 
 
-def _stage_error(stage: dict, error: RerankError) -> RerankError:
+def _stage_error(stage: dict, error: RerankError, hint: str = "") -> RerankError:
     """A stage's error named by its stage, in the pipeline file's words, with the original's exit status."""
-    named = RerankError(f"stage {stage['name']!r}: {_in_pipeline_terms(str(error), stage['kind'])}")
+    named = RerankError(f"stage {stage['name']!r}: {_in_pipeline_terms(str(error), stage['kind'])}{hint}")
     named.exit_code = error.exit_code
     return named
 
 
-def check_stages(spec: dict) -> None:
+def check_stages(spec: dict, pipeline_folder: Path) -> None:
     """Every stage's parameters and the files the pipeline names, before any stage runs."""
     for stage in spec["stage"]:
         params = {k: v for k, v in stage.items() if k not in ("kind", "input", "evaluate")}
@@ -198,9 +198,21 @@ def check_stages(spec: dict) -> None:
             if stage["kind"] == "retrieve":
                 _check_index_there(spec, stage.get("backend", "lucene"))
         except RerankError as error:  # a pipeline file's mistake, named by its stage
-            raise _stage_error(stage, error) from None
+            raise _stage_error(stage, error, _beside_the_file(params.values(), pipeline_folder)) from None
     if spec.get("qrels") is not None and not Path(spec["qrels"]).is_file():
-        raise DataError(f"qrels file not found: {spec['qrels']}")
+        raise DataError(f"qrels file not found: {spec['qrels']}{_beside_the_file([spec['qrels']], pipeline_folder)}")
+
+
+def _beside_the_file(values, pipeline_folder: Path) -> str:
+    """A hint for relative paths that are missing from the working directory, which they are read from (as the
+    command line's are), but lie beside the pipeline file, where a user who wrote them there may expect them read."""
+    beside = [value for value in values if isinstance(value, str) and value and not Path(value).is_absolute()
+              and not Path(value).exists() and (pipeline_folder / value).exists()]
+    if not beside or pipeline_folder.resolve() == Path.cwd().resolve():
+        return ""
+    return (f" ({', '.join(beside)} {'is' if len(beside) == 1 else 'are'} beside the pipeline file, but its paths are "
+            f"read from the working directory, as the command line's are: run it from {pipeline_folder} or give "
+            f"{', '.join(str(pipeline_folder / value) for value in beside)})")
 
 
 def _fingerprint(dataset: str, stage: dict, upstream: str) -> str:
@@ -380,7 +392,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
 
     spec = load_pipeline(path, overrides)
     board = leaderboard_spec(spec, overrides or {})
-    check_stages(spec)
+    check_stages(spec, Path(path).parent)
     dataset = spec["dataset"]
     folder = runs_dir() / Path(path).stem
     if "index" in spec and not (indexes_dir() / dataset / spec["index"].get("backend", "lucene")).is_dir():

@@ -178,6 +178,31 @@ def test_text_an_error_quotes_from_the_users_files_is_not_put_in_the_files_words
                                             "whitespace: it could not stand in a TREC run line"), done.stderr
 
 
+def test_a_relative_path_beside_the_pipeline_file_but_not_in_the_working_directory_is_pointed_out(
+        rerank, vaswani_index, session_home, tmp_path):
+    """A user study wrote `topics = "mine.tsv"` in a pipeline beside mine.tsv and ran it from another folder: 'file
+    not found: mine.tsv', with nothing to say that paths are read from the working directory, as they are given
+    on the command line."""
+    folder = tmp_path / "exp"
+    folder.mkdir()
+    (folder / "mine.tsv").write_text("1\tmeasurement of dielectric constant\n")
+    (folder / "mine.qrels").write_text("1 0 1239 1\n")
+    spec = folder / "p.toml"
+    stage = '[[stage]]\nname = "bm25"\nkind = "retrieve"\nk = 10\ntopics = "mine.tsv"\n'
+    spec.write_text(f'dataset = "vaswani"\n{stage}')
+    done = rerank("run", "exp/p.toml", cwd=tmp_path, check=False)
+    assert done.returncode == 1 and done.stderr.splitlines()[-1] == (
+        "rerank: error: stage 'bm25': file not found: mine.tsv (mine.tsv is beside the pipeline file, but its paths "
+        "are read from the working directory, as the command line's are: run it from exp or give exp/mine.tsv)")
+    spec.write_text(f'dataset = "vaswani"\nqrels = "mine.qrels"\n{stage.replace("mine.tsv", "exp/mine.tsv")}')
+    done = rerank("run", "exp/p.toml", cwd=tmp_path, check=False)
+    assert done.returncode == 1 and done.stderr.splitlines()[-1].endswith(
+        "file not found: mine.qrels (mine.qrels is beside the pipeline file, but its paths are read from the working "
+        "directory, as the command line's are: run it from exp or give exp/mine.qrels)")
+    spec.write_text(f'dataset = "vaswani"\nqrels = "mine.qrels"\n{stage}')
+    assert rerank("run", "p.toml", cwd=folder).stdout.startswith("run   MAP")  # from there, it runs
+
+
 def test_an_error_found_only_by_running_a_stage_names_the_stage(rerank, vaswani_index, session_home, tmp_path):
     """The model's position table is known once it loads: the error said `--max-length must be ...`, naming neither
     the stage nor the file's key."""
