@@ -92,8 +92,7 @@ def _made_for(runs: list[Run], judgements: Judgements, warnings: list[str]) -> J
     """The judgements of the queries the runs were made for. A run whose header names a topics file (`retrieve
     --topics`, `--candidates --topics`, `score --topics`) was made for the queries it holds (a stage writes every
     query it was given, those it found nothing for too), and so was one cut to its first queries (`cat --first`):
-    it is evaluated on those, as trec_eval evaluates a run's
-    queries, and a judged query it holds no result for counts as 0 (trec_eval -c). Other runs were made for every
+    it is evaluated on those, as trec_eval evaluates a run's queries, and a judged query it holds no result for counts as 0 (trec_eval -c). Other runs were made for every
     judged query. Runs compared on one board are evaluated on the queries all were made for, so that each row is a
     mean over the same queries and each comparison pairs them; a note says when that is fewer than are judged."""
     made_for = [set(run.queries) for run in runs if made_for_held_queries(run.header)]
@@ -109,8 +108,8 @@ def _made_for(runs: list[Run], judgements: Judgements, warnings: list[str]) -> J
     if len(kept) < len(judgements.qrels):
         whose = "it was" if len(runs) == 1 else "every run was"
         warnings.append(f"evaluated on the {counted(len(kept), 'judged query', 'judged queries')} {whose} made for "
-                        f"(a run from a topics file or cut by cat --first: the queries it holds), not on all {len(judgements.qrels)} of "
-                        f"{judgements.source}")
+                        "(a run from a topics file or cut by cat --first: the queries it holds), not on all "
+                        f"{len(judgements.qrels)} of {judgements.source}")
     return replace(judgements, qrels=kept)
 
 
