@@ -392,3 +392,16 @@ def test_a_measure_name_standing_for_several_is_refused(tmp_path):
     run = _load(_write_run(tmp_path, "bert", 20, 5.0, 2))
     with pytest.raises(UsageError, match="names 2 measures"):
         budget.measure_points([run], "P.5,10")
+
+
+def test_the_plot_is_written_in_the_format_its_name_asks_for(tmp_path, rerank):
+    """`--plot budget.pdf` wrote PNG bytes into budget.pdf (explain's plot had been mended, budget's not); a
+    suffix matplotlib cannot write is refused before any run is read."""
+    run = _write_run(tmp_path, "m", 20, 5.0, 2)
+    rerank("budget", run, "--plot", str(tmp_path / "budget.pdf"))
+    assert (tmp_path / "budget.pdf").read_bytes()[:5] == b"%PDF-"
+    rerank("budget", run, "--plot", str(tmp_path / "budget.svg"))
+    assert b"<svg" in (tmp_path / "budget.svg").read_bytes()[:500]
+    bad = rerank("budget", run, "--plot", str(tmp_path / "budget.jpgx"), "-o", str(tmp_path / "report.txt"), check=False)
+    assert bad.returncode == 2 and "cannot write .jpgx images" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (tmp_path / "report.txt").exists() and not (tmp_path / "budget.jpgx").exists()

@@ -36,7 +36,7 @@ def _cached_score_stages(stages: list[dict]) -> list[str]:
               help="Per budget: the deepest depth that fits, or the most effective one (an oracle over the judgements).")
 @click.option("--zero-untimed", is_flag=True, help="Count a run without '# time:' lines (e.g. replayed candidates) as 0 ms.")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "markdown", "json"]), default="table", show_default=True)
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a PNG plot here.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a plot here (.png, .pdf or .svg).")
 @click.option("--title", default=None, help="Plot title.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report here instead of stdout.")
 def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, qrels, budget_text, statistic, pick, zero_untimed, fmt,
@@ -53,6 +53,10 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
 
     if output and plot_path and os.path.realpath(output) == os.path.realpath(plot_path):
         raise UsageError(f"-o and --plot are both {output}: the plot would replace the report; give each a file")
+    if plot_path:
+        from ..models.tk_explain import plot_format
+
+        plot_format(plot_path)  # before any run is read or scored
     chosen = budgets_lib.positive_numbers(budget_text, "--budgets") if budget_text is not None else None
     if model_name is not None:
         if runs:

@@ -428,6 +428,7 @@ def plot(report: BudgetReport, path: str, title: str | None = None) -> None:
     import matplotlib.pyplot as plt
 
     from ..atomic import atomic_output
+    from ..models.tk_explain import plot_format
 
     models = by_model(report.points)
     positive = [p.cost(report.statistic) for p in report.points if p.cost(report.statistic) > 0] or [1.0]
@@ -462,5 +463,5 @@ def plot(report: BudgetReport, path: str, title: str | None = None) -> None:
     ax.legend(fontsize="small")
     fig.tight_layout()
     with atomic_output(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=120)
+        fig.savefig(handle, format=plot_format(path), dpi=120)
     plt.close(fig)
