@@ -405,3 +405,14 @@ def test_the_plot_is_written_in_the_format_its_name_asks_for(tmp_path, rerank):
     bad = rerank("budget", run, "--plot", str(tmp_path / "budget.jpgx"), "-o", str(tmp_path / "report.txt"), check=False)
     assert bad.returncode == 2 and "cannot write .jpgx images" in bad.stderr and "Traceback" not in bad.stderr
     assert not (tmp_path / "report.txt").exists() and not (tmp_path / "budget.jpgx").exists()
+
+
+def test_an_output_that_names_one_of_the_runs_is_refused(tmp_path, rerank):
+    """`-o` or `--plot` naming a run read (a slip of the shell's completion) replaced that run with the report
+    or a PNG, and exited 0."""
+    run = str(Path(_write_run(tmp_path, "m", 20, 5.0, 2)).rename(tmp_path / "m20"))  # no suffix: a plot's name too
+    before = Path(run).read_bytes()
+    for option, what in (("-o", "report"), ("--plot", "plot")):
+        bad = rerank("budget", f"label={run}", option, run, check=False)
+        assert bad.returncode == 2 and f"{option} {run} is one of the runs to read; the {what} would replace it" in bad.stderr
+        assert Path(run).read_bytes() == before

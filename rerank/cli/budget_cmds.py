@@ -76,6 +76,11 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
                              "with --depths")
         runs = runs or ("-",)
         labelled = [split_label(arg) for arg in runs]
+        read = {os.path.realpath(path) for _, path in labelled if path != "-"}
+        for option, path, what in (("-o", output, "report"), ("--plot", plot_path, "plot")):
+            if path and os.path.realpath(path) in read:  # a typo that would replace a run with a report or an image
+                raise UsageError(f"{option} {path} is one of the runs to read; the {what} would replace it: "
+                                 "give it another file")
         with contextlib.ExitStack() as stack:
             loaded = load_runs(open_run_inputs(stack, [path for _, path in labelled]), strict=False)
         for run, (label, _) in zip(loaded, labelled):
