@@ -170,8 +170,13 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
 
     if len(folders) < 2:
         raise UsageError("give at least two checkpoints to average")
-    if Path(output).resolve() in {Path(f).resolve() for f in folders}:  # it would lose its own training record
-        raise UsageError(f"{output} is one of the checkpoints to average; write the average to a new folder")
+    target = Path(output).resolve()
+    for folder in folders:
+        if target == Path(folder).resolve():  # it would lose its own training record
+            raise UsageError(f"{output} is one of the checkpoints to average; write the average to a new folder")
+        if Path(folder).resolve() in target.parents:  # its files join the checkpoint's hash: refused as changed
+            raise UsageError(f"{output} is inside the checkpoint {folder}, whose content hash its files would "
+                             "change; write the average outside it")
     if (Path(output) / CHECKPOINT_FILE).is_file() and not overwrite:  # as train -o: runs name it by its hash
         raise UsageError(f"{output} holds a checkpoint already; pass --overwrite to replace it, or choose another -o")
     manifests = [read_checkpoint(f, None) for f in folders]

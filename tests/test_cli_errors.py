@@ -362,3 +362,21 @@ def test_average_replaces_a_checkpoint_only_with_overwrite(rerank, tmp_path):
     fails(rerank, "average", str(ck), str(ck), "-o", str(soup), words="holds a checkpoint already; pass --overwrite")
     assert (soup / "checkpoint.json").read_text() == before
     rerank("average", str(ck), str(ck), "-o", str(soup), "--overwrite")
+
+
+def test_average_into_a_folder_inside_a_checkpoint_is_refused(rerank, tmp_path):
+    """`rerank average A B -o A/soup` wrote the soup's files into A, whose content hash covers every file under it:
+    A was refused from then on as changed since written."""
+    import torch
+
+    from rerank.train import write_checkpoint
+
+    for name, value in (("a", 1.0), ("b", 3.0)):
+        (tmp_path / name).mkdir()
+        torch.save({"w": torch.full((2,), value)}, tmp_path / name / "weights.pt")
+        write_checkpoint(tmp_path / name, "tk", {"variant": "tk"}, {})
+    before = (tmp_path / "a" / "checkpoint.json").read_text()
+    fails(rerank, "average", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "a" / "soup"),
+          words=f"{tmp_path / 'a' / 'soup'} is inside the checkpoint {tmp_path / 'a'}")
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["checkpoint.json", "weights.pt"]
+    assert (tmp_path / "a" / "checkpoint.json").read_text() == before
