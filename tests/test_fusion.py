@@ -171,3 +171,13 @@ def test_normalisation_survives_scores_at_the_float_limit():
     assert minmax(extreme) == [1.0, 0.0, 0.5]
     assert all(math.isfinite(z) for z in zscores(extreme)) and zscores(extreme)[2] == 0.0
     assert minmax([8.6, 2.0]) == [1.0, 0.0] and zscores([3.0, 3.0]) == [0.0, 0.0]
+
+
+def test_combsum_of_raw_scores_that_overflow_is_refused():
+    """CombSUM with --norm none added 1e308 to 1e308 and wrote 'inf' into the run, which every reader refuses."""
+    from rerank.errors import DataError
+
+    huge = "1 Q0 a 1 1e308 x\n1 Q0 b 2 1.0 x\n"
+    with pytest.raises(DataError, match="query 1: the scores of document a add up beyond the largest float"):
+        list(fuse([run(huge, "a.run"), run(huge, "b.run")], "combsum", norm="none").rankings)
+    assert fused("combsum", norm="none")[1]["1"].scores == [9.1, 7.0, 5.9, 0.5]  # ordinary sums pass

@@ -13,10 +13,11 @@ are carried over unchanged (they ran one after the other, so a query's cost is t
 from __future__ import annotations
 
 import json
+import math
 import time
 from typing import Iterator
 
-from ..errors import UsageError
+from ..errors import DataError, UsageError
 from ..normalise import minmax, zscores
 from ..runs import QueryRanking, Run, RunHeader, Stream, Timing
 
@@ -102,6 +103,10 @@ def fuse(runs: list[Run], method: str = "rrf", k: int | None = None, norm: str |
             having = [i for i, run in enumerate(runs) if qid in run.queries]
             present = [runs[i].queries[qid] for i in having]
             fused = fuse_query(present, method, k, norm)
+            overflow = next((docid for docid, score in fused.items() if not math.isfinite(score)), None)
+            if overflow is not None:  # raw scores near the float limit (--norm none) add up to inf, which no reader takes
+                raise DataError(f"query {qid}: the scores of document {overflow} add up beyond the largest float; "
+                                "normalise them first (--norm minmax or zscore)")
             ranking = QueryRanking.from_scores(qid, fused.keys(), fused.values(), tag=name).head(depth)
             spent = (time.perf_counter() - began) * 1000
             # a stage upstream of several inputs (bm25 under both bm25 and bm25>bert) ran once: the same stage
