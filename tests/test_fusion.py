@@ -101,6 +101,15 @@ def test_runs_of_different_data_sets_are_refused():
         fuse([run(BM25, "a")])
 
 
+def test_an_rrf_constant_too_large_for_floats_is_refused():
+    """`--k 1e400` as digits was an OverflowError traceback; from 2**53 on, every rank got the same 1 / (k + rank),
+    and the fused ranking was docid order."""
+    for k in (2 ** 53, 10 ** 400):
+        with pytest.raises(UsageError, match="is too large: from 2\\*\\*53 on"):
+            fuse([run(BM25, "a"), run(DENSE, "b")], "rrf", k=k)
+    assert fused("rrf", k=2 ** 52)[1]["1"].docids == ["c", "a", "d", "b"]
+
+
 @pytest.mark.data
 def test_fuse_cli_reads_stdin_and_files(rerank, tmp_path):
     (tmp_path / "bm25.run").write_text(BM25)

@@ -78,6 +78,8 @@ def check_fusion(count: int, method: str, k: int | None, norm: str | None, depth
         raise UsageError(f"unknown score normalisation {norm!r}; known: {', '.join(NORMS)}")
     if k < 0 or depth <= 0:
         raise UsageError(f"--k must be >= 0 and --depth > 0 (got k={k}, depth={depth})")
+    if k >= 2 ** 53:  # k + 1 and k + 2 are one float from there on (and past 1.8e308, no float: an OverflowError)
+        raise UsageError(f"--k {k} is too large: from 2**53 on, 1 / (k + rank) is the same for every rank")
     return k, norm
 
 
