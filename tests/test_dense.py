@@ -472,3 +472,16 @@ def test_stored_passages_are_of_the_collection_the_texts_come_from(home):
     assert stored_passages(mixed, store.origin, "h", 256) is None
     IndexInfo("elsewhere", "lucene", 2, {"dataset": "setpassages"}).write(lucene)
     assert stored_passages(mixed, doc_store_for(mixed).origin, "h", 256) is not None  # built from the same set
+
+
+def test_an_hnsw_m_faiss_cannot_take_is_refused_before_encoding(home, tiny_encoder):
+    """`--hnsw 100000000000` encoded the whole corpus, then faiss's constructor gave a TypeError traceback."""
+    from rerank.retrieve import dense
+
+    def documents():
+        raise AssertionError("nothing is encoded")
+        yield
+
+    for m in (1, 2 ** 30, 10 ** 11):
+        with pytest.raises(UsageError, match=f"links per node \\(e.g. 32\\), not {m}"):
+            dense.build("huge-m", documents(), None, {}, encoder=tiny_encoder, hnsw=m)

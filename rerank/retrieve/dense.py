@@ -193,7 +193,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     target = index_folder(name) / BACKEND
     if target.exists() and not overwrite:
         raise BackendError(f"index {target} exists; pass --overwrite to rebuild it")
-    if hnsw is not None and hnsw < 2:
+    if hnsw is not None and not 2 <= hnsw < 2 ** 30:  # faiss takes M, and efConstruction 2M, as C ints
         raise UsageError(f"--hnsw takes the number of links per node (e.g. 32), not {hnsw}")
     path = encoder or default_encoder_path()
     identity = encoder_identity(path)
