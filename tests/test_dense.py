@@ -36,7 +36,8 @@ def tiny_encoder(tmp_path_factory):
 
 
 def test_an_encoder_with_another_recipe_is_refused(tiny_encoder, tmp_path):
-    """A CLS-pooled or dot-product encoder used to be mean-pooled and ranked by cosine without a word."""
+    """A CLS-pooled or dot-product encoder used to be mean-pooled and ranked by cosine without a word, and so was
+    a cross-encoder's body."""
     from rerank.retrieve.dense import encoder_identity
 
     folder = tmp_path / "cls-encoder"
@@ -57,6 +58,12 @@ def test_an_encoder_with_another_recipe_is_refused(tiny_encoder, tmp_path):
     (folder / "config_sentence_transformers.json").write_text(json.dumps({"similarity_fn_name": "dot"}))
     with pytest.raises(UsageError, match="trained for dot similarity"):
         encoder_identity(str(folder))
+    cross = tmp_path / "cross-encoder"  # e.g. rerank train bert -o CK: a BERT body with a 1-logit head
+    shutil.copytree(tiny_encoder, cross)
+    config = json.loads((cross / "config.json").read_text())
+    (cross / "config.json").write_text(json.dumps({**config, "architectures": ["BertForSequenceClassification"]}))
+    with pytest.raises(UsageError, match="it is a cross-encoder \\(BertForSequenceClassification\\)"):
+        encoder_identity(str(cross))
 
 
 def _documents(slice_folder, limit=None):

@@ -75,6 +75,12 @@ def _check_recipe(folder: Path) -> None:
             if modes != {"mean_tokens"}:
                 raise UsageError(f"--encoder {folder}: its pooling is {', '.join(sorted(modes)) or 'none'}; "
                                  "dense retrieval here mean-pools token vectors (all-MiniLM's recipe)")
+    config = json.loads((folder / "config.json").read_text())
+    heads = [name for name in config.get("architectures") or [] if name.endswith("ForSequenceClassification")]
+    if heads:  # a cross-encoder (rerank train bert's checkpoints too): its body was never trained to embed alone
+        raise UsageError(f"--encoder {folder}: it is a cross-encoder ({heads[0]}), which scores a query and a passage "
+                         "together; dense retrieval needs a bi-encoder that embeds each alone (rerank score --model "
+                         "bert re-ranks with a cross-encoder)")
     settings = folder / "config_sentence_transformers.json"
     similarity = json.loads(settings.read_text()).get("similarity_fn_name") if settings.is_file() else None
     if similarity not in (None, "cosine"):
