@@ -492,3 +492,28 @@ def test_an_hnsw_m_faiss_cannot_take_is_refused_before_encoding(home, tiny_encod
     for m in (1, 2 ** 30, 10 ** 11):
         with pytest.raises(UsageError, match=f"links per node \\(e.g. 32\\), not {m}"):
             dense.build("huge-m", documents(), None, {}, encoder=tiny_encoder, hnsw=m)
+
+
+def test_an_encoder_folder_that_is_not_a_usable_model_is_one_line(tiny_encoder, tmp_path):
+    """A damaged config.json or modules.json was a JSONDecodeError or AttributeError traceback, and a folder
+    transformers cannot load (no tokenizer, no weights) was its ValueError's."""
+    from rerank.retrieve.dense import encoder_identity, load_encoder
+
+    folder = tmp_path / "damaged"
+    shutil.copytree(tiny_encoder, folder)
+    config = (folder / "config.json").read_text()
+    for name, text, words in (("config.json", "{oops", "its config.json is not a JSON object"),
+                              ("config.json", "[1]", "its config.json is not a JSON object"),
+                              ("modules.json", "{", "its modules.json is not a JSON list"),
+                              ("modules.json", "[3]", "its modules.json lists 3, not a module")):
+        (folder / name).write_text(text)
+        with pytest.raises(UsageError, match=words):
+            encoder_identity(str(folder))
+        (folder / "config.json").write_text(config)
+        (folder / "modules.json").unlink(missing_ok=True)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "config.json").write_text(config)
+    assert encoder_identity(str(bare))["pooling"] == "mean"
+    with pytest.raises(UsageError, match="transformers cannot load a model from it"):
+        load_encoder(str(bare), threads=1)

@@ -57,32 +57,46 @@ def encoder_identity(path: str) -> dict:
     folder = Path(path)
     if not (folder / "config.json").is_file():
         raise UsageError(f"--encoder {path}: not a model folder (no config.json)")
-    _check_recipe(folder)
-    config = json.loads((folder / "config.json").read_text())
+    config = _settings(folder, "config.json")
+    _check_recipe(folder, config)
     return {"path": str(folder), "hash": content_hash(folder), "architecture": config.get("model_type"),
             "pooling": "mean", "normalised": True, "max_length": MAX_LENGTH}
 
 
-def _check_recipe(folder: Path) -> None:
+def _settings(folder: Path, name: str, kind: type = dict) -> Any:
+    """One of an --encoder folder's JSON files: a folder of one's own may hold anything there, which is one line's
+    error, not a JSONDecodeError or AttributeError traceback."""
+    try:
+        value = json.loads((folder / name).read_text(encoding="utf-8"))
+    except ValueError:  # not JSON, or not UTF-8
+        value = None
+    if not isinstance(value, kind):
+        raise UsageError(f"--encoder {folder}: its {name} is not a JSON {'object' if kind is dict else 'list'}")
+    return value
+
+
+def _check_recipe(folder: Path, config: dict) -> None:
     """Refuse a sentence-transformers folder whose own recipe is not ours (mean pooling, cosine): a CLS-pooled
     or dot-product encoder (DPR, TAS-B, BGE) would otherwise be searched with the wrong vectors, silently."""
-    modules = folder / "modules.json"
-    for module in json.loads(modules.read_text()) if modules.is_file() else []:
-        pooling = folder / module.get("path", "") / "config.json"
-        if module.get("type", "").endswith(".Pooling") and pooling.is_file():
-            modes = {key.removeprefix("pooling_mode_") for key, on in json.loads(pooling.read_text()).items()
+    modules = _settings(folder, "modules.json", list) if (folder / "modules.json").is_file() else []
+    for module in modules:
+        if not isinstance(module, dict):
+            raise UsageError(f"--encoder {folder}: its modules.json lists {module!r}, not a module")
+        pooling = Path(str(module.get("path", ""))) / "config.json"
+        if str(module.get("type", "")).endswith(".Pooling") and (folder / pooling).is_file():
+            modes = {key.removeprefix("pooling_mode_") for key, on in _settings(folder, str(pooling)).items()
                      if key.startswith("pooling_mode_") and on is True}
             if modes != {"mean_tokens"}:
                 raise UsageError(f"--encoder {folder}: its pooling is {', '.join(sorted(modes)) or 'none'}; "
                                  "dense retrieval here mean-pools token vectors (all-MiniLM's recipe)")
-    config = json.loads((folder / "config.json").read_text())
-    heads = [name for name in config.get("architectures") or [] if name.endswith("ForSequenceClassification")]
+    named = config.get("architectures") if isinstance(config.get("architectures"), list) else []
+    heads = [str(name) for name in named if str(name).endswith("ForSequenceClassification")]
     if heads:  # a cross-encoder (rerank train bert's checkpoints too): its body was never trained to embed alone
         raise UsageError(f"--encoder {folder}: it is a cross-encoder ({heads[0]}), which scores a query and a passage "
                          "together; dense retrieval needs a bi-encoder that embeds each alone (rerank score --model "
                          "bert re-ranks with a cross-encoder)")
-    settings = folder / "config_sentence_transformers.json"
-    similarity = json.loads(settings.read_text()).get("similarity_fn_name") if settings.is_file() else None
+    settings = "config_sentence_transformers.json"
+    similarity = _settings(folder, settings).get("similarity_fn_name") if (folder / settings).is_file() else None
     if similarity not in (None, "cosine"):
         raise UsageError(f"--encoder {folder}: it was trained for {similarity} similarity; dense retrieval here "
                          "ranks by cosine")
@@ -95,7 +109,11 @@ def load_encoder(path: str, threads: int):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: spinning threads starve a busy CPU
     from ..models.bert import BiEncoderReranker
 
-    return BiEncoderReranker(max_length=MAX_LENGTH, batch_size=BATCH, threads=threads, path=path)
+    try:
+        return BiEncoderReranker(max_length=MAX_LENGTH, batch_size=BATCH, threads=threads, path=path)
+    except (OSError, ValueError) as error:  # transformers' words for a folder without loadable weights or tokenizer
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UsageError(f"--encoder {path}: transformers cannot load a model from it ({reason})") from None
 
 
 @dataclass
