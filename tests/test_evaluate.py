@@ -690,3 +690,14 @@ def test_a_run_of_unjudged_queries_alone_is_named_as_one_run(rerank, tmp_path):
     run = rerank("retrieve", "trecqa-dev", "--candidates", "--topics", "unjudged.tsv", cwd=tmp_path).stdout
     done = rerank("eval", input=run, check=False)
     assert done.returncode == 1 and "<stdin>: its one query is not judged in trecqa-dev" in done.stderr
+
+
+@pytest.mark.data
+def test_baseline_names_its_file_in_any_spelling(rerank, tmp_path):
+    """`--baseline ./b.run` (or its absolute path) for a run given as b.run said "names none of the runs"."""
+    (tmp_path / "a.run").write_text("1 Q0 d2 1 3.0 a\n1 Q0 d1 2 2.0 a\n")
+    (tmp_path / "b.run").write_text("1 Q0 d1 1 3.0 b\n1 Q0 d2 2 2.0 b\n")
+    (tmp_path / "qrels").write_text("1 0 d1 1\n")
+    for spelled in ("./b.run", str(tmp_path / "b.run")):
+        done = rerank("eval", "a.run", "b.run", "--qrels", "qrels", "-m", "AP", "--baseline", spelled, cwd=tmp_path)
+        assert "b.run (baseline)" in done.stdout and "a.run (baseline)" not in done.stdout, spelled
