@@ -14,6 +14,18 @@ from typing import IO, Iterator
 from .errors import UsageError
 
 
+PLOT_FORMATS = ("png", "pdf", "svg")
+
+
+def plot_format(path: str) -> str:
+    """The image format a plot's file name asks for (PNG without a suffix); the atomic write's temporary name has
+    none for matplotlib to go by, so `m.pdf` used to get PNG bytes."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix and suffix not in PLOT_FORMATS:
+        raise UsageError(f"--plot {path}: cannot write .{suffix} images; name a .png, .pdf or .svg file")
+    return suffix or "png"
+
+
 def make_parents(folder: Path) -> list[Path]:
     """Create `folder` and its missing ancestors; return those created (deepest first) to take back on failure."""
     created = []

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from ..atomic import plot_format
 from ..errors import UsageError
 from ..evaluate import budget as budgets_lib
 from ..evaluate.session import load_runs
@@ -54,8 +55,6 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
     if output and plot_path and os.path.realpath(output) == os.path.realpath(plot_path):
         raise UsageError(f"-o and --plot are both {output}: the plot would replace the report; give each a file")
     if plot_path:
-        from ..models.tk_explain import plot_format
-
         plot_format(plot_path)  # before any run is read or scored
     chosen = budgets_lib.positive_numbers(budget_text, "--budgets") if budget_text is not None else None
     if model_name is not None:

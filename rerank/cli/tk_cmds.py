@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..atomic import plot_format
 from ..errors import DataError, MissingIndexError, UsageError
 from . import cli
 
@@ -139,7 +140,7 @@ def explain(model_name, checkpoint, dataset, index_name, topics, corpus, qid, qu
     if query_text is not None and topics is not None:  # a file never read, even one that is not there
         raise UsageError("--topics gives the texts of --qid; with --query, leave it out")
     if plot_path:
-        tk_explain.plot_format(plot_path)  # before the model loads
+        plot_format(plot_path)  # before the model loads
     header = _explained(dataset, index_name, corpus)
     if query_text is None:
         if topics is None and header.dataset is None:

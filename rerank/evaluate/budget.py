@@ -427,8 +427,7 @@ def plot(report: BudgetReport, path: str, title: str | None = None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..atomic import atomic_output
-    from ..models.tk_explain import plot_format
+    from ..atomic import atomic_output, plot_format
 
     models = by_model(report.points)
     positive = [p.cost(report.statistic) for p in report.points if p.cost(report.statistic) > 0] or [1.0]

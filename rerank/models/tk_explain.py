@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from ..errors import UsageError
 
 
 def render_text(explanation: dict[str, Any], top: int = 3) -> str:
@@ -31,18 +28,6 @@ def render_text(explanation: dict[str, Any], top: int = 3) -> str:
     return "\n".join(lines) + "\n"
 
 
-PLOT_FORMATS = ("png", "pdf", "svg")
-
-
-def plot_format(path: str) -> str:
-    """The image format the file name asks for (PNG without a suffix); the atomic write's temporary name has
-    none for matplotlib to go by, so `m.pdf` used to get PNG bytes."""
-    suffix = Path(path).suffix.lower().lstrip(".")
-    if suffix and suffix not in PLOT_FORMATS:
-        raise UsageError(f"--plot {path}: cannot write .{suffix} images; name a .png, .pdf or .svg file")
-    return suffix or "png"
-
-
 def plot(explanation: dict[str, Any], path: str, title: str) -> None:
     """Cosine match matrix (query terms x document terms); TK adds each term's contribution, TKL shades
     its chosen regions."""
@@ -52,7 +37,7 @@ def plot(explanation: dict[str, Any], path: str, title: str) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
-    from ..atomic import atomic_output
+    from ..atomic import atomic_output, plot_format
 
     q_terms, d_terms = explanation["query_terms"], explanation["doc_terms"]
     cosine = explanation["cosine"][: len(q_terms), : len(d_terms)]
