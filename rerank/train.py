@@ -153,6 +153,17 @@ def read_checkpoint(folder: str | Path, model: str | None) -> dict:
     return manifest
 
 
+def refuse_output_in(output: str, checkpoint: str, is_it: str, inside_it: str) -> None:
+    """An -o that is a checkpoint being read would lose the weights and record it was read for; one inside it
+    (`-o A/soup`) adds files to that checkpoint's content hash, which refuses it as changed from then on."""
+    target, read = Path(output).resolve(), Path(checkpoint).resolve()
+    if target == read:
+        raise UsageError(f"{output} is {is_it}; write the result to a new folder")
+    if read in target.parents:
+        raise UsageError(f"{output} is inside {inside_it}, whose content hash its files would change; write the "
+                         "result outside it")
+
+
 def average_checkpoints(folders: list[str], output: str, overwrite: bool = False) -> dict:
     """A "model soup": the uniform average of the weights of checkpoints of one model and architecture
     (e.g. continuations of one parent with other seeds), written as a checkpoint folder like a trained one.
@@ -170,13 +181,8 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
 
     if len(folders) < 2:
         raise UsageError("give at least two checkpoints to average")
-    target = Path(output).resolve()
     for folder in folders:
-        if target == Path(folder).resolve():  # it would lose its own training record
-            raise UsageError(f"{output} is one of the checkpoints to average; write the average to a new folder")
-        if Path(folder).resolve() in target.parents:  # its files join the checkpoint's hash: refused as changed
-            raise UsageError(f"{output} is inside the checkpoint {folder}, whose content hash its files would "
-                             "change; write the average outside it")
+        refuse_output_in(output, folder, "one of the checkpoints to average", f"the checkpoint {folder}")
     if (Path(output) / CHECKPOINT_FILE).is_file() and not overwrite:  # as train -o: runs name it by its hash
         raise UsageError(f"{output} holds a checkpoint already; pass --overwrite to replace it, or choose another -o")
     manifests = [read_checkpoint(f, None) for f in folders]
@@ -312,9 +318,9 @@ class TrainArgs:
         if not 0 <= self.dev_fraction < 1:
             raise UsageError(f"--dev-fraction must be in [0, 1), not {self.dev_fraction}")
         base = self.model_options.get("base")
-        if base and Path(base).resolve() == Path(self.output).resolve():  # it would lose the weights it continues
-            raise UsageError(f"{self.output} is the checkpoint training starts from (--init); write the result to a "
-                             "new folder")
+        if base:
+            refuse_output_in(self.output, base, "the checkpoint training starts from (--init)",
+                             f"the checkpoint training starts from, {base} (--init)")
         check_replaceable(self.output, CHECKPOINT_FILE)  # now, not after the first dev evaluation
         if (Path(self.output) / CHECKPOINT_FILE).is_file() and not self.overwrite:  # runs name it by its hash
             raise UsageError(f"{self.output} holds a checkpoint already; pass --overwrite to replace it, or choose "
