@@ -250,3 +250,11 @@ def test_tsv_topics_whose_first_id_starts_with_a_brace_are_not_json(tmp_path):
     assert formats.read_topics(path) == {"{1}": "first query", "2": "second"}
     path.write_text('{"_id": "q1",\t"text": "first"}\n')  # a tab between tokens, as a hand edit may leave
     assert formats.read_topics(path) == {"q1": "first"}
+
+
+def test_tsv_topics_header_line_of_pandas_is_not_a_query(tmp_path):
+    """A topics frame written by pandas (PyTerrier's columns, `to_csv(sep='\\t', index=False)`) starts with the
+    line `qid<TAB>query`: it was searched as query 'qid', and the run lost its data set (eval asked for qrels)."""
+    path = tmp_path / "topics.tsv"
+    path.write_text("qid\tquery\n1\tfirst query\n2\tsecond\n")
+    assert formats.read_topics(path) == {"1": "first query", "2": "second"}

@@ -322,11 +322,18 @@ def _record_topics(records: Iterator[tuple[str, str]], path: str | Path) -> dict
     return topics
 
 
+TSV_TOPICS_HEADER = ["qid", "query"]  # a pandas frame's column names, PyTerrier's for topics
+
+
 def _read_tsv_topics(path: str | Path) -> dict[str, str]:
+    """`qid<TAB>query text` lines, under an optional header line `qid<TAB>query` (a topics frame written by
+    pandas), which would otherwise be searched as a query and cost the run its data set."""
     topics: dict[str, str] = {}
     with open_text(path) as handle:
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
+                continue
+            if not topics and [column.strip() for column in line.split("\t")] == TSV_TOPICS_HEADER:
                 continue
             qid, sep, text = line.rstrip("\n").partition("\t")
             if not sep or not qid.strip():
