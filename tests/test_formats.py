@@ -258,3 +258,12 @@ def test_tsv_topics_header_line_of_pandas_is_not_a_query(tmp_path):
     path = tmp_path / "topics.tsv"
     path.write_text("qid\tquery\n1\tfirst query\n2\tsecond\n")
     assert formats.read_topics(path) == {"1": "first query", "2": "second"}
+
+
+def test_tsv_topics_with_more_columns_are_refused(tmp_path):
+    """Anserini's TSV reader takes the second column alone; ours searched every column after the id as one query,
+    so `qid title description` topics (ir_datasets' export) silently gave another run."""
+    path = tmp_path / "topics.tsv"
+    path.write_text("1\tfirst query\t\n2\tsecond\tits description\n")
+    with pytest.raises(FormatError, match=r"topics.tsv:2: expected 'qid<TAB>query text', found 3 columns"):
+        formats.read_topics(path)

@@ -338,6 +338,10 @@ def _read_tsv_topics(path: str | Path) -> dict[str, str]:
             qid, sep, text = line.rstrip("\n").partition("\t")
             if not sep or not qid.strip():
                 raise FormatError(str(path), line_no, "expected 'qid<TAB>query text'")
+            columns = 1 + len(text.strip().split("\t"))
+            if columns > 2:  # Anserini searches the second column alone; all of them made another run, silently
+                raise FormatError(str(path), line_no, f"expected 'qid<TAB>query text', found {columns} columns; "
+                                                      "keep the id and the query's column (cut -f1,2)")
             _add_topic(topics, qid.strip(), text.strip(), path, line_no)
     if not topics:
         raise FormatError(str(path), None, "no topics found")
