@@ -149,8 +149,9 @@ def _absorb_comment(line: str, header: RunHeader | None, timings: dict[str, list
         qid, timing = _parse_timing(text[len(TIME_KEY) + 1 :], source, line_no)
         timings.setdefault(qid, []).append(timing)
     elif (header is None or ended) and text.startswith(MAGIC_KEY + ":"):
-        raise FormatError(source, line_no, "a second run begins here (runs joined by cat?); give each run as a "
-                                           "file of its own")
+        raise FormatError(source, line_no, "a second run begins here (runs joined by cat, or one run's lines "
+                                           "reordered by sort?); give each run as a file of its own, and sort a run "
+                                           "with sort -s -k1,1, which keeps its # lines first")
     elif header is not None:
         _parse_header_line(header, text, source, line_no)
     return False

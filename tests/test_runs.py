@@ -215,6 +215,17 @@ def test_a_run_sorted_by_qid_keeps_its_end_line_valid():
     assert [q.qid for q in read(text)[1]] == ["1"] == list(_load(text).queries)
 
 
+def test_a_run_whose_lines_sort_reordered_is_not_said_to_be_two_runs_only():
+    """`sort run | rerank eval` moves '# rerank-run' below other '#' lines; the message spoke of runs joined by cat
+    alone, and a user who had sorted one run looked for a second."""
+    text = "".join(sorted(write([QueryRanking.from_scores("1", ["a"], [1.0])], RunHeader({"dataset": "x"}))
+                          .splitlines(keepends=True)))
+    for reader in (lambda text: read(text)[1], _load):
+        with pytest.raises(FormatError, match=r"run.txt:3: a second run begins here \(runs joined by cat, or one "
+                                              r"run's lines reordered by sort\?\).*sort -s -k1,1"):
+            reader(text)
+
+
 def test_a_second_run_after_a_run_with_no_records_is_named():
     empty = "# rerank-run: 2\n# end of run\n"
     for reader in (lambda text: read(text)[1], _load):
