@@ -258,6 +258,21 @@ def test_measure_names_and_their_errors():
             parse_measure(bad, 2)
 
 
+def test_several_measures_in_one_name_are_told_to_name_each_alone():
+    """`-m MAP,P@5` (or ir_measures' `-m 'AP nDCG@10'`) said 'cannot read measure' and listed example names, each of
+    which the user had typed."""
+    from rerank.errors import UsageError
+    from rerank.evaluate.measures import parse_measures
+
+    for text, options in (("MAP,P@5", "-m MAP -m P@5"), ("AP nDCG@10", "-m AP -m nDCG@10"),
+                          ("map, P.5", "-m map -m P.5")):
+        with pytest.raises(UsageError, match=f"cannot read measure '{text}': several measures in one name; "
+                                             f"name each alone \\({options} on the command line"):
+            parse_measures([text], 1)
+    with pytest.raises(UsageError, match="cannot read measure 'MAP,nDCG10'; try MAP"):  # not a list of names: as before
+        parse_measures(["MAP,nDCG10"], 1)
+
+
 @pytest.mark.java
 def test_tied_scores_rank_alike_in_every_measure(tmp_path):
     """trec_eval breaks ties by docid descending (b before a); ir_measures' RR@k and Judged@k providers broke

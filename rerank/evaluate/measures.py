@@ -101,13 +101,28 @@ def _parse_all(text: str, min_rel: int) -> list[NamedMeasure]:
         try:
             translated = _trec_translation(text)[0]
         except ValueError:
-            raise not_ours from None
+            raise _a_list(text, min_rel) or not_ours from None
         try:
             # ir_measures spells trec_eval's num_rel_ret with the grade -l would set: leave that to min_rel
             named = [_parse_named("NumRelRet" if str(m) == "NumRet(rel=1)" else str(m), min_rel) for m in translated]
         except UsageError:
             raise not_ours from None
         return sorted(named, key=_trec_eval_position)  # as trec_eval prints a set: num_q, ..., map, ..., P_5, ...
+
+
+def _a_list(text: str, min_rel: int) -> UsageError | None:
+    """The error for several names in one (`MAP,P@5`, or ir_measures' `'AP nDCG@10'`), each readable alone: the
+    usual one lists example names, which the user had typed."""
+    names = [name for name in re.split(r"[\s,]+", text) if name]
+    if len(names) < 2:
+        return None
+    try:
+        for name in names:
+            _parse_all(name, min_rel)
+    except UsageError:
+        return None
+    return UsageError(f"cannot read measure {text!r}: several measures in one name; name each alone "
+                      f"({' '.join(f'-m {n}' for n in names)} on the command line)")
 
 
 def _trec_translation(text: str) -> tuple[list[Measure], list[str]]:
