@@ -174,6 +174,19 @@ def test_custom_corpus_and_topics(rerank, data_root, tmp_path):
     assert len(out) == 10 and out[0].startswith("q1 Q0 CACM-")
 
 
+def test_searching_a_candidates_data_sets_own_passages_says_they_are_its_pool(rerank, tmp_path):
+    """Needs ../shared/data (TREC DL 2019). A user study indexed trec-dl-2019 and took BM25 over its 5,492 pool
+    passages (nDCG@10 0.46) for the published first stage (0.5058 over 8.8 million), with nothing said."""
+    env = {"RERANK_HOME": str(tmp_path)}
+    built = rerank("index", "trec-dl-2019", env=env)
+    note = ("rerank: note: trec-dl-2019's documents are the passages of its candidate runs (bm25, bm25-rm3), not the "
+            "whole collection they came from: a search over them is not comparable with those runs or a published "
+            "first stage (replay one: rerank retrieve trec-dl-2019 --candidates)\n")
+    assert built.stderr == "indexed 5492 documents into index 'trec-dl-2019' (lucene)\n" + note
+    assert rerank("retrieve", "trec-dl-2019", "--k", "5", env=env).stderr == note
+    assert "note" not in rerank("retrieve", "trec-dl-2019", "--candidates", env=env).stderr
+
+
 def test_own_corpus_edge_cases(rerank, session_home, tmp_path):
     """Documents without text are skipped (as Anserini does) and said so; a query of more than 1,024 distinct
     terms used to come back empty with a Java stack trace; a damaged index gave a jnius traceback after the

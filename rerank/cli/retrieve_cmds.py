@@ -53,6 +53,9 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
                + (f"; {skipped} documents without text were skipped, as Anserini does" if skipped else "")
                + ("; the vectors of the index it replaces were reused (same documents, same encoder)"
                   if info.source.get(REUSED) else ""), err=True)
+    note = api.pool_note(name, info.source)
+    if note:
+        click.echo(f"rerank: note: {note}", err=True)
 
 
 @cli.command()
