@@ -208,7 +208,8 @@ def measure_points(runs: list[Run], measure: str | None = None, qrels: str | Non
     if measure:
         parse_measure(measure)  # a curve is of one measure: refuse 'P.5,10' rather than keep its first
     judgements = judgements_for(runs, qrels, None)
-    evaluations, named, warnings = evaluate_runs(runs, judgements, [measure] if measure else None)
+    evaluations, named, warnings = evaluate_runs(runs, judgements, [measure] if measure else None,
+                                                 compare_depths=False)
     for warning in warnings:
         note(warning)
     label = named[0].label

@@ -113,11 +113,33 @@ def _made_for(runs: list[Run], judgements: Judgements, warnings: list[str]) -> J
     return replace(judgements, qrels=kept)
 
 
-def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[str] | None
-                  ) -> tuple[list[Evaluation], list[NamedMeasure], list[str]]:
-    """Per-run evaluations plus warnings (missing / unjudged queries) for stderr."""
+def _uneven_depths(runs: list[Run], measures: list[NamedMeasure]) -> str | None:
+    """A note when runs compared are of different depths and a measure reads below the shallower one's (MAP,
+    Recall@1000): a board of BM25 at k = 100 against RM3 at 1000 marked RM3 significantly better, depth for the
+    most part. trec_eval's -M (here -M/--depth) evaluates each at one depth."""
+    depths = [(run.name, max((len(ranking) for ranking in run.queries.values()), default=0)) for run in runs]
+    shallowest = min(depth for _, depth in depths)
+    if len({depth for _, depth in depths}) < 2 or shallowest == 0:
+        return None
+    deeper = [named.label for named in measures
+              if named.measure.params.get("cutoff") is None or named.measure.params["cutoff"] > shallowest]
+    if not deeper:
+        return None
+    return (f"the runs are of different depths ({', '.join(f'{name} {depth}' for name, depth in depths)}), and "
+            f"{', '.join(deeper)} read{'s' if len(deeper) == 1 else ''} past rank {shallowest}, where the shallower "
+            f"{'run has' if [d for _, d in depths].count(shallowest) == 1 else 'runs have'} no documents: "
+            f"-M {shallowest} evaluates every run to that depth")
+
+
+def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[str] | None,
+                  compare_depths: bool = True) -> tuple[list[Evaluation], list[NamedMeasure], list[str]]:
+    """Per-run evaluations plus warnings (missing / unjudged queries; with `compare_depths`, runs of different
+    depths) for stderr. A budget report compares depths on purpose, and says so itself."""
     measures = parse_measures(measure_names or list(judgements.measures), judgements.min_rel)
     evaluations, warnings = [], []
+    uneven = _uneven_depths(runs, measures) if compare_depths else None
+    if uneven:
+        warnings.append(uneven)
     judged_anywhere = set(judgements.qrels)
     judgements = _made_for(runs, judgements, warnings)
     skipped = trec_names_skipped(measure_names or [])
