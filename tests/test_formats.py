@@ -242,6 +242,18 @@ def test_missing_file_and_unknown_format(tmp_path):
         formats.sniff_documents(tmp_path / "weird.txt")
 
 
+def test_a_tsv_corpus_is_read_as_ms_marcos_collection_tsv(tmp_path):
+    """MS MARCO's collection.tsv (`docid<TAB>text`) was refused as 'cannot tell the document format'; Pyserini
+    users have it as it is. A line of other than two columns is refused, not guessed at."""
+    path = tmp_path / "collection.tsv"
+    path.write_text("0\tThe presence of communication amid scientific minds\n\n7\tManhattan Project\r\n")
+    assert [(d.docid, d.text, d.title) for d in formats.sniff_documents(path)] == [
+        ("0", "The presence of communication amid scientific minds", ""), ("7", "Manhattan Project", "")]
+    path.write_text("D1\thttp://x\tA title\tA body\n")  # MS MARCO documents: docid url title body
+    with pytest.raises(FormatError, match="collection.tsv:1: expected 'docid<TAB>text', found 4 columns"):
+        list(formats.sniff_documents(path))
+
+
 def test_tsv_topics_whose_first_id_starts_with_a_brace_are_not_json(tmp_path):
     """Since queries.jsonl was read, any topics starting with '{' went to the JSON reader: a TSV file whose first
     query id is `{1}` was refused as 'invalid JSON'."""

@@ -172,6 +172,11 @@ def test_custom_corpus_and_topics(rerank, data_root, tmp_path):
     rerank("index", "my-cacm", "--corpus", str(corpus))
     out = rerank("retrieve", "my-cacm", "--topics", str(tmp_path / "topics.tsv"), "--k", "5", "--trec").stdout.splitlines()
     assert len(out) == 10 and out[0].startswith("q1 Q0 CACM-")
+    # MS MARCO's collection.tsv form, docid<TAB>text, as it is
+    (tmp_path / "collection.tsv").write_text("p1\tthe manhattan project\np2\tparallel processing of compilers\n")
+    rerank("index", "my-tsv", "--corpus", str(tmp_path / "collection.tsv"))
+    out = rerank("retrieve", "my-tsv", "--topics", str(tmp_path / "topics.tsv"), "--trec").stdout.splitlines()
+    assert [line.split()[:3] for line in out] == [["q1", "Q0", "p2"], ["q2", "Q0", "p2"]]
 
 
 def test_searching_a_candidates_data_sets_own_passages_says_they_are_its_pool(rerank, tmp_path):

@@ -35,7 +35,7 @@ def backend_options(command):
 @cli.command()
 @click.argument("name")
 @click.option("--backend", "backend_name", default="lucene", show_default=True, help="Index back end.")
-@click.option("--corpus", type=click.Path(dir_okay=False), help="Documents file (JSONL, TREC SGML or SMART); default: the data set NAME's corpus.")
+@click.option("--corpus", type=click.Path(dir_okay=False), help="Documents file (JSONL, TREC SGML, SMART or docid<TAB>text TSV); default: the data set NAME's corpus.")
 @click.option("--threads", default=2, show_default=True, help="Indexing threads.")
 @click.option("--overwrite", is_flag=True, help="Rebuild an index that already exists.")
 @backend_options

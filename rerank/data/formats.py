@@ -1,7 +1,7 @@
 """Readers for the file formats IR collections come in. Each names the file and line of a fault.
 
 Documents: TREC SGML (`<DOC><DOCNO>`), JSONL (`{id, contents}` or `{_id, title, text}`), SMART/Glasgow
-(`.I id` records with `.T .W .A .B .X` fields). Topics: `qid<TAB>text`, TREC `<top><num><title>`, BEIR's
+(`.I id` records with `.T .W .A .B .X` fields), `docid<TAB>text` TSV (MS MARCO's collection.tsv). Topics: `qid<TAB>text`, TREC `<top><num><title>`, BEIR's
 `queries.jsonl`, and the SGML `<DOC><DOCNO>` form some collections use for queries (gzip or plain). Qrels:
 TREC, graded; BEIR's TSV.
 Candidates with text: the TREC DL `retrieve_results_*.json` lists. Answer selection: TrecQA jacana
@@ -227,6 +227,21 @@ def read_smart(path: str | Path, fields: tuple[str, ...] = SMART_TEXT_FIELDS) ->
     yield emit()
 
 
+def read_tsv_docs(path: str | Path) -> Iterator[Document]:
+    """`docid<TAB>text` lines: MS MARCO's collection.tsv, which Pyserini users otherwise convert to JSONL first.
+    More columns (MS MARCO documents' `docid url title body`) are refused rather than guessed at."""
+    with open_text(path) as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            columns = line.rstrip("\r\n").split("\t")
+            if len(columns) != 2 or not columns[0].strip():
+                raise FormatError(str(path), line_no, f"expected 'docid<TAB>text', found {len(columns)} column"
+                                                      f"{'' if len(columns) == 1 else 's'}"
+                                                      f"{'' if columns[0].strip() else ' and no docid'}")
+            yield Document(columns[0].strip(), columns[1])
+
+
 def sniff_documents(path: str | Path) -> Iterator[Document]:
     """Pick the document reader from the file's first bytes."""
     start = _first_non_blank(Path(path))
@@ -236,7 +251,10 @@ def sniff_documents(path: str | Path) -> Iterator[Document]:
         return read_trec_sgml(path)
     if start.startswith(".I"):
         return read_smart(path)
-    raise DataError(f"{path}: cannot tell the document format (expected JSONL, TREC <DOC> or SMART .I records)")
+    if "\t" in start.partition("\n")[0]:
+        return read_tsv_docs(path)
+    raise DataError(f"{path}: cannot tell the document format (expected JSONL, TREC <DOC>, SMART .I records or "
+                    "docid<TAB>text lines)")
 
 
 # ---------------------------------------------------------------------------------------------- topics
