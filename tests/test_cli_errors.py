@@ -29,6 +29,12 @@ def test_index_that_does_not_exist_says_how_to_build(rerank, tmp_path):
           words=f"rerank retrieve trecqa-dev --candidates --topics {tmp_path / 'one.tsv'}")
 
 
+def test_a_mistaken_shard_count_is_said_before_any_server_is_reached(rerank):
+    """It said 'cannot reach Elasticsearch' first: a user would start a server only to learn of the typo."""
+    fails(rerank, "index", "vaswani", "--backend", "elasticsearch", "--shards", "0", "--es-url", "http://127.0.0.1:1",
+          words="--shards must be at least 1, not 0")
+
+
 def test_missing_files(rerank, tmp_path):
     fails(rerank, "eval", str(tmp_path / "nope.run"), words="run file not found")
     fails(rerank, "retrieve", "x", "--topics", str(tmp_path / "none.tsv"), words="file not found")

@@ -197,10 +197,10 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     from elasticsearch import helpers
 
     index_name = _index_name(name, index_name)
-    connection = Connection(es_url, es_ca_certs, es_verify_certs)
     shards = 1 if shards is None else shards
-    if shards < 1:
+    if shards < 1:  # before connecting: a mistake in the command, whether or not the server is up
         raise UsageError(f"--shards must be at least 1, not {shards}")
+    connection = Connection(es_url, es_ca_certs, es_verify_certs)
     k1 = DEFAULT_K1 if k1 is None else k1
     b = DEFAULT_B if b is None else b
     where = f"Elasticsearch index {index_name!r} at {connection.shown}"
