@@ -103,3 +103,19 @@ def test_data_commands(rerank, data_root):
     assert absent["present"] is False and absent["missing"][0].endswith("WikiQASent-test.txt")
     via_option = rerank("--data-root", str(data_root), "data", "list", env={"RERANK_DATA": ""}).stdout
     assert via_option == listing
+
+
+def test_a_folder_where_a_data_set_file_belongs_is_not_present(rerank, data_root, tmp_path):
+    """Needs ../shared/data (Vaswani). `data list` called a data set present when a folder stood where one of its
+    files belongs (only the path's existence was checked); the first reader then failed."""
+    (tmp_path / "vaswani").mkdir()
+    for name in ("corpus", "query-text.trec"):
+        (tmp_path / "vaswani" / name).symlink_to(data_root / "vaswani" / name)
+    (tmp_path / "vaswani" / "qrels").mkdir()
+    listing = rerank("--data-root", str(tmp_path), "data", "list").stdout
+    assert [line.split()[:3] for line in listing.splitlines() if line.startswith("vaswani")] == [
+        ["vaswani", "not", "present"]]
+    done = rerank("--data-root", str(tmp_path), "eval", "-m", "MAP", check=False,
+                  input='# rerank-run: 2\n# dataset: "vaswani"\n1 Q0 1239 1 1.0 x\n# end of run\n')
+    assert done.returncode != 0 and done.stderr.strip().endswith(
+        f"data set vaswani is not present: missing {tmp_path / 'vaswani' / 'qrels'} (a folder is there)")

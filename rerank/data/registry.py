@@ -37,7 +37,8 @@ class Dataset:
     unjudged_rule = ""  # which topics its qrels leave out on purpose (QA protocols), for the eval note
 
     def missing(self) -> list[Path]:
-        return [p for p in self.files.values() if not p.exists()]
+        """Files not in place: a folder where a file belongs is missing too (`data list` called it present)."""
+        return [p for p in self.files.values() if not p.is_file()]
 
     @property
     def present(self) -> bool:
@@ -48,7 +49,8 @@ class Dataset:
         only its own files (unjudged test topics can be searched without qrels)."""
         gone = [path for path in self.missing() if not parts or path in {self.files[p] for p in parts}]
         if gone:
-            raise DataError(f"data set {self.name} is not present: missing {', '.join(map(str, gone))}")
+            raise DataError(f"data set {self.name} is not present: missing "
+                            f"{', '.join(f'{p} (a folder is there)' if p.is_dir() else str(p) for p in gone)}")
         return self
 
     # Parts. Subclasses override the readers; callers only use these names.
