@@ -392,6 +392,9 @@ def test_a_measure_name_standing_for_several_is_refused(tmp_path):
     run = _load(_write_run(tmp_path, "bert", 20, 5.0, 2))
     with pytest.raises(UsageError, match="names 2 measures"):
         budget.measure_points([run], "P.5,10")
+    for count in ("NumRel", "num_rel_ret"):  # a curve of a constant, or of a sum: no effectiveness
+        with pytest.raises(UsageError, match=f"-m {count} is a count"):
+            budget.measure_points([run], count)
 
 
 def test_the_plot_is_written_in_the_format_its_name_asks_for(tmp_path, rerank):

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import DataError, UsageError
 from ..runs import Run
-from .measures import parse_measure
+from .measures import is_count, parse_measure
 from .session import evaluate_runs, judgements_for
 
 STATISTICS = ("median", "p95")
@@ -205,8 +205,9 @@ def measure_points(runs: list[Run], measure: str | None = None, qrels: str | Non
     what eval would print (judged queries a run lacks count as 0 in its effectiveness)."""
     if not runs:
         raise UsageError("give at least one run to the budget report")
-    if measure:
-        parse_measure(measure)  # a curve is of one measure: refuse 'P.5,10' rather than keep its first
+    if measure and is_count(parse_measure(measure)):  # parse_measure refuses 'P.5,10': a curve is of one measure
+        raise UsageError(f"-m {measure} is a count (summed over queries, as trec_eval's num_ fields), not an "
+                         "effectiveness to spend a time budget on; give one such as nDCG@10 or MAP")
     judgements = judgements_for(runs, qrels, None)
     evaluations, named, warnings = evaluate_runs(runs, judgements, [measure] if measure else None,
                                                  compare_depths=False)
