@@ -719,6 +719,28 @@ def test_runs_of_different_depths_are_said_to_be_when_a_measure_reads_past_the_s
 
 
 @pytest.mark.data
+def test_run_queries_averages_over_the_queries_a_run_holds_as_trec_eval_without_c(rerank, vaswani_index, data_root,
+                                                                                  tmp_path):
+    """Needs ../shared/data (Vaswani). A run cut with awk to ten queries was averaged over all 93 judged ones, as
+    trec_eval -c does, with no way to get trec_eval's default, the mean over the run's queries."""
+    stream = rerank("retrieve", "vaswani", "--k", "100", "--trec", cwd=tmp_path).stdout
+    cut = "".join(line + "\n" for line in stream.splitlines() if int(line.split()[0]) <= 10)
+    (tmp_path / "ten.trec").write_text(cut)
+    qrels = data_root / "vaswani" / "qrels"
+    done = rerank("eval", "ten.trec", "--qrels", str(qrels), "-m", "MAP", "-m", "nDCG@10", "-m", "P@5",
+                  "--run-queries", "--format", "json", cwd=tmp_path)
+    row, = json.loads(done.stdout)
+    expected = trec_eval(qrels, tmp_path / "ten.trec", ["map", "ndcg_cut.10", "P.5"], complete=False)
+    assert (row["MAP"], row["nDCG@10"], row["P@5"]) == pytest.approx(
+        (expected["map"], expected["ndcg_cut_10"], expected["P_5"]), abs=1e-4)
+    assert "evaluated on the 10 judged queries it was made for (--run-queries: the queries it holds)" in done.stderr
+    every = json.loads(rerank("eval", "ten.trec", "--qrels", str(qrels), "-m", "MAP", "--format", "json",
+                              cwd=tmp_path).stdout)[0]["MAP"]
+    assert every == pytest.approx(trec_eval(qrels, tmp_path / "ten.trec", ["map"])["map"], abs=1e-4)
+    assert every < row["MAP"]
+
+
+@pytest.mark.data
 def test_a_run_of_unjudged_queries_alone_is_named_as_one_run(rerank, tmp_path):
     """A run from a topics file of queries its data set does not judge was told 'the runs share no judged query',
     a message about several runs."""

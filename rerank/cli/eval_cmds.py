@@ -45,9 +45,12 @@ def _baseline_index(runs, baseline: str | None) -> int:
 @click.option("--format", "fmt", type=click.Choice(report.FORMATS), default="table", show_default=True)
 @click.option("-M", "--depth", type=click.IntRange(min=1), default=None,
               help="Evaluate each query's top DEPTH documents alone (trec_eval -M), e.g. a 1000-deep run at 100.")
+@click.option("--run-queries", is_flag=True,
+              help="Average over the judged queries the runs hold (trec_eval without -c), not "
+                   "over every judged query with a missing one as 0 (trec_eval -c).")
 @click.option("--strict", is_flag=True, help="Insist that ranks agree with scores.")
 def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_by, tests, correction, depth,
-                 strict) -> None:
+                 run_queries, strict) -> None:
     """Evaluate RUNS (files; '-' or none for stdin) and print a table or leaderboard.
 
     A run is named by its last stage (or its file); LABEL=FILE names it LABEL, as in rerank budget.
@@ -68,7 +71,7 @@ def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_
     base = _baseline_index(loaded, baseline)
     labels = [m.label for m in parse_measures(list(measures or judgements.measures), judgements.min_rel)]
     sort_label = sort_among(sort_by, labels) if sort_by is not None else None
-    evaluations, named, warnings = evaluate_runs(loaded, judgements, list(measures))
+    evaluations, named, warnings = evaluate_runs(loaded, judgements, list(measures), run_queries=run_queries)
     for warning in warnings:
         click.echo(f"rerank: note: {warning}", err=True)
     if per_query:

@@ -35,9 +35,11 @@ def trec_eval_binary() -> Path:
 
 
 def trec_eval(qrels: Path, run: Path, measures: list[str], min_rel: int = 1, per_query: bool = False,
-              depth: int | None = None) -> dict:
-    """Run trec_eval -c (-M depth); returns {measure: value} (or {(measure, qid): value} with per_query)."""
-    args = [str(trec_eval_binary()), "-c", "-l", str(min_rel), *(["-M", str(depth)] if depth else [])]
+              depth: int | None = None, complete: bool = True) -> dict:
+    """Run trec_eval -c (-M depth; without -c unless `complete`); returns {measure: value} (or {(measure, qid):
+    value} with per_query)."""
+    args = [str(trec_eval_binary()), *(["-c"] if complete else []), "-l", str(min_rel),
+            *(["-M", str(depth)] if depth else [])]
     for m in measures:
         args += ["-m", m]
     if per_query:

@@ -88,28 +88,28 @@ def load_runs(inputs: list[tuple[IO[str], str]], strict: bool, labels: list[str 
     return runs
 
 
-def _made_for(runs: list[Run], judgements: Judgements, warnings: list[str]) -> Judgements:
+def _made_for(runs: list[Run], judgements: Judgements, warnings: list[str], run_queries: bool) -> Judgements:
     """The judgements of the queries the runs were made for. A run whose header names a topics file (`retrieve
     --topics`, `--candidates --topics`, `score --topics`) was made for the queries it holds (a stage writes every
     query it was given, those it found nothing for too), and so was one cut to its first queries (`cat --first`):
-    it is evaluated on those, as trec_eval evaluates a run's queries, and a judged query it holds no result for counts as 0 (trec_eval -c). Other runs were made for every
-    judged query. Runs compared on one board are evaluated on the queries all were made for, so that each row is a
-    mean over the same queries and each comparison pairs them; a note says when that is fewer than are judged."""
-    made_for = [set(run.queries) for run in runs if made_for_held_queries(run.header)]
-    if not made_for:
+    it is evaluated on those, as trec_eval evaluates a run's queries, and a judged query it holds no result for
+    counts as 0 (trec_eval -c). Other runs were made for every judged query, unless `run_queries` (eval
+    --run-queries: trec_eval without -c) takes every run as made for the queries it holds.
+    Runs compared on one board are evaluated on the queries all were made for, so that each row is a mean over
+    the same queries and each comparison pairs them; a note says when that is fewer than are judged."""
+    held = [run for run in runs if run_queries or made_for_held_queries(run.header)]
+    if not held:
         return judgements
-    common = set.intersection(*made_for)
+    common = set.intersection(*(set(run.queries) for run in held))
     kept = {qid: grades for qid, grades in judgements.qrels.items() if qid in common}
-    if not kept and len(made_for) > 1:  # one run alone: none of its queries is judged, as said below
-        raise DataError("the runs share no judged query: those from topics files or cut by cat --first are made for "
-                        "their queries alone "
-                        f"({', '.join(run.source for run in runs if made_for_held_queries(run.header))}); "
-                        "evaluate them apart")
+    why = "--run-queries" if run_queries else "a run from a topics file or cut by cat --first"
+    if not kept and len(held) > 1:  # one run alone: none of its queries is judged, as said below
+        raise DataError(f"the runs share no judged query, and are evaluated on the queries they hold ({why}): "
+                        f"{', '.join(run.source for run in held)}; evaluate them apart")
     if len(kept) < len(judgements.qrels):
         whose = "it was" if len(runs) == 1 else "every run was"
         warnings.append(f"evaluated on the {counted(len(kept), 'judged query', 'judged queries')} {whose} made for "
-                        "(a run from a topics file or cut by cat --first: the queries it holds), not on all "
-                        f"{len(judgements.qrels)} of {judgements.source}")
+                        f"({why}: the queries it holds), not on all {len(judgements.qrels)} of {judgements.source}")
     return replace(judgements, qrels=kept)
 
 
@@ -132,16 +132,18 @@ def _uneven_depths(runs: list[Run], measures: list[NamedMeasure]) -> str | None:
 
 
 def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[str] | None,
-                  compare_depths: bool = True) -> tuple[list[Evaluation], list[NamedMeasure], list[str]]:
+                  compare_depths: bool = True, run_queries: bool = False
+                  ) -> tuple[list[Evaluation], list[NamedMeasure], list[str]]:
     """Per-run evaluations plus warnings (missing / unjudged queries; with `compare_depths`, runs of different
-    depths) for stderr. A budget report compares depths on purpose, and says so itself."""
+    depths) for stderr. A budget report compares depths on purpose, and says so itself. `run_queries`: see
+    `_made_for`."""
     measures = parse_measures(measure_names or list(judgements.measures), judgements.min_rel)
     evaluations, warnings = [], []
     uneven = _uneven_depths(runs, measures) if compare_depths else None
     if uneven:
         warnings.append(uneven)
     judged_anywhere = set(judgements.qrels)
-    judgements = _made_for(runs, judgements, warnings)
+    judgements = _made_for(runs, judgements, warnings, run_queries)
     skipped = trec_names_skipped(measure_names or [])
     if skipped:
         warnings.append(f"trec_eval's {', '.join(skipped)} cannot be computed by ir_measures: left out")
