@@ -414,8 +414,8 @@ class Run:
 def load_run(handle: IO[str], source: str, strict: bool = False) -> Run:
     """Read a whole run; unlike streaming, records of a query may be scattered (as trec_eval allows).
 
-    Large well-formed runs take a vectorised path (pandas' C parser); anything it cannot vouch for is
-    read again line by line, which names the offending line.
+    Outside `strict`, a run takes a vectorised path first (pyarrow's CSV reader, `_load_fast`); anything it
+    cannot vouch for is read again line by line, which names the offending line.
     """
     try:
         text = handle.read().removeprefix(BYTE_ORDER_MARK)
@@ -500,7 +500,8 @@ def _split_comments(raw: bytes) -> tuple[list[tuple[bool, str]], bytes]:
 
 def _load_fast(text: str, source: str) -> Run | None:
     """The whole run via pyarrow's CSV reader, or None when the text is not plainly well-formed
-    (single spaces between six columns, numeric scores, no duplicates): the slow path then explains.
+    (six columns, each separated by a single space or tab, numeric scores, no duplicates): the slow path then
+    explains.
 
     Why not pandas: its reader with string columns is ~5x slower here, and 1M-line runs are common.
     """
