@@ -1,10 +1,10 @@
 """The interface every re-ranker implements, and the registry of models by name.
 
-A re-ranker only scores (query, document) pairs; the score stage (rerank/score.py) does batching,
-truncation to a depth, timing, caching and writing. Models register a loader under a name:
+A re-ranker only scores (query, document) pairs, batching its own forward passes; the score stage
+(rerank/score.py) does truncation to a depth, text lookup, timing, caching and the output ranking. Models are
+registered by name in MODELS, each with its loader:
 
-    @register_model("bert")
-    def load_bert(checkpoint: str | None, **options) -> Reranker: ...
+    "bert": "rerank.models.bert:load_bert",  # load_bert(checkpoint: str | None, **options) -> Reranker
 
 Loaders are listed as "module:function" strings so that naming a model imports only that model.
 """
