@@ -11,7 +11,8 @@ TKL (Hofstätter et al., SIGIR 2020): the document is contextualised in overlapp
 5 tokens of context each side, so cost is linear in length), kernel activations per query term are summed
 over sliding windows (30 terms, stride 2), saturated with log1p, summed over query terms and weighted into
 a region score; the top-k (3) non-overlapping regions are combined with learned weights. The chosen
-regions are what `regions()` reports, with character offsets in the document.
+regions are what `TKReranker.explain()` reports (from `TKModule.region_scores`), with character offsets in the
+document.
 
 Choices where the papers leave room (see benchmarks/results/tk_*.md for the comparison):
 - Embeddings are frozen (54 training queries cannot fine-tune a vocabulary): GloVe 6B 50-d from
