@@ -1,4 +1,5 @@
-"""Evaluate runs end to end: load them, find their qrels and measures, build the leaderboard."""
+"""Evaluate runs end to end: load them, find their qrels and measures, evaluate each on the queries they were
+made for, and collect the notes for stderr (`report.py` builds the leaderboard from the evaluations)."""
 
 from __future__ import annotations
 
