@@ -221,11 +221,11 @@ def get_dataset(name: str, root: str | Path | None = None) -> Dataset:
     return DATASETS[name](data_root(root))
 
 
-def files_dataset(corpus: str | None = None, topics: str | None = None, qrels: str | None = None,
-                  name: str = "custom") -> Dataset:
-    """A data set made of files the user names directly (formats detected from content)."""
-    files = {k: Path(v) for k, v in (("corpus", corpus), ("topics", topics), ("qrels", qrels)) if v}
+def files_dataset(corpus: str | None = None, topics: str | None = None) -> Dataset:
+    """A data set made of files the user names directly (formats detected from content); qrels given as files
+    are read by evaluation (`session.judgements_for`), not through a data set."""
+    files = {k: Path(v) for k, v in (("corpus", corpus), ("topics", topics)) if v}
     for path in files.values():
         if not path.exists():  # a folder or a pipe is named when read (formats.open_text, _first_non_blank)
             raise DataError(f"file not found: {path}")
-    return Dataset(name, "files given on the command line", files)
+    return Dataset("custom", "files given on the command line", files)
