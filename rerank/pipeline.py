@@ -55,9 +55,9 @@ STAGE_KINDS: dict[str, str] = {
     "fuse": "rerank.retrieve.fusion:fuse_stage",
 }
 StageKind = Callable[[str, dict, Stream | None], Stream]
+LOCAL_BACKENDS = ("lucene", "dense")  # indexes under indexes/ (an Elasticsearch index lives on its server)
 # kind -> "module:function" taking (dataset, stage parameters): what the stage would refuse, refused before any
 # stage runs (a misspelt model must not wait for an hour of retrieval).
-LOCAL_BACKENDS = ("lucene", "dense")  # indexes under indexes/ (an Elasticsearch index lives on its server)
 STAGE_CHECKS: dict[str, str] = {
     "retrieve": "rerank.retrieve.api:check_retrieve_stage",
     "candidates": "rerank.retrieve.api:check_candidates_stage",
@@ -331,9 +331,9 @@ def _check_leaderboard(source: str, spec: dict) -> None:
     if not evaluated:
         raise DataError(f"{source}: every stage has evaluate = false: the leaderboard needs at least one evaluated "
                         "stage")
-    if spec.get("baseline", evaluated[0] if evaluated else None) not in evaluated:
+    if spec.get("baseline", evaluated[0]) not in evaluated:
         raise DataError(f"{source}: baseline {spec.get('baseline')!r} is not an evaluated stage "
-                        f"({', '.join(evaluated) or 'none'})")
+                        f"({', '.join(evaluated)})")
     if labels and "sort" in spec:
         try:
             sort_among(spec["sort"], labels, "sort")
