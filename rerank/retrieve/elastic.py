@@ -299,7 +299,7 @@ def _error_reason(error) -> str:
 
 
 class ElasticIndex:
-    """An open, complete Elasticsearch index: msearch BM25 and text lookup by docid."""
+    """An open, complete Elasticsearch index, searched with msearch BM25."""
 
     default_stage = "bm25"  # the run tag when --name is not given
 
@@ -352,15 +352,6 @@ class ElasticIndex:
             for ranking in rankings:
                 ranking.timings.append(Timing(stage, share, len(ranking)))  # what it handled, not what was asked
                 yield ranking
-
-    def texts(self, docids: Iterable[str]) -> dict[str, str]:
-        """docid -> stored contents (documents not in the index are left out)."""
-        wanted, out = list(docids), {}
-        for start in range(0, len(wanted), 1000):
-            answer = self.connection.call(f"fetch documents from {self.index_name}", self.connection.client.mget,
-                                          index=self.index_name, ids=wanted[start : start + 1000])
-            out.update({d["_id"]: d["_source"].get(FIELD, "") for d in answer["docs"] if d.get("found")})
-        return out
 
 
 def open_index(name: str, es_url: str | None = None, index_name: str | None = None, es_ca_certs: str | None = None,
