@@ -124,7 +124,7 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
         for r, cells in zip(rows, table):
             c = (r.versus or {}).get(counted)
             cells.append(f"{c.wins}/{c.ties}/{c.losses}" if c else "-")
-    out = _markdown(header, table) if fmt == "markdown" else _text(header, table)
+    out = _markdown(header, table) if fmt == "markdown" else text_table(header, table)
     if many:
         out += "\n" + significance.legend(baseline_name)
     return out
@@ -204,7 +204,7 @@ def render_per_query(evaluations: list[Evaluation], measures: list[NamedMeasure]
     table = [[run, qid, *[_cell(v, m) for v, m in zip(numbers[:len(labels)], measures)],
               *["" if v is None else _signed(v, m) for v, m in zip(numbers[len(labels):], measures)]]
              for run, qid, *numbers in values]
-    return _markdown(header, table) if fmt == "markdown" else _text(header, table)
+    return _markdown(header, table) if fmt == "markdown" else text_table(header, table)
 
 
 def _csv(header: list[str], table: list[list[str]]) -> str:
@@ -215,9 +215,10 @@ def _csv(header: list[str], table: list[list[str]]) -> str:
     return buf.getvalue()
 
 
-def _text(header: list[str], table: list[list[str]]) -> str:
+def text_table(header: list, table: list[list]) -> str:
+    """Columns padded to their widest cell, two spaces apart (the leaderboard's and the budget report's)."""
     widths = [max(len(str(x)) for x in col) for col in zip(header, *table)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths))]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in table]
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
