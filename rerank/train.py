@@ -231,9 +231,14 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
     return manifest
 
 
-def new_trainable(name: str, **options: Any) -> TrainableRanker:
+def check_trainable(name: str) -> None:
+    """Refuse a model with no factory in TRAINABLE (`rerank train` asks first, before any training data is read)."""
     if name not in TRAINABLE:
         raise UsageError(f"cannot train model {name!r}; trainable: {', '.join(sorted(TRAINABLE))}")
+
+
+def new_trainable(name: str, **options: Any) -> TrainableRanker:
+    check_trainable(name)
     module, _, function = TRAINABLE[name].partition(":")
     factory: Callable[..., TrainableRanker] = getattr(importlib.import_module(module), function)
     return factory(**options)

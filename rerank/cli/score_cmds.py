@@ -159,11 +159,10 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
           init_from) -> None:
     """Train MODEL on judged candidates (a data set's, or a run file's) and write the best checkpoint to OUTPUT."""
     from ..models.base import checked_model_options
-    from ..train import TRAINABLE, TrainArgs, read_checkpoint
+    from ..train import TrainArgs, check_trainable, read_checkpoint
     from ..train import train as run_training
 
-    if model_name not in TRAINABLE:
-        raise UsageError(f"cannot train model {model_name!r}; trainable: {', '.join(sorted(TRAINABLE))}")
+    check_trainable(model_name)
     given = {k: v for k, v in (("max_length", max_length), ("threads", threads)) if v is not None}
     options = checked_model_options(model_name, given)  # TK caps queries and documents apart: no --max-length
     if init_from:
