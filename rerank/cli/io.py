@@ -15,8 +15,9 @@ from ..runs import RunReader, Stream, open_run_file
 
 
 def run_output_options(command: Callable) -> Callable:
-    """-o and --trec, for every command that writes a run stream: its `#` lines carry what the next stage and eval
-    read, and trec_eval stops at the first of them, so each option says which to use for what."""
+    """-o and --trec, for the stage commands that write a run stream (retrieve, score, fuse; cat words its own):
+    its `#` lines carry what the next stage and eval read, and trec_eval stops at the first of them, so each option
+    says which to use for what."""
     command = click.option("--trec", "trec_only", is_flag=True,
                            help="Plain TREC lines, as trec_eval reads them (no # header or timings; eval then "
                                 "needs --qrels, and the next stage --topics/--corpus).")(command)
