@@ -88,6 +88,17 @@ def test_a_model_ahead_at_every_budget_is_reported_as_a_lead(tmp_path):
     assert json.loads(budget.render(report, "json"))["leads"][0]["sentence"].startswith("quick is")
 
 
+def test_a_bar_in_a_model_label_is_escaped_in_markdown(tmp_path):
+    """`budget 'bm25|bert=FILE' --format markdown` split its rows into one cell too many; eval's tables escaped
+    it already (the two tables are one function now)."""
+    points, label = budget.measure_points([_load(_write_run(tmp_path, "m", 20, 4.0, 2), "bm25|bert")], "nDCG@10")
+    text = budget.render(budget.build_report(points, label, "median", [10]), "markdown")
+    tables = [[line for line in block.splitlines() if line.startswith("|")] for block in text.split("\n\n")]
+    for table in filter(None, tables):  # every row of a table as many cells as its header
+        assert len({line.replace("\\|", "").count("|") for line in table}) == 1, table
+    assert text.count("bm25\\|bert") == 2
+
+
 def test_deepest_fitting_depth_versus_the_oracle(tmp_path):
     """Deeper is worse here: a budget buys the deepest depth that fits, unless pick="best" (an oracle)."""
     paths = [_write_run(tmp_path, "m", 5, 2.0, 2), _write_run(tmp_path, "m", 20, 20.0, 1)]

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import DataError, UsageError
 from ..runs import Run
 from .measures import is_count, parse_measure
-from .report import text_table
+from .report import markdown_table, text_table
 from .session import evaluate_runs, judgements_for
 
 STATISTICS = ("median", "p95")
@@ -391,7 +391,7 @@ def render(report: BudgetReport, fmt: str) -> str:
                                  repr(best["effectiveness"]) if best else "",  # every digit, as eval's CSV
                                  model in top])
         return buf.getvalue()
-    table = _markdown if fmt == "markdown" else text_table
+    table = markdown_table if fmt == "markdown" else text_table
     notes = [b.sentence() for b in report.best] if len(models) > 1 else []
     for i, c in enumerate(report.crossings):
         if c.alone:  # "X fits from ..., Y only from ...": the best models above say it for every pair at once
@@ -407,12 +407,6 @@ def render(report: BudgetReport, fmt: str) -> str:
                 "and p95_ms show no per-query spread\n" if shared else "")
     return (table(point_header, point_rows) + footnote + "\n" + table(budget_header, budget_rows) + "\n"
             + "\n".join(bullet + n for n in notes) + "\n")
-
-
-def _markdown(header: list, rows: list[list]) -> str:
-    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
 
 
 def plot(report: BudgetReport, path: str, title: str | None = None) -> None:

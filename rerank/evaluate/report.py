@@ -124,7 +124,7 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
         for r, cells in zip(rows, table):
             c = (r.versus or {}).get(counted)
             cells.append(f"{c.wins}/{c.ties}/{c.losses}" if c else "-")
-    out = _markdown(header, table) if fmt == "markdown" else text_table(header, table)
+    out = markdown_table(header, table) if fmt == "markdown" else text_table(header, table)
     if many:
         out += "\n" + significance.legend(baseline_name)
     return out
@@ -204,7 +204,7 @@ def render_per_query(evaluations: list[Evaluation], measures: list[NamedMeasure]
     table = [[run, qid, *[_cell(v, m) for v, m in zip(numbers[:len(labels)], measures)],
               *["" if v is None else _signed(v, m) for v, m in zip(numbers[len(labels):], measures)]]
              for run, qid, *numbers in values]
-    return _markdown(header, table) if fmt == "markdown" else text_table(header, table)
+    return markdown_table(header, table) if fmt == "markdown" else text_table(header, table)
 
 
 def _csv(header: list[str], table: list[list[str]]) -> str:
@@ -223,8 +223,12 @@ def text_table(header: list, table: list[list]) -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
-def _markdown(header: list[str], table: list[list[str]]) -> str:
-    """A '|' in a cell is escaped: a run labelled a|b (eval a|b=FILE) split its row into one cell too many."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in table]
+def markdown_table(header: list, table: list[list]) -> str:
+    """A '|' in a cell is escaped: a run labelled a|b (eval a|b=FILE) split its row into one cell too many (the
+    leaderboard's and the budget report's, whose header cells name models)."""
+
+    def cells(row: list) -> str:
+        return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |"
+
+    lines = [cells(header), "|" + "---|" * len(header)] + [cells(row) for row in table]
     return "\n".join(lines) + "\n"
