@@ -171,11 +171,11 @@ def test_interrupted_build_resumes_from_saved_shards(home, cacm_slice, tiny_enco
             yield doc
 
     with pytest.raises(KeyboardInterrupt):
-        dense.build("resumed", interrupted(), None, {"corpus": "slice"}, encoder=tiny_encoder)
+        dense.build("resumed", interrupted(), {"corpus": "slice"}, encoder=tiny_encoder)
     assert not (home / "indexes" / "resumed" / "dense").exists()
-    info = dense.build("resumed", iter(docs), None, {"corpus": "slice"}, encoder=tiny_encoder)
+    info = dense.build("resumed", iter(docs), {"corpus": "slice"}, encoder=tiny_encoder)
     assert info.documents == 70 and info.source["resumed_documents"] == 40  # two whole shards of 20
-    fresh = dense.build("fresh", iter(docs), None, {"corpus": "slice"}, encoder=tiny_encoder)
+    fresh = dense.build("fresh", iter(docs), {"corpus": "slice"}, encoder=tiny_encoder)
     assert fresh.source["resumed_documents"] == 0
     resumed_vectors = np.load(home / "indexes" / "resumed" / "dense" / dense.VECTORS)
     assert np.allclose(resumed_vectors, np.load(home / "indexes" / "fresh" / "dense" / dense.VECTORS), atol=1e-6)
@@ -201,10 +201,10 @@ def test_a_build_resumed_after_its_corpus_changed_encodes_it_again(home, cacm_sl
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        dense.build("edited", interrupted(), None, {"corpus": str(corpus)}, encoder=tiny_encoder)
+        dense.build("edited", interrupted(), {"corpus": str(corpus)}, encoder=tiny_encoder)
     corpus.write_text(corpus.read_text().upper())
     os.utime(corpus, ns=(corpus.stat().st_atime_ns, corpus.stat().st_mtime_ns + 10**9))
-    info = dense.build("edited", iter(docs), None, {"corpus": str(corpus)}, encoder=tiny_encoder)
+    info = dense.build("edited", iter(docs), {"corpus": str(corpus)}, encoder=tiny_encoder)
     assert info.source["resumed_documents"] == 0
 
 
@@ -221,20 +221,20 @@ def test_an_overwrite_that_changes_only_the_faiss_index_encodes_nothing(home, ca
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text("".join(json.dumps({"id": d.docid, "contents": d.contents}) + "\n" for d in docs))
     source = {"corpus": str(corpus)}
-    dense.build("switch", iter(docs), None, source, encoder=tiny_encoder)
+    dense.build("switch", iter(docs), source, encoder=tiny_encoder)
     before = np.load(home / "indexes" / "switch" / "dense" / dense.VECTORS)
     real_encoder, loads = dense.load_encoder, []
     monkeypatch.setattr(dense, "load_encoder", lambda *args: loads.append(args) or real_encoder(*args))
-    info = dense.build("switch", iter(docs), None, source, encoder=tiny_encoder, hnsw=16, overwrite=True)
+    info = dense.build("switch", iter(docs), source, encoder=tiny_encoder, hnsw=16, overwrite=True)
     assert loads == [] and info.source["faiss"] == "HNSW16,IP" and info.source[dense.REUSED]
     assert (np.load(home / "indexes" / "switch" / "dense" / dense.VECTORS) == before).all()
     topics = {d.docid: d.contents for d in docs[:3]}
     assert [r.docids[0] for r in dense.open_index("switch", encoder=tiny_encoder).search(topics, k=5)] == list(topics)
     loads.clear()  # (the search's query encoder)
     os.utime(corpus, ns=(corpus.stat().st_atime_ns, corpus.stat().st_mtime_ns + 10**9))  # the corpus may have changed
-    info = dense.build("switch", iter(docs), None, source, encoder=tiny_encoder, overwrite=True)
+    info = dense.build("switch", iter(docs), source, encoder=tiny_encoder, overwrite=True)
     assert len(loads) == 1 and not info.source[dense.REUSED]
-    info = dense.build("switch", iter(docs), None, {"corpus": str(tmp_path / "other.jsonl")}, encoder=tiny_encoder,
+    info = dense.build("switch", iter(docs), {"corpus": str(tmp_path / "other.jsonl")}, encoder=tiny_encoder,
                        overwrite=True)  # other documents (here a name with no file: no file state to tell them apart)
     assert len(loads) == 2 and info.source["resumed_documents"] == 0
 
@@ -249,7 +249,7 @@ def test_an_overwrite_of_a_damaged_index_encodes_again(home, cacm_slice, tiny_en
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text("".join(json.dumps({"id": d.docid, "contents": d.contents}) + "\n" for d in docs))
     source, folder = {"corpus": str(corpus)}, home / "indexes" / "damaged" / "dense"
-    dense.build("damaged", iter(docs), None, source, encoder=tiny_encoder)
+    dense.build("damaged", iter(docs), source, encoder=tiny_encoder)
     good = np.load(folder / dense.VECTORS)
     for damage in (lambda: (folder / dense.DOCIDS).write_text("\n".join(d.docid for d in docs[:10]) + "\n"),
                    lambda: (folder / dense.VECTORS).write_bytes((folder / dense.VECTORS).read_bytes()[:1000]),
@@ -257,7 +257,7 @@ def test_an_overwrite_of_a_damaged_index_encodes_again(home, cacm_slice, tiny_en
                    lambda: (folder / "rerank-index.json").write_text("{not json"),
                    lambda: (folder / "rerank-index.json").write_text('{"name": "damaged", "unknown": 1}')):
         damage()
-        info = dense.build("damaged", iter(docs), None, source, encoder=tiny_encoder, overwrite=True)
+        info = dense.build("damaged", iter(docs), source, encoder=tiny_encoder, overwrite=True)
         assert not info.source[dense.REUSED] and info.documents == 30
         assert (folder / dense.DOCIDS).read_text().split() == [d.docid for d in docs]
         assert np.allclose(np.load(folder / dense.VECTORS), good, atol=1e-6)
@@ -291,7 +291,7 @@ def test_a_repeated_docid_stops_the_build_where_it_appears(home, cacm_slice, tin
     assert encoded == [20]  # the first shard; the second holds the repeat and is not encoded
     assert not (home / "indexes" / "twice" / ".dense.partial").exists()  # the corrected corpus starts afresh
     with pytest.raises(BackendError, match="no documents"):
-        dense.build("nothing", iter([]), None, {}, encoder=tiny_encoder)
+        dense.build("nothing", iter([]), {}, encoder=tiny_encoder)
     assert not (home / "indexes" / "nothing").exists() or not any((home / "indexes" / "nothing").iterdir())
 
 
@@ -302,8 +302,8 @@ def test_hnsw_finds_what_exact_search_finds(home, cacm_slice, tiny_encoder, monk
 
     docs = _documents(cacm_slice, 100)
     topics = {d.docid: d.contents for d in docs[:5]}
-    dense.build("exact", iter(docs), None, {}, encoder=tiny_encoder)
-    dense.build("graph", iter(docs), None, {}, encoder=tiny_encoder, hnsw=16)
+    dense.build("exact", iter(docs), {}, encoder=tiny_encoder)
+    dense.build("graph", iter(docs), {}, encoder=tiny_encoder, hnsw=16)
     exact = list(dense.open_index("exact", encoder=tiny_encoder).search(topics, k=10))
     graph = list(dense.open_index("graph", encoder=tiny_encoder).search(topics, k=10, ef_search=64))
     for a, b in zip(exact, graph):
@@ -331,7 +331,7 @@ def test_hnsw_finds_what_exact_search_finds(home, cacm_slice, tiny_encoder, monk
 def test_an_index_built_with_another_encoder_is_refused(rerank, home, cacm_slice, tiny_encoder):  # noqa: F811
     from rerank.retrieve import dense
 
-    dense.build("tinyslice", iter(_documents(cacm_slice, 50)), None, {}, encoder=tiny_encoder, overwrite=True)
+    dense.build("tinyslice", iter(_documents(cacm_slice, 50)), {}, encoder=tiny_encoder, overwrite=True)
     done = rerank("retrieve", "tinyslice", "--backend", "dense", "--topics", str(cacm_slice / "topics.tsv"),
                   check=False)
     assert done.returncode == 1 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
@@ -388,7 +388,7 @@ def test_a_rebuild_never_deletes_the_live_index_in_place(home, cacm_slice, tiny_
     from rerank.retrieve import dense
 
     docs = _documents(cacm_slice, 30)
-    dense.build("live", iter(docs), None, {}, encoder=tiny_encoder)
+    dense.build("live", iter(docs), {}, encoder=tiny_encoder)
     live = home / "indexes" / "live" / "dense"
     deleting = shutil.rmtree
 
@@ -397,7 +397,7 @@ def test_a_rebuild_never_deletes_the_live_index_in_place(home, cacm_slice, tiny_
         return deleting(path, *args, **kwargs)
 
     monkeypatch.setattr(shutil, "rmtree", rmtree)
-    info = dense.build("live", iter(docs[:20]), None, {}, encoder=tiny_encoder, overwrite=True)
+    info = dense.build("live", iter(docs[:20]), {}, encoder=tiny_encoder, overwrite=True)
     assert info.documents == 20 and dense.open_index("live", encoder=tiny_encoder).info.documents == 20
     assert sorted(p.name for p in live.parent.iterdir()) == ["dense"]  # nothing aside is left
 
@@ -491,7 +491,7 @@ def test_an_hnsw_m_faiss_cannot_take_is_refused_before_encoding(home, tiny_encod
 
     for m in (1, 2 ** 30, 10 ** 11):
         with pytest.raises(UsageError, match=f"links per node \\(e.g. 32\\), not {m}"):
-            dense.build("huge-m", documents(), None, {}, encoder=tiny_encoder, hnsw=m)
+            dense.build("huge-m", documents(), {}, encoder=tiny_encoder, hnsw=m)
 
 
 def test_an_encoder_folder_that_is_not_a_usable_model_is_one_line(tiny_encoder, tmp_path):

@@ -124,7 +124,7 @@ def test_a_server_lost_while_loading_is_one_error(tmp_path):
                 yield Document(f"d{i}", f"document number {i}")
 
         with pytest.raises(BackendError, match=f"cannot reach Elasticsearch at {url}"):
-            elastic.build("lost", documents(), None, {}, es_url=url)
+            elastic.build("lost", documents(), {}, es_url=url)
 
 
 def test_a_failing_query_is_named_and_nothing_is_written(es_slice, es_server, cacm_slice, tmp_path):  # noqa: F811

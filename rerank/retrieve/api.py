@@ -1,7 +1,7 @@
 """First stages behind one interface: build an index, retrieve a run stream, or replay shipped candidates.
 
 A back end is a module registered by name in BACKENDS that provides
-`build(name, documents, total, source, **options) -> IndexInfo` and
+`build(name, documents, source, **options) -> IndexInfo` and
 `open_index(name, k=..., **options)` whose `.search(topics, k, **options)` yields QueryRankings (`k` comes
 to open_index too, for provenance that depends on it and limits to check before searching), and whose
 `default_stage` names the run when --name is not given. The run's header
@@ -96,7 +96,7 @@ def build_index(name: str, backend_name: str = "lucene", corpus: str | None = No
     source = {"dataset": name} if corpus is None else {"corpus": str(Path(corpus).resolve())}
     documents = distinct_ids(collection.documents(), corpus or f"data set {name}")
     with build_lock(name, backend_name):
-        return module.build(name, documents, None, source, **options)
+        return module.build(name, documents, source, **options)
 
 
 def check_retrieve(name: str, backend_name: str, k: int, topics: str | None, options: dict):

@@ -208,7 +208,7 @@ def _discarded_on(error: type[Exception], partial: Path) -> Iterator[None]:
         raise
 
 
-def build(name: str, documents: Iterable[Document], total: int | None, source: dict, threads: int = 2,
+def build(name: str, documents: Iterable[Document], source: dict, threads: int = 2,
           overwrite: bool = False, encoder: str | None = None, hnsw: int | None = None, **_options) -> IndexInfo:
     """Encode `documents` shard by shard (resumable), or take the vectors of the index this one overwrites if
     they came from the same documents and encoder; then write vectors + faiss index + manifest."""
@@ -235,7 +235,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
         docids, matrix = stored
         resumed = len(docids)
     else:
-        docids, matrix, resumed = _encode(name, documents, total, path, threads, partial)
+        docids, matrix, resumed = _encode(name, documents, path, threads, partial)
     import faiss
 
     faiss.omp_set_num_threads(threads)
@@ -252,7 +252,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
     return info
 
 
-def _encode(name: str, documents: Iterable[Document], total: int | None, encoder: str, threads: int, partial: Path):
+def _encode(name: str, documents: Iterable[Document], encoder: str, threads: int, partial: Path):
     """docids, their vectors and how many were resumed: shard by shard, each saved in `partial` when done."""
     import numpy as np
 
@@ -260,7 +260,7 @@ def _encode(name: str, documents: Iterable[Document], total: int | None, encoder
     docids: list[str] = []
     parts = []
     resumed = 0
-    with Progress(f"encoding {name}", "doc", total) as bar, _discarded_on(DataError, partial):
+    with Progress(f"encoding {name}", "doc") as bar, _discarded_on(DataError, partial):
         for number, shard in enumerate(_shards(documents)):
             ids = [doc.docid for doc in shard]
             vec_file, ids_file = partial / f"{number:05d}.npy", partial / f"{number:05d}.ids"

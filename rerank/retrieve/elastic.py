@@ -189,7 +189,7 @@ def _build_command(name: str, connection: Connection, index_name: str) -> str:
     return build_command(name, f" --backend elasticsearch --es-url {connection.shown}{extra}")
 
 
-def build(name: str, documents: Iterable[Document], total: int | None, source: dict, overwrite: bool = False,
+def build(name: str, documents: Iterable[Document], source: dict, overwrite: bool = False,
           es_url: str | None = None, index_name: str | None = None, shards: int | None = None,
           k1: float | None = None, b: float | None = None, es_ca_certs: str | None = None,
           es_verify_certs: bool | None = None, **_options) -> IndexInfo:
@@ -242,7 +242,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
 
     def load() -> tuple[int, int, list[str]]:
         loaded, failed, reasons = 0, 0, []
-        with Progress(f"loading {index_name}", "doc", total) as bar:
+        with Progress(f"loading {index_name}", "doc") as bar:
             results = helpers.streaming_bulk(connection.client, actions(), chunk_size=BULK_CHUNK, raise_on_error=False,
                                              raise_on_exception=False, max_retries=2)
             for ok, item in results:  # a document's failure comes back as an item; a lost server raises

@@ -35,7 +35,7 @@ _jvm_is_warm = False  # set once this process's JVM has run a search
 MAX_QUERY_TERMS = 1 << 20
 
 
-def build(name: str, documents: Iterable[Document], total: int | None, source: dict,
+def build(name: str, documents: Iterable[Document], source: dict,
           threads: int = 2, overwrite: bool = False, **_options) -> IndexInfo:
     """Index `documents` into indexes/NAME/lucene/ (built aside, then moved into place)."""
     target = index_folder(name) / BACKEND
@@ -48,7 +48,7 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
         indexer = indexer_class(["-index", str(tmp), "-storePositions", "-storeDocvectors", "-storeRaw",
                                  "-input", "", "-collection", "JsonCollection", "-threads", str(threads)])
         batch: list[str] = []
-        with Progress(f"indexing {name}", "doc", total) as bar:
+        with Progress(f"indexing {name}", "doc") as bar:
             for doc in documents:
                 fed += 1
                 batch.append(json.dumps({"id": doc.docid, "contents": doc.contents}))
@@ -63,8 +63,6 @@ def build(name: str, documents: Iterable[Document], total: int | None, source: d
         # Anserini skips documents without text (its 'empty' counter): say so rather than lose them quietly
         info = IndexInfo(name, BACKEND, count, {**source, "files": files, **empty_skipped(fed - count)})
         info.write(tmp)
-    if total is not None and count != total:
-        raise BackendError(f"indexed {count} of {total} documents into {target}")
     return info
 
 
