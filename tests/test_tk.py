@@ -531,6 +531,21 @@ def test_lexical_options_are_checked():
             TKConfig.from_dict(bad)
 
 
+def test_tkl_options_are_refused_for_tk_instead_of_recorded_unused():
+    """`-O saturation=log` (README: "for TKL") and TKL's chunk/region sizes change nothing in TK, whose config
+    would record them all the same; `rerank train tk` refuses them, and tkl takes them."""
+    from rerank.models.tk import new_trainable
+
+    for option in ({"saturation": "log"}, {"regions": 2}, {"window": 8, "stride": 2}, {"chunk": 10, "overlap": 2}):
+        with pytest.raises(UsageError, match="TKL's option.*tk does not use"):
+            new_trainable("tk", **option)
+    with pytest.raises(UsageError, match="unknown tk option.*foo") as refused:
+        new_trainable("tk", foo=1)
+    assert "saturation" not in str(refused.value)  # not offered to tk as a known option
+    module = new_trainable("tkl", **{**TINY, "saturation": "log"})
+    assert module.config.variant == "tkl" and module.config.saturation == "log"
+
+
 @pytest.mark.data
 def test_train_and_score_with_lexical_options_through_the_cli(tmp_path, rerank, session_home):
     log = tmp_path / "log.tsv"

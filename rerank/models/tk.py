@@ -546,14 +546,21 @@ class TKModule(nn.Module):
         return {**asdict(self.config), "vocabulary": self.vocabulary.name}
 
 
+TKL_ONLY_OPTIONS = frozenset({"chunk", "overlap", "window", "stride", "regions", "saturation"})
+
+
 def new_trainable(variant: str = "tk", threads: int | None = None, base: str | None = None,
                   **options: Any) -> TKModule:
     """A fresh TK/TKL from `options` (TKConfig fields), or the checkpoint `base` to train on."""
     set_threads(threads)
-    known = {f.name for f in fields(TKConfig)} - {"variant"}
-    unknown = sorted(set(options) - known)
+    known = {f.name for f in fields(TKConfig)} - {"variant"} - (TKL_ONLY_OPTIONS if variant == "tk" else set())
+    unknown = sorted(set(options) - known - TKL_ONLY_OPTIONS)
     if unknown:
         raise UsageError(f"unknown {variant} option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    tkl_only = sorted(set(options) & TKL_ONLY_OPTIONS) if variant == "tk" else []
+    if tkl_only:  # TK scores the whole passage: these would do nothing but be recorded in its config
+        raise UsageError(f"{', '.join(tkl_only)}: TKL's option(s) (chunks and regions), which tk does not use; "
+                         "drop them, or train tkl")
     if base:
         from ..train import read_checkpoint
 
