@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .docstore import DocStore, doc_store_for, queries_for
-from .errors import DataError, UsageError, counted
+from .errors import DataError, UsageError, counted, verb
 from .models.base import Reranker, load_model
 from .normalise import zscores
 from .paths import cache_dir
@@ -134,7 +134,8 @@ def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Rer
     if missing and not skip_missing:
         absent = next(d for d in ranking.docids[:depth] if d not in texts)
         raise DataError(f"query {ranking.qid}: document {absent} is not in the document store "
-                        f"({missing} of its top {depth} are missing); pass --skip-missing to leave them unscored")
+                        f"({missing} of the {len(ranking.docids[:depth])} to score {verb(missing, 'is', 'are')} "
+                        "missing); pass --skip-missing to leave them unscored")
     scores: dict[str, float] = {}
     if head and cache is not None:
         keys = {d: cache.key(query, texts[d]) for d in head}
