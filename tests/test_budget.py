@@ -399,6 +399,22 @@ def test_depth_is_the_one_scored_not_the_one_asked_for(tmp_path):
     assert budget.run_depth(run) == 20
 
 
+def test_runs_of_one_name_but_other_checkpoints_are_not_one_curve(tmp_path):
+    """Curves were grouped by stage name alone: TK at depth 20 from one checkpoint and at 100 from a retrained one
+    (or another model given --name tk) were drawn as one model's curve, saying nothing."""
+    runs = [_load(_write_run(tmp_path, "tk", depth, 5.0 * depth, 2)) for depth in (20, 100)]
+    for run, checkpoint in zip(runs, ("aaaa", "bbbb")):
+        run.header.stages[-1].update(model="tk", checkpoint_hash=checkpoint)
+    with pytest.raises(UsageError, match="both curve 'tk' but were made differently .checkpoint_hash aaaa vs bbbb"):
+        budget.measure_points(runs, "nDCG@10")
+    runs[1].label = "tk-retrained"  # labelled apart: two curves
+    points, _ = budget.measure_points(runs, "nDCG@10")
+    assert {p.model for p in points} == {"tk", "tk-retrained"}
+    runs[1].header.stages[-1]["checkpoint_hash"] = "aaaa"  # one checkpoint at two depths: one curve, as before
+    runs[1].label = None
+    assert {p.model for p in budget.measure_points(runs, "nDCG@10")[0]} == {"tk"}
+
+
 def test_a_measure_name_standing_for_several_is_refused(tmp_path):
     run = _load(_write_run(tmp_path, "bert", 20, 5.0, 2))
     with pytest.raises(UsageError, match="names 2 measures"):

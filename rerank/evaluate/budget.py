@@ -199,6 +199,25 @@ def run_depth(run: Run) -> int:
     return max((len(r) for r in run.queries.values()), default=0)
 
 
+MODEL_IDENTITY = ("stage", "model", "checkpoint_hash", "interpolate")  # what a run's last stage scored with
+
+
+def check_one_model_per_curve(runs: list[Run]) -> None:
+    """A curve is one model at several depths; runs grouped by name alone (the last stage's, `tk`) may be of
+    different checkpoints or models, whose points would be drawn as one line. Refused, naming both."""
+    seen: dict[str, tuple[Run, dict]] = {}
+    for run in runs:
+        last = run.header.stages[-1] if run.header.stages else {}
+        identity = {key: last.get(key) for key in MODEL_IDENTITY}
+        first = seen.setdefault(run.label or run.name, (run, identity))
+        if first[1] != identity:
+            differ = ", ".join(f"{key} {first[1][key]} vs {identity[key]}" for key in MODEL_IDENTITY
+                               if first[1][key] != identity[key])
+            raise UsageError(f"{first[0].source} and {run.source} are both curve {run.label or run.name!r} but were "
+                             f"made differently ({differ}): a curve is one model at several depths; label them "
+                             "apart (LABEL=FILE)")
+
+
 def measure_points(runs: list[Run], measure: str | None = None, qrels: str | None = None,
                    zero_untimed: bool = False, note: Callable[[str], None] = lambda _m: None
                    ) -> tuple[list[BudgetPoint], str]:
@@ -209,6 +228,7 @@ def measure_points(runs: list[Run], measure: str | None = None, qrels: str | Non
     if measure and is_count(parse_measure(measure)):  # parse_measure refuses 'P.5,10': a curve is of one measure
         raise UsageError(f"-m {measure} is a count (summed over queries, as trec_eval's num_ fields), not an "
                          "effectiveness to spend a time budget on; give one such as nDCG@10 or MAP")
+    check_one_model_per_curve(runs)
     judgements = judgements_for(runs, qrels, None)
     evaluations, named, warnings = evaluate_runs(runs, judgements, [measure] if measure else None,
                                                  compare_depths=False)
