@@ -326,6 +326,26 @@ def test_missing_and_unjudged_queries_are_reported(rerank, data_root, tmp_path):
     assert "7 judged queries have no document of grade >= 3 and score 0 in most measures" in strict.stderr
 
 
+@pytest.mark.data
+def test_a_plain_run_judged_by_a_data_sets_own_qrels_is_told_its_relevance_level(rerank, data_root, tmp_path):
+    """A header-less DL 2019 run (Pyserini's, cat --trec's) with --qrels qrels.dl19-passage.txt counts grade >= 1, as
+    trec_eval does without -l: MRR@10 0.82 against the data set's 0.70, and nothing said why."""
+    run = str(data_root / "trec-dl" / "bm25" / "trec_results_dl19.txt")
+    qrels = str(data_root / "trec-dl" / "qrels" / "qrels.dl19-passage.txt")
+    done = rerank("eval", run, "--qrels", qrels, "-m", "MRR@10")
+    assert done.stdout.split()[-1] == "0.8233"  # trec_eval's default level, as before
+    assert (f"{qrels} is trec-dl-2019's qrels, whose evaluation counts grade >= 2 as relevant; the run's header "
+            "names no data set, so binary measures count grade >= 1 (trec_eval's default): pass --min-rel 2"
+            in done.stderr)
+    official = rerank("eval", run, "--qrels", qrels, "-m", "MRR@10", "--min-rel", "2")
+    assert official.stdout.split()[-1] == "0.7024" and "is trec-dl-2019's qrels" not in official.stderr
+    own = tmp_path / "qrels.txt"  # qrels of one's own: trec_eval's default, unremarked
+    own.write_text(open(qrels).read())
+    assert "counts grade" not in rerank("eval", run, "--qrels", str(own), "-m", "MRR@10").stderr
+    missing = rerank("eval", run, "--qrels", str(tmp_path / "none.txt"), check=False)
+    assert missing.returncode == 1 and f"file not found: {tmp_path / 'none.txt'}" in missing.stderr
+
+
 def test_sort_takes_a_measure_as_m_spells_it(rerank, tmp_path):
     """`-m AP --sort AP` was refused ("--sort 'AP' is not one of the measures: MAP"), as were R@100, RR, P_5 and
     ndcg_cut.10, in eval and in a pipeline's `sort`."""

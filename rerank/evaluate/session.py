@@ -3,6 +3,7 @@ made for, and collect the notes for stderr (`report.py` builds the leaderboard f
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
@@ -35,6 +36,23 @@ class Judgements:
     measures: tuple[str, ...]
     source: str
     unjudged_rule: str = ""  # the data set's reason for leaving topics out of its qrels (QA protocols)
+    note: str = ""  # said with eval's notes: how the relevance level was chosen, where it may surprise
+
+
+def _level_note(qrels_path: str, level: int) -> str:
+    """A header-less run judged by a data set's own qrels file counts trec_eval's default grade (>= 1): on TREC DL
+    (>= 2 officially) MRR@10 0.82 where the data set's runs give 0.70, the same file and run, and nothing said why."""
+    for name in dataset_names():
+        try:
+            dataset = get_dataset(name)
+        except DataError:  # no data root here: qrels of one's own, which no data set has
+            return ""
+        own = dataset.files.get("qrels")
+        if dataset.min_rel != level and own is not None and own.is_file() and os.path.samefile(own, qrels_path):
+            return (f"{qrels_path} is {name}'s qrels, whose evaluation counts grade >= {dataset.min_rel} as relevant; "
+                    f"the run's header names no data set, so binary measures count grade >= {level} (trec_eval's "
+                    f"default): pass --min-rel {dataset.min_rel} for {name}'s figures")
+    return ""
 
 
 def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
@@ -60,7 +78,9 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
                              + (f" ({qrels_path}'s is {qrels_file})" if qrels_file else "")
                              + f"; a run whose header names {qrels_path} needs no --qrels")
         level = min_rel if min_rel is not None else (dataset.min_rel if dataset else 1)
-        return Judgements(read_qrels(qrels_path), level, dataset.measures if dataset else ADHOC_MEASURES, qrels_path)
+        qrels = read_qrels(qrels_path)  # before the note, which compares the file with the data sets' own
+        note = _level_note(qrels_path, level) if min_rel is None and dataset is None else ""
+        return Judgements(qrels, level, dataset.measures if dataset else ADHOC_MEASURES, qrels_path, note=note)
     if header.get("qrels"):
         return Judgements(read_qrels(header.get("qrels")), min_rel or 1, ADHOC_MEASURES, header.get("qrels"))
     if dataset is None:
@@ -139,7 +159,7 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
     depths) for stderr. A budget report compares depths on purpose, and says so itself. `run_queries`: see
     `_made_for`."""
     measures = parse_measures(measure_names or list(judgements.measures), judgements.min_rel)
-    evaluations, warnings = [], []
+    evaluations, warnings = [], [judgements.note] if judgements.note else []
     uneven = _uneven_depths(runs, measures) if compare_depths else None
     if uneven:
         warnings.append(uneven)
