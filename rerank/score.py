@@ -23,6 +23,7 @@ import hashlib
 import json
 import math
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,6 +164,20 @@ def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Rer
     return head_over_tail(ranking, scores, tag=stage, timings=[*ranking.timings, timing])
 
 
+def trained_on(model: Reranker, dataset: str | None) -> set[str]:
+    """The ids of `dataset`'s queries the model's checkpoint was trained on (`train tk --train trec-dl-2019`, then
+    scored and evaluated on trec-dl-2019): figures on them are not held out, so scoring them is warned of, as train
+    warns of such dev queries."""
+    folder = model.provenance().get("checkpoint")
+    manifest = Path(str(folder)) / "checkpoint.json" if folder else None
+    if dataset is None or manifest is None or not manifest.is_file():
+        return set()
+    from .train import trained_qids
+
+    training = json.loads(manifest.read_text()).get("training") or {}
+    return (trained_qids(training) or set()) if training.get("train_source") == dataset else set()
+
+
 def check_score_options(depth: int, interpolate: float | None) -> None:
     if depth <= 0:
         raise UsageError(f"--depth must be a positive number of candidates, not {depth}")
@@ -186,6 +201,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     store = store or doc_store_for(stream.header, corpus)
     stats = stats if stats is not None else ScoreStats()
     model.attach(stream.header, store)  # before provenance: a model may take stored encodings of those texts
+    trained = trained_on(model, stream.header.dataset)
     # Files given for the texts go into the header, so the next stage (or eval) finds them as this one did
     files = {key: str(Path(value).resolve()) for key, value in (("topics", topics), ("corpus", corpus)) if value}
     header = stream.header.with_stage({"name": stage, "stage": "score", "depth": depth, "cache": cache,
@@ -196,10 +212,12 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
         score_cache = ScoreCache(cache_namespace(model)) if cache else None
         progress = Progress(f"scoring with {stage}", "query", total, units="queries")
         pairs, missing = stats.pairs, stats.missing  # what earlier streams counted into `stats`
+        seen = done = 0  # queries re-scored here that the checkpoint trained on, of those re-scored
         try:
             for ranking in stream.rankings:
                 if ranking.qid not in queries:
                     raise DataError(f"query {ranking.qid} has no text in the topics ({len(queries)} known)")
+                seen, done = seen + (ranking.qid in trained), done + 1
                 texts = store.texts(ranking.docids[:depth])
                 rescored = rescore(ranking, queries[ranking.qid], texts, model, depth, stage, score_cache,
                                    skip_missing, stats, interpolate)
@@ -212,6 +230,10 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
                                 f"{counted(stats.missing - missing, 'candidate')} skipped, none re-scored); is it the "
                                 "run's document store? Pass the right --corpus, or a run whose header names its index "
                                 "or data set")
+            if seen:
+                print(f"rerank: warning: {stage}: its checkpoint {model.provenance()['checkpoint']} was trained on "
+                      f"{seen} of the {counted(done, 'query', 'queries')} re-scored here "
+                      f"({stream.header.dataset}'s): figures on them are not held out", file=sys.stderr, flush=True)
         finally:
             progress.close()
             if score_cache is not None:

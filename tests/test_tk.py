@@ -604,6 +604,26 @@ def test_dev_queries_the_init_weights_were_trained_on_get_a_note(tmp_path, reran
     assert note("one", len(fold - one), 13) in log  # all but the one query "one" held out, if the fold has it
 
 
+@pytest.mark.data
+def test_scoring_the_queries_a_checkpoint_trained_on_is_warned_of(tmp_path, rerank):
+    """`train tk --train trecqa-dev`, then `score` and `eval` on trecqa-dev: figures on the training queries, and
+    nothing said (train itself says so of dev queries). The queries it held out are scored without a word."""
+    from rerank.data import get_dataset
+
+    ck = tmp_path / "ck"
+    rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "--dev-fraction", "0.25", "-o", str(ck))
+    held = json.loads((ck / "checkpoint.json").read_text())["training"]["held_out_qids"]
+    candidates = rerank("retrieve", "trecqa-dev", "--candidates").stdout
+    done = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates)
+    trained = len(get_dataset("trecqa-dev").qrels()) - len(held)
+    assert (f"rerank: warning: tk: its checkpoint {ck} was trained on {trained} of the 81 queries re-scored here "
+            "(trecqa-dev's): figures on them are not held out") in done.stderr
+    topics = get_dataset("trecqa-dev").topics()
+    (tmp_path / "held.tsv").write_text("".join(f"{qid}\t{topics[qid]}\n" for qid in held))
+    held_out = rerank("retrieve", "trecqa-dev", "--candidates", "--topics", str(tmp_path / "held.tsv")).stdout
+    assert "warning" not in rerank("score", "--model", "tk", "--checkpoint", str(ck), input=held_out).stderr
+
+
 def test_training_into_a_folder_another_training_writes_is_refused(tmp_path, rerank):
     """Two `rerank train -o CK` at once replaced each other's checkpoint at their dev evaluations and each wrote how
     its training ended into whichever checkpoint CK held, both reporting success. While one trains into CK (it holds
