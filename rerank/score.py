@@ -23,7 +23,6 @@ import hashlib
 import json
 import math
 import sqlite3
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,9 +230,11 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
                                 "run's document store? Pass the right --corpus, or a run whose header names its index "
                                 "or data set")
             if seen:
-                print(f"rerank: warning: {stage}: its checkpoint {model.provenance()['checkpoint']} was trained on "
-                      f"{seen} of the {counted(done, 'query', 'queries')} re-scored here "
-                      f"({stream.header.dataset}'s): figures on them are not held out", file=sys.stderr, flush=True)
+                import click
+
+                click.echo(f"rerank: warning: {stage}: its checkpoint {model.provenance()['checkpoint']} was trained "
+                           f"on {seen} of the {counted(done, 'query', 'queries')} re-scored here "
+                           f"({stream.header.dataset}'s): figures on them are not held out", err=True)
         finally:
             progress.close()
             if score_cache is not None:
