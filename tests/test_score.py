@@ -303,6 +303,24 @@ def test_cli_skip_missing_with_no_text_for_any_candidate_is_an_error(rerank, tmp
     assert "holds no queries" in empty.stderr and out.read_text().endswith("# end of run\n")  # still fine
 
 
+def test_cli_a_run_without_a_header_is_scored_as_the_data_set_dataset_names(rerank, data_root):
+    """Needs ../shared/data (TREC DL 2019). A Pyserini run of DL 2019 (or the shipped trec_results_dl19.txt) could
+    be evaluated but not re-scored: its passages' texts are only in the data set's candidate files, which --corpus
+    does not read, and nothing named the data set."""
+    lines = (data_root / "trec-dl" / "bm25" / "trec_results_dl19.txt").read_text().splitlines()
+    plain = "".join(line + "\n" for line in lines if line.split()[0] in ("264014", "19335"))
+    args = ("score", "--model", "minilm-bi", "--no-cache", "--depth", "3")
+    refused = rerank(*args, input=plain, check=False)
+    assert refused.returncode == 2 and refused.stderr.strip().endswith(
+        "names no data set, index or corpus; pass --dataset NAME (a run of a data set's queries), or --topics/--corpus")
+    scored = rerank(*args, "--dataset", "trec-dl-2019", input=plain).stdout
+    assert scored.splitlines()[1] == '# dataset: "trec-dl-2019"' and scored.endswith("# end of run\n")
+    assert rerank("eval", "-m", "nDCG@10", input=scored).stdout.startswith("run")  # the data set's qrels: no --qrels
+    for other, said in (("vaswani", "header names the data set trec-dl-2019"), ("nosuch", "unknown data set 'nosuch'")):
+        done = rerank(*args, "--dataset", other, input=scored, check=False)
+        assert done.returncode == 2 and said in done.stderr
+
+
 def test_cli_a_stage_that_fails_mid_pipe_does_not_get_its_partial_output_scored(rerank):
     """Needs ../shared/data (TREC DL 2019). `score | eval` without pipefail used to print figures for the
     queries the failed stage got through, as if they were the whole run."""

@@ -27,6 +27,9 @@ from .io import open_run_input, run_output_options, write_no_queries, write_stre
 @click.option("--skip-missing", is_flag=True, help="Leave candidates without text unscored (below the rest) instead of failing.")
 @click.option("--topics", type=click.Path(dir_okay=False), help="Query texts (default: the data set named in the run header).")
 @click.option("--corpus", type=click.Path(dir_okay=False), help="Document texts (default: the index / data set in the run header).")
+@click.option("--dataset", "dataset_name", default=None, metavar="NAME",
+              help="The data set a run without a header is of (Pyserini's run of trec-dl-2019): its texts, and for "
+                   "eval its qrels.")
 @click.option("--batch-size", type=int, default=None, help="Pairs per forward pass (default: the model's; 16 for bert, 32 otherwise).")
 @click.option("--max-length", type=int, default=None,
               help="Tokens per text, bert and minilm-bi only (bert: per query-passage pair, default the checkpoint's; "
@@ -43,8 +46,8 @@ from .io import open_run_input, run_output_options, write_no_queries, write_stre
               help="Final score (1-ALPHA)·z(model) + ALPHA·z(first-stage score), z over the re-scored candidates.")
 @click.option("--name", "stage_name", default=None, help="Stage name and run tag (default: the model name).")
 @run_output_options
-def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, corpus, batch_size, max_length,
-          threads, quantize, precision, compile_model, interpolate, stage_name, output, trec_only) -> None:
+def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, corpus, dataset_name, batch_size,
+          max_length, threads, quantize, precision, compile_model, interpolate, stage_name, output, trec_only) -> None:
     """Re-score the top DEPTH candidates of each query in RUN (default stdin) with a model."""
     from ..docstore import doc_store_for, queries_for
     from ..models.base import checked_model_options, load_model
@@ -62,8 +65,11 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
             load_model(model_name, checkpoint, **options)
             write_no_queries(reader, source, output, trec_only, "nothing to score")
             return
-        queries = queries_for(reader.header, topics)  # fail on a header naming nothing before loading a model
-        store = doc_store_for(reader.header, corpus)
+        if dataset_name is not None:
+            _name_dataset(reader.header, dataset_name, source)
+        remedy = "pass --dataset NAME (a run of a data set's queries), or --topics/--corpus"
+        queries = queries_for(reader.header, topics, remedy)  # fail on a header naming nothing before loading a model
+        store = doc_store_for(reader.header, corpus, remedy)
         model = load_model(model_name, checkpoint, **options)
         if precision == "bf16" and bf16_is_emulated():
             click.echo(f"rerank: warning: {BF16_EMULATED}", err=True)
@@ -73,6 +79,19 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
                               queries=queries, stats=stats, interpolate=interpolate, topics=topics, corpus=corpus)
         write_stream(stream, output, trec_only)
     click.echo(f"rerank: {stats.summary(stage_name or model_name)}", err=True)
+
+
+def _name_dataset(header, name: str, source: str) -> None:
+    """`--dataset NAME` puts the data set into the header of a run that names none, so texts are found and eval
+    finds qrels as for the data set's own runs; a header naming another is refused, not overridden."""
+    from ..data import dataset_names, get_dataset
+
+    if name not in dataset_names():
+        raise UsageError(f"--dataset: unknown data set {name!r}; known: {', '.join(dataset_names())}")
+    if header.dataset not in (None, name):
+        raise UsageError(f"--dataset {name}: {source}'s header names the data set {header.dataset}")
+    get_dataset(name).require("topics")
+    header.fields = {"dataset": name, **header.fields}
 
 
 def parse_model_options(items: tuple[str, ...]) -> dict:
