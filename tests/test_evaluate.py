@@ -761,6 +761,28 @@ def test_run_queries_averages_over_the_queries_a_run_holds_as_trec_eval_without_
 
 
 @pytest.mark.data
+def test_latex_tables_for_a_paper(rerank, data_root, tmp_path):
+    """Needs ../shared/data (Vaswani's qrels). A user writing a paper had markdown at best: a booktabs tabular with
+    the best figure of each measure in bold, marks as superscripts, names escaped (ndcg_cut_10, a run a_b)."""
+    relevant = {line.split()[0]: line.split()[2] for line in (data_root / "vaswani" / "qrels").read_text().splitlines()}
+    for name, first in (("good", True), ("poor", False)):
+        lines = [f"{q} Q0 {doc if first else 'nosuch'} 1 2.0 {name}\n{q} Q0 other 2 1.0 {name}\n"
+                 for q, doc in relevant.items()]
+        (tmp_path / f"{name}.run").write_text('# rerank-run: 2\n# dataset: "vaswani"\n' + "".join(lines)
+                                              + "# end of run\n")
+    done = rerank("eval", "a_b=good.run", "poor.run", "-m", "P@1", "-m", "num_ret", "--baseline", "poor.run",
+                  "--format", "latex", cwd=tmp_path)
+    assert done.stdout.splitlines() == [
+        r"\begin{tabular}{lrrr}", r"\toprule", r"run & P@1 & NumRet & W/T/L (P@1) \\", r"\midrule",
+        r"a\_b & \textbf{1.0000}$^{+}$ & 186 & 93/0/0 \\", r"poor.run (baseline) & 0.0000 & 186 & - \\",
+        r"\bottomrule", r"\end{tabular}",
+        "% +/- : better/worse than poor.run (paired t-test and randomization test, Holm-corrected over the runs "
+        "compared, each p < 0.05)"]
+    per_query = rerank("eval", "good.run", "-q", "-m", "ndcg_cut.10", "--format", "latex", cwd=tmp_path).stdout
+    assert per_query.splitlines()[:3] == [r"\begin{tabular}{llr}", r"\toprule", r"run & qid & nDCG@10 \\"]
+
+
+@pytest.mark.data
 def test_a_run_of_unjudged_queries_alone_is_named_as_one_run(rerank, tmp_path):
     """A run from a topics file of queries its data set does not judge was told 'the runs share no judged query',
     a message about several runs."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..evaluate import report
 from ..pipeline import run_pipeline
 from . import cli
 from .leaderboard import leaderboard_options
@@ -11,7 +12,7 @@ from .leaderboard import leaderboard_options
 
 @cli.command("run")
 @click.argument("pipeline", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "markdown"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(report.FORMATS), default="table", show_default=True)
 @click.option("--force", is_flag=True, help="Recompute every stage even if its run file is up to date.")
 @click.option("-q", "--per-query", is_flag=True,
               help="One row per query and run, with each query's difference to the baseline (as eval --per-query).")

@@ -13,7 +13,7 @@ from .measures import Evaluation, NamedMeasure, is_count, label_among, primary
 from .significance import CORRECTIONS, DEFAULT_TESTS, TESTS, Comparison, compare, correct, holm
 
 ALPHA = 0.05
-FORMATS = ("table", "csv", "json", "markdown")
+FORMATS = ("table", "csv", "json", "markdown", "latex")
 
 
 @dataclass
@@ -110,20 +110,28 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
                            for r in rows], indent=2) + "\n"
     if fmt == "csv":
         return _leaderboard_csv(rows, measures, significance)
-    many = len(rows) > 1
-    header = ["run", *labels]
+    many, latex = len(rows) > 1, fmt == "latex"
+    header = [latex_escape(h) if latex else h for h in ["run", *labels]]
+    best = {m.label: max(_cell(r.means[m.label], m) for r in rows) for m in measures if not is_count(m)}
     table = []
     for r in rows:
         cells = [r.run + (" (baseline)" if many and r.versus is None else "")]
         for m in measures:
-            cells.append(_cell(r.means[m.label], m) + _mark((r.versus or {}).get(m.label), m))
-        table.append(cells)
+            value, mark = _cell(r.means[m.label], m), _mark((r.versus or {}).get(m.label), m)
+            if latex:  # the best of each measure in bold, as papers print it; the mark a superscript
+                value = rf"\textbf{{{value}}}" if many and value == best.get(m.label) else value
+                mark = f"$^{{{mark}}}$" if mark else ""
+            cells.append(value + mark)
+        table.append([latex_escape(cells[0]), *cells[1:]] if latex else cells)
     if many:
         counted = primary(measures).label
-        header.append(f"W/T/L ({counted})")
+        header.append(latex_escape(f"W/T/L ({counted})") if latex else f"W/T/L ({counted})")
         for r, cells in zip(rows, table):
             c = (r.versus or {}).get(counted)
             cells.append(f"{c.wins}/{c.ties}/{c.losses}" if c else "-")
+    if latex:
+        legend = "".join(f"% {line}\n" for line in significance.legend(baseline_name).splitlines()) if many else ""
+        return latex_table(header, table) + legend
     out = markdown_table(header, table) if fmt == "markdown" else text_table(header, table)
     if many:
         out += "\n" + significance.legend(baseline_name)
@@ -204,6 +212,8 @@ def render_per_query(evaluations: list[Evaluation], measures: list[NamedMeasure]
     table = [[run, qid, *[_cell(v, m) for v, m in zip(numbers[:len(labels)], measures)],
               *["" if v is None else _signed(v, m) for v, m in zip(numbers[len(labels):], measures)]]
              for run, qid, *numbers in values]
+    if fmt == "latex":
+        return latex_table([latex_escape(h) for h in header], [[latex_escape(c) for c in row] for row in table], 2)
     return markdown_table(header, table) if fmt == "markdown" else text_table(header, table)
 
 
@@ -221,6 +231,23 @@ def text_table(header: list, table: list[list]) -> str:
     lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths))]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in table]
     return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+_LATEX_SPECIAL = {**{c: "\\" + c for c in "&%$#_{}"}, "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                  "\\": r"\textbackslash{}"}
+
+
+def latex_escape(text: object) -> str:
+    """Text in a LaTeX cell as it reads: run names and measures hold _ (ndcg_cut_10), & or %."""
+    return "".join(_LATEX_SPECIAL.get(c, c) for c in str(text))
+
+
+def latex_table(header: list[str], table: list[list[str]], names: int = 1) -> str:
+    """A booktabs tabular (\\usepackage{booktabs}) of cells already in LaTeX: the first `names` columns left,
+    the figures right."""
+    rows = [" & ".join(header) + r" \\", r"\midrule"] + [" & ".join(map(str, row)) + r" \\" for row in table]
+    columns = "l" * names + "r" * (len(header) - names)
+    return "\n".join([rf"\begin{{tabular}}{{{columns}}}", r"\toprule", *rows, r"\bottomrule", r"\end{tabular}"]) + "\n"
 
 
 def markdown_table(header: list, table: list[list]) -> str:
