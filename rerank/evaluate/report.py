@@ -112,7 +112,7 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
         return _leaderboard_csv(rows, measures, significance)
     many, latex = len(rows) > 1, fmt == "latex"
     header = [latex_escape(h) if latex else h for h in ["run", *labels]]
-    best = {m.label: max(_cell(r.means[m.label], m) for r in rows) for m in measures if not is_count(m)}
+    best = {m.label: _cell(max(r.means[m.label] for r in rows), m) for m in measures if not is_count(m)}
     table = []
     for r in rows:
         cells = [r.run + (" (baseline)" if many and r.versus is None else "")]
