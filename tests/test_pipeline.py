@@ -31,6 +31,20 @@ def test_changed_stage_is_recomputed(rerank, session_home, tmp_path):
     assert again.stdout.splitlines()[1].startswith("c ")  # the stage's name labels its row, not the shipped run's
 
 
+def test_a_run_of_a_renamed_stage_left_in_the_pipelines_folder_is_pointed_out(rerank, session_home, tmp_path):
+    """A user study renamed a stage (fused -> rrf): fused.run stayed beside rrf.run, and `rerank budget
+    runs/study/*.run` read both, with nothing said."""
+    spec = tmp_path / "renamed.toml"
+    stage = '[[stage]]\nname = "{}"\nkind = "candidates"\nk = 5\n'
+    spec.write_text('dataset = "trecqa-dev"\n' + stage.format("fused"))
+    assert "of no stage" not in rerank("run", str(spec)).stderr
+    spec.write_text('dataset = "trecqa-dev"\n' + stage.format("rrf"))
+    old = session_home / "runs" / "renamed" / "fused.run"
+    assert f"rerank: note: {old}: of no stage of {spec} now (a stage renamed or removed?); delete it if so" in \
+        rerank("run", str(spec)).stderr.splitlines()
+    assert old.is_file()  # the user's to delete
+
+
 def test_run_per_query_gives_each_querys_difference_to_the_baseline(rerank, tmp_path):
     """A pipeline's per-query view meant running eval on its runs/ folder by hand; `run -q` gives eval's table,
     queries ordered by the file's `sort`."""
