@@ -307,6 +307,22 @@ def test_per_query_and_formats(rerank, tmp_path):
 
 
 @pytest.mark.data
+def test_a_plain_run_of_a_qa_set_is_judged_by_naming_the_data_set(rerank, tmp_path):
+    """Another tool's TrecQA run has no header, and TrecQA ships no qrels file for --qrels: eval had no way in."""
+    stream = rerank("retrieve", "trecqa-dev", "--candidates").stdout
+    (tmp_path / "plain.run").write_text(rerank("cat", "--trec", input=stream).stdout)
+    plain = str(tmp_path / "plain.run")
+    own = rerank("eval", "--format", "csv", input=stream).stdout.splitlines()[1].split(",")[1:]
+    done = rerank("eval", plain, "--dataset", "trecqa-dev", "--format", "csv")
+    assert done.stdout.splitlines()[1].split(",")[1:] == own  # the clean protocol's 65 questions, as for the header
+    assert "16 queries are unjudged under trecqa-dev's protocol" in done.stderr
+    assert "--dataset NAME" in rerank("eval", plain, check=False).stderr
+    assert "takes --dataset trecqa-dev" in rerank("eval", plain, "--qrels", "trecqa-dev", check=False).stderr
+    other = rerank("eval", "--dataset", "wikiqa-dev", input=stream, check=False)
+    assert other.returncode != 0 and "header names the data set trecqa-dev" in other.stderr
+
+
+@pytest.mark.data
 def test_missing_and_unjudged_queries_are_reported(rerank, data_root, tmp_path):
     lines = (data_root / "trec-dl" / "bm25" / "trec_results_dl19.txt").read_text().splitlines()
     first_qid = lines[0].split()[0]

@@ -7,6 +7,7 @@ import os
 
 import click
 
+from ..data import dataset_names
 from ..errors import UsageError
 from ..evaluate import report
 from ..evaluate.measures import parse_measures, sort_among
@@ -35,9 +36,22 @@ def _baseline_index(runs, baseline: str | None) -> int:
     raise UsageError(f"--baseline {baseline!r} names none of the runs: {', '.join(r.name for r in runs)}")
 
 
+def _check_dataset(runs, name: str) -> None:
+    """`--dataset` stands in for a header that names none (TrecQA and WikiQA ship no qrels file to pass as
+    --qrels); it does not override a header that names another data set."""
+    if name not in dataset_names():
+        raise UsageError(f"--dataset: unknown data set {name!r}; known: {', '.join(dataset_names())}")
+    for run in runs:
+        if run.header.dataset not in (None, name):
+            raise UsageError(f"--dataset {name}: {run.source}'s header names the data set {run.header.dataset}")
+
+
 @cli.command("eval")
 @click.argument("runs", nargs=-1)
 @click.option("--qrels", type=click.Path(dir_okay=False), help="Qrels file (default: the data set named in the run header).")
+@click.option("--dataset", "dataset_name", default=None, metavar="NAME",
+              help="The data set a run without a header is of (a plain TREC run from another tool): its qrels, "
+                   "protocol and measures.")
 @leaderboard_options()
 @click.option("--min-rel", type=int, default=None, help="Lowest grade that counts as relevant (trec_eval -l).")
 @click.option("-q", "--per-query", is_flag=True,
@@ -49,8 +63,8 @@ def _baseline_index(runs, baseline: str | None) -> int:
               help="Average over the judged queries the runs hold (trec_eval without -c), not "
                    "over every judged query with a missing one as 0 (trec_eval -c).")
 @click.option("--strict", is_flag=True, help="Insist that ranks agree with scores.")
-def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_by, tests, correction, depth,
-                 run_queries, strict) -> None:
+def eval_command(runs, qrels, dataset_name, measures, min_rel, per_query, fmt, baseline, sort_by, tests, correction,
+                 depth, run_queries, strict) -> None:
     """Evaluate RUNS (files; '-' or none for stdin) and print a table or leaderboard.
 
     A run is named by its last stage (or its file); LABEL=FILE names it LABEL, as in rerank budget.
@@ -65,7 +79,9 @@ def eval_command(runs, qrels, measures, min_rel, per_query, fmt, baseline, sort_
             raise UsageError(f"two runs are named {run.name!r} ({', '.join(same)}); give them different labels")
         if depth is not None:  # in trec_eval's order, which the rankings keep
             run.queries = {qid: ranking.head(depth) for qid, ranking in run.queries.items()}
-    judgements = judgements_for(loaded, qrels, min_rel)
+    if dataset_name is not None:
+        _check_dataset(loaded, dataset_name)
+    judgements = judgements_for(loaded, qrels, min_rel, dataset_name, "--dataset")
     # the leaderboard's options are refused before any measure is computed, and before the notes that computing
     # them prints: the error alone
     base = _baseline_index(loaded, baseline)

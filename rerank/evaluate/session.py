@@ -56,9 +56,10 @@ def _level_note(qrels_path: str, level: int) -> str:
 
 
 def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
-                   fallback_dataset: str | None = None) -> Judgements:
+                   fallback_dataset: str | None = None, dataset_option: str = "") -> Judgements:
     """Qrels given explicitly, else those of the data set named in the runs' headers, else `fallback_dataset`'s
-    (a pipeline's, whose runs may come from a topics file of its own).
+    (a pipeline's, whose runs may come from a topics file of its own; eval's `dataset_option`, which the
+    messages then name: a QA set has no qrels file to pass instead).
 
     Runs that name different data sets have no qrels in common (CACM's and Vaswani's query ids even
     overlap, so one would silently score 0 against the other's): they are refused unless --qrels says which.
@@ -76,7 +77,9 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
             qrels_file = get_dataset(qrels_path).files.get("qrels")
             raise UsageError("--qrels takes a file, not a data set's name"
                              + (f" ({qrels_path}'s is {qrels_file})" if qrels_file else "")
-                             + f"; a run whose header names {qrels_path} needs no --qrels")
+                             + f"; a run whose header names {qrels_path} needs no --qrels"
+                             + (f", one without a header takes {dataset_option} {qrels_path}"
+                                if dataset_option else ""))
         level = min_rel if min_rel is not None else (dataset.min_rel if dataset else 1)
         qrels = read_qrels(qrels_path)  # before the note, which compares the file with the data sets' own
         note = _level_note(qrels_path, level) if min_rel is None and dataset is None else ""
@@ -87,7 +90,8 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
         index = header.get("index")  # `retrieve vaswani --topics mine.tsv`: own topics over a data set's index
         qrels_of_index = get_dataset(index).files.get("qrels") if index in dataset_names() else None
         hint = f" (if its topics are {index}'s, its qrels are {qrels_of_index})" if qrels_of_index else ""
-        raise UsageError(f"no qrels: the run's header names no known data set; pass --qrels FILE{hint}")
+        remedy = f" or {dataset_option} NAME" if dataset_option else ""
+        raise UsageError(f"no qrels: the run's header names no known data set; pass --qrels FILE{remedy}{hint}")
     return Judgements(dataset.qrels(), min_rel if min_rel is not None else dataset.min_rel, dataset.measures, name,
                       dataset.unjudged_rule)
 
