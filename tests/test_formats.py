@@ -279,3 +279,13 @@ def test_tsv_topics_with_more_columns_are_refused(tmp_path):
     path.write_text("1\tfirst query\t\n2\tsecond\tits description\n")
     with pytest.raises(FormatError, match=r"topics.tsv:2: expected 'qid<TAB>query text', found 3 columns"):
         formats.read_topics(path)
+
+
+def test_a_jacana_question_id_twice_is_named(tmp_path):
+    """Two files joined into one: the second QApairs of an id replaced the first's candidates, silently."""
+    block = "<QApairs id='{}'>\n<question>\nwho\t?\n</question>\n<positive>\n{}\n</positive>\n</QApairs>\n"
+    path = tmp_path / "TEST.xml"
+    path.write_text(block.format("1", "one") + block.format("2", "two") + block.format("1", "three"))
+    with pytest.raises(FormatError, match="QApairs id 1 appears twice") as caught:
+        formats.read_jacana(path)
+    assert ":17" in str(caught.value)

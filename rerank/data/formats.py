@@ -495,8 +495,13 @@ def read_jacana(path: str | Path) -> AnswerSelection:
     with open_text(path) as handle:
         content = handle.read()
     out = AnswerSelection({}, {}, {}, {})
+    seen: set[str] = set()
     for match in _QAPAIR.finditer(content):
         qid, question, sentences = match.group(1), None, []
+        if qid in seen:  # its candidates would silently replace the first's (files joined into one, say)
+            line = content.count("\n", 0, match.start()) + 1
+            raise FormatError(str(path), line, f"QApairs id {qid} appears twice")
+        seen.add(qid)
         for part in _QA_PART.finditer(match.group(2)):
             text = " ".join(part.group(2).split("\t"))
             if part.group(1) == "question":
