@@ -7,13 +7,12 @@ import os
 
 import click
 
-from ..data import dataset_names
 from ..errors import UsageError
 from ..evaluate import report
 from ..evaluate.measures import parse_measures, sort_among
 from ..evaluate.session import evaluate_runs, judgements_for, load_runs
 from . import cli
-from .io import open_run_inputs, split_label
+from .io import check_dataset_option, open_run_inputs, split_label
 from .leaderboard import leaderboard_options
 
 
@@ -34,16 +33,6 @@ def _baseline_index(runs, baseline: str | None) -> int:
         raise UsageError(f"--baseline {baseline!r} is the stage name of several runs: "
                          f"{', '.join(runs[i].name for i in shared)}; name one of them")
     raise UsageError(f"--baseline {baseline!r} names none of the runs: {', '.join(r.name for r in runs)}")
-
-
-def _check_dataset(runs, name: str) -> None:
-    """`--dataset` stands in for a header that names none (TrecQA and WikiQA ship no qrels file to pass as
-    --qrels); it does not override a header that names another data set."""
-    if name not in dataset_names():
-        raise UsageError(f"--dataset: unknown data set {name!r}; known: {', '.join(dataset_names())}")
-    for run in runs:
-        if run.header.dataset not in (None, name):
-            raise UsageError(f"--dataset {name}: {run.source}'s header names the data set {run.header.dataset}")
 
 
 @cli.command("eval")
@@ -80,7 +69,7 @@ def eval_command(runs, qrels, dataset_name, measures, min_rel, per_query, fmt, b
         if depth is not None:  # in trec_eval's order, which the rankings keep
             run.queries = {qid: ranking.head(depth) for qid, ranking in run.queries.items()}
     if dataset_name is not None:
-        _check_dataset(loaded, dataset_name)
+        check_dataset_option(dataset_name, [(run.header.dataset, run.source) for run in loaded])
     judgements = judgements_for(loaded, qrels, min_rel, dataset_name, "--dataset")
     # the leaderboard's options are refused before any measure is computed, and before the notes that computing
     # them prints: the error alone

@@ -25,6 +25,19 @@ def run_output_options(command: Callable) -> Callable:
                         help="Write the run here instead of stdout (with # lines: see --trec).")(command)
 
 
+def check_dataset_option(name: str, runs: list[tuple[str | None, str]]) -> None:
+    """`--dataset NAME` (eval, score) stands in for a header that names no data set (a plain TREC run from another
+    tool, a QA set's, which ships no qrels file); it does not override a header that names another. `runs`: each
+    run's header data set and its source."""
+    from ..data import dataset_names
+
+    if name not in dataset_names():
+        raise UsageError(f"--dataset: unknown data set {name!r}; known: {', '.join(dataset_names())}")
+    for named, source in runs:
+        if named not in (None, name):
+            raise UsageError(f"--dataset {name}: {source}'s header names the data set {named}")
+
+
 def split_label(argument: str) -> tuple[str | None, str]:
     """'LABEL=FILE' -> (LABEL, FILE); a plain FILE (even one with '=' in its name) has no label."""
     label, sep, path = argument.partition("=")

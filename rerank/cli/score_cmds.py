@@ -15,7 +15,7 @@ from ..errors import UsageError, counted
 from ..models.base import BF16_EMULATED, MODELS, bf16_is_emulated
 from ..runs import RunReader, Stream
 from . import cli
-from .io import open_run_input, run_output_options, write_no_queries, write_stream
+from .io import check_dataset_option, open_run_input, run_output_options, write_no_queries, write_stream
 
 
 @cli.command()
@@ -65,8 +65,9 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
             load_model(model_name, checkpoint, **options)
             write_no_queries(reader, source, output, trec_only, "nothing to score")
             return
-        if dataset_name is not None:
-            _name_dataset(reader.header, dataset_name, source)
+        if dataset_name is not None:  # texts found, and eval's qrels, as for the data set's own runs
+            check_dataset_option(dataset_name, [(reader.header.dataset, source)])
+            reader.header.fields = {"dataset": dataset_name, **reader.header.fields}
         remedy = "pass --dataset NAME (a run of a data set's queries), or --topics/--corpus"
         queries = queries_for(reader.header, topics, remedy)  # fail on a header naming nothing before loading a model
         store = doc_store_for(reader.header, corpus, remedy)
@@ -79,19 +80,6 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
                               queries=queries, stats=stats, interpolate=interpolate, topics=topics, corpus=corpus)
         write_stream(stream, output, trec_only)
     click.echo(f"rerank: {stats.summary(stage_name or model_name)}", err=True)
-
-
-def _name_dataset(header, name: str, source: str) -> None:
-    """`--dataset NAME` puts the data set into the header of a run that names none, so texts are found and eval
-    finds qrels as for the data set's own runs; a header naming another is refused, not overridden."""
-    from ..data import dataset_names, get_dataset
-
-    if name not in dataset_names():
-        raise UsageError(f"--dataset: unknown data set {name!r}; known: {', '.join(dataset_names())}")
-    if header.dataset not in (None, name):
-        raise UsageError(f"--dataset {name}: {source}'s header names the data set {header.dataset}")
-    get_dataset(name).require("topics")
-    header.fields = {"dataset": name, **header.fields}
 
 
 def parse_model_options(items: tuple[str, ...]) -> dict:
