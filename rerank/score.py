@@ -163,18 +163,24 @@ def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Rer
     return head_over_tail(ranking, scores, tag=stage, timings=[*ranking.timings, timing])
 
 
-def trained_on(model: Reranker, dataset: str | None) -> set[str]:
+def seen_in_training(model: Reranker, dataset: str | None) -> tuple[set[str], set[str]]:
     """The ids of `dataset`'s queries the model's checkpoint was trained on (`train tk --train trec-dl-2019`, then
-    scored and evaluated on trec-dl-2019): figures on them are not held out, so scoring them is warned of, as train
-    warns of such dev queries."""
+    scored and evaluated on trec-dl-2019), and those its dev evaluation chose the best step by (`--dev
+    trecqa-dev`, or the training queries `--dev-fraction` held out): figures on the first are not held out, those
+    on the second are dev figures, so scoring them is said, as train says of such dev queries."""
     folder = model.provenance().get("checkpoint")
     manifest = Path(str(folder)) / "checkpoint.json" if folder else None
     if dataset is None or manifest is None or not manifest.is_file():
-        return set()
+        return set(), set()
+    from .data import dataset_names, get_dataset
     from .train import trained_qids
 
     training = json.loads(manifest.read_text()).get("training") or {}
-    return (trained_qids(training) or set()) if training.get("train_source") == dataset else set()
+    trained = (trained_qids(training) or set()) if training.get("train_source") == dataset else set()
+    chosen = set(training.get("held_out_qids") or ()) if training.get("train_source") == dataset else set()
+    if training.get("dev_source") == dataset and dataset in dataset_names():
+        chosen |= set(get_dataset(dataset).qrels())
+    return trained, chosen - trained
 
 
 def check_score_options(depth: int, interpolate: float | None) -> None:
@@ -200,7 +206,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     store = store or doc_store_for(stream.header, corpus)
     stats = stats if stats is not None else ScoreStats()
     model.attach(stream.header, store)  # before provenance: a model may take stored encodings of those texts
-    trained = trained_on(model, stream.header.dataset)
+    trained, chosen = seen_in_training(model, stream.header.dataset)
     # Files given for the texts go into the header, so the next stage (or eval) finds them as this one did
     files = {key: str(Path(value).resolve()) for key, value in (("topics", topics), ("corpus", corpus)) if value}
     header = stream.header.with_stage({"name": stage, "stage": "score", "depth": depth, "cache": cache,
@@ -211,12 +217,12 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
         score_cache = ScoreCache(cache_namespace(model)) if cache else None
         progress = Progress(f"scoring with {stage}", "query", total, units="queries")
         pairs, missing = stats.pairs, stats.missing  # what earlier streams counted into `stats`
-        seen = done = 0  # queries re-scored here that the checkpoint trained on, of those re-scored
+        seen = picked = done = 0  # queries re-scored here that the checkpoint trained on, chose by; all
         try:
             for ranking in stream.rankings:
                 if ranking.qid not in queries:
                     raise DataError(f"query {ranking.qid} has no text in the topics ({len(queries)} known)")
-                seen, done = seen + (ranking.qid in trained), done + 1
+                seen, picked, done = seen + (ranking.qid in trained), picked + (ranking.qid in chosen), done + 1
                 texts = store.texts(ranking.docids[:depth])
                 rescored = rescore(ranking, queries[ranking.qid], texts, model, depth, stage, score_cache,
                                    skip_missing, stats, interpolate)
@@ -229,12 +235,18 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
                                 f"{counted(stats.missing - missing, 'candidate')} skipped, none re-scored); is it the "
                                 "run's document store? Pass the right --corpus, or a run whose header names its index "
                                 "or data set")
-            if seen:
+            if seen or picked:
                 import click
 
-                click.echo(f"rerank: warning: {stage}: its checkpoint {model.provenance()['checkpoint']} was trained "
-                           f"on {seen} of the {counted(done, 'query', 'queries')} re-scored here "
-                           f"({stream.header.dataset}'s): figures on them are not held out", err=True)
+                checkpoint, of = model.provenance()["checkpoint"], f"({stream.header.dataset}'s)"
+                if seen:
+                    click.echo(f"rerank: warning: {stage}: its checkpoint {checkpoint} was trained on {seen} of the "
+                               f"{counted(done, 'query', 'queries')} re-scored here {of}: figures on them are not "
+                               "held out", err=True)
+                if picked:
+                    click.echo(f"rerank: note: {stage}: its checkpoint {checkpoint} chose its best training step by "
+                               f"{picked} of the {counted(done, 'query', 'queries')} re-scored here {of}: figures on "
+                               "them are dev figures, not test figures", err=True)
         finally:
             progress.close()
             if score_cache is not None:

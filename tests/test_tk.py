@@ -607,7 +607,8 @@ def test_dev_queries_the_init_weights_were_trained_on_get_a_note(tmp_path, reran
 @pytest.mark.data
 def test_scoring_the_queries_a_checkpoint_trained_on_is_warned_of(tmp_path, rerank):
     """`train tk --train trecqa-dev`, then `score` and `eval` on trecqa-dev: figures on the training queries, and
-    nothing said (train itself says so of dev queries). The queries it held out are scored without a word."""
+    nothing said (train itself says so of dev queries). The queries it held out, or a --dev set, chose its best
+    step: dev figures, which a note says."""
     from rerank.data import get_dataset
 
     ck = tmp_path / "ck"
@@ -621,7 +622,14 @@ def test_scoring_the_queries_a_checkpoint_trained_on_is_warned_of(tmp_path, rera
     topics = get_dataset("trecqa-dev").topics()
     (tmp_path / "held.tsv").write_text("".join(f"{qid}\t{topics[qid]}\n" for qid in held))
     held_out = rerank("retrieve", "trecqa-dev", "--candidates", "--topics", str(tmp_path / "held.tsv")).stdout
-    assert "warning" not in rerank("score", "--model", "tk", "--checkpoint", str(ck), input=held_out).stderr
+    scored = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=held_out).stderr
+    assert "warning" not in scored and (f"rerank: note: tk: its checkpoint {ck} chose its best training step by "
+                                        f"{len(held)} of the {len(held)} queries re-scored here (trecqa-dev's): figures "
+                                        "on them are dev figures, not test figures") in scored
+    # a --dev data set chose the step too (a QA user trained on trecqa-train and scored trecqa-dev, its --dev)
+    rerank("train", "tk", "--train", "trecqa-train", "--steps", "1", "--dev", "trecqa-dev", "-o", str(tmp_path / "d"))
+    on_dev = rerank("score", "--model", "tk", "--checkpoint", str(tmp_path / "d"), input=candidates).stderr
+    assert "warning" not in on_dev and "chose its best training step by 65 of the 81 queries" in on_dev
 
 
 def test_training_into_a_folder_another_training_writes_is_refused(tmp_path, rerank):
