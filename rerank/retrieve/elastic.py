@@ -156,12 +156,23 @@ def default_index_name(name: str) -> str:
     return f"rerank-{name}".lower()
 
 
+FORBIDDEN = '\\/*?"<>| ,#:'  # characters Elasticsearch refuses in index names
+
+
 def _index_name(name: str, given: str | None) -> str:
-    """--index-name, or the default for NAME; Elasticsearch takes lowercase names only, and its own refusal
-    lists forbidden characters without saying so."""
-    if given is not None and given != given.lower():
+    """--index-name, or the default for NAME, checked before the server is asked: its refusal of a look-up is
+    a bare HTTP 400, a wildcard or a comma names several indexes, and its refusal of an uppercase name lists
+    forbidden characters without saying so."""
+    if given is None:
+        return default_index_name(name)
+    bad = " ".join(repr(character) for character in sorted(set(given) & set(FORBIDDEN)))
+    why = ("cannot be empty, '.' or '..'" if given in ("", ".", "..") else f"cannot contain {bad}" if bad
+           else f"cannot start with {given[0]!r}" if given[0] in "-_+" else None)
+    if why:
+        raise UsageError(f"--index-name {given!r}: Elasticsearch index names {why}")
+    if given != given.lower():
         raise UsageError(f"--index-name {given!r}: Elasticsearch index names are lowercase; try {given.lower()!r}")
-    return given or default_index_name(name)
+    return given
 
 
 def _mapping(connection: Connection, index_name: str) -> dict:
@@ -363,8 +374,9 @@ def open_index(name: str, es_url: str | None = None, index_name: str | None = No
         # a command line, whose flags a pipeline's error keeps ("pass k1/b to rerank index" named its own keys)
         raise UsageError(f"Elasticsearch fixes BM25 k1/b when the index is built (rerank index {name} --backend "
                          "elasticsearch --k1 K1 --b B), not when it is searched")
+    index_name = _index_name(name, index_name)
     connection = Connection(es_url, es_ca_certs, es_verify_certs)
-    index = ElasticIndex(name, connection, _index_name(name, index_name))
+    index = ElasticIndex(name, connection, index_name)
     if k > index.max_window:
         raise UsageError(f"--k {k} is more than {index.where} returns for one query: its setting "
                          f"index.max_result_window is {index.max_window}; lower --k, or raise that setting")
