@@ -255,6 +255,17 @@ def test_a_malformed_url_is_one_line(rerank, cacm_slice, given, env, named):  # 
     assert done.stderr.startswith(f"rerank: error: {named} is not a usable URL") and "s3cret" not in done.stderr
 
 
+@pytest.mark.parametrize("url", ["htps://u:s3cret@127.0.0.1:9200", "ftp://127.0.0.1:9200", "localhost:9200"])
+def test_a_url_that_is_not_http_or_https_is_refused(rerank, cacm_slice, url):
+    """The client spoke plain HTTP to any scheme: a mistyped 'htps://' sent the credentials unencrypted, and the
+    run's header recorded the URL as given."""
+    done = rerank("retrieve", "slice", "--backend", "elasticsearch", "--es-url", url,
+                  "--topics", str(cacm_slice / "topics.tsv"), check=False)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.startswith("rerank: error: --es-url ") and "not a usable URL" in done.stderr
+    assert "s3cret" not in done.stderr
+
+
 @pytest.mark.parametrize("url, ca_file, says", [
     ("http://127.0.0.1:9", "ca.pem", "TLS options (--es-ca-certs) need an https URL, not http://127.0.0.1:9"),
     ("https://127.0.0.1:9", "missing.pem", "missing.pem: no such file"),

@@ -89,6 +89,8 @@ class Connection:
         except ValueError as exc:
             raise UsageError(f"{given} is not a usable URL ({exc})") from None
         self.shown = public_url(self.url)
+        if parts.scheme not in ("http", "https"):  # the client speaks plain HTTP to any other, 'htps' included
+            raise UsageError(f"{given} {self.shown!r} is not a usable URL (it must start with http:// or https://)")
         tls = [flag for flag, value in (("--es-ca-certs", es_ca_certs), ("--es-insecure", es_verify_certs is False))
                if value]
         if tls and parts.scheme != "https":
