@@ -127,6 +127,20 @@ def test_a_server_lost_while_loading_is_one_error(tmp_path):
             elastic.build("lost", documents(), {}, es_url=url)
 
 
+@pytest.mark.parametrize("cause, says", [
+    ("ConnectionResetError(104, 'Connection reset by peer')", "Connection reset by peer"),
+    ("RemoteDisconnected('Remote end closed connection without response')",
+     "Remote end closed connection without response"),
+])
+def test_a_server_lost_mid_run_is_said_in_words(cause, says):
+    """A server stopped during `rerank retrieve` was reported as Python's repr of the client's exception tuple."""
+    import elastic_transport
+
+    from rerank.retrieve.elastic import _reason
+
+    assert _reason(elastic_transport.ConnectionError(f"('Connection aborted.', {cause})")) == says
+
+
 def test_a_failing_query_is_named_and_nothing_is_written(es_slice, es_server, cacm_slice, tmp_path):  # noqa: F811
     """The server refuses a query (open_index would have refused this --k up front, so the index is opened
     directly)."""

@@ -148,7 +148,8 @@ def _api_reason(exc) -> str:
 
 def _reason(exc: Exception) -> str:
     text = str(getattr(exc, "message", "") or exc)
-    for marker in ("Connection refused", "Name or service not known", "timed out", "certificate verify failed"):
+    for marker in ("Connection refused", "Name or service not known", "timed out", "certificate verify failed",
+                   "Connection reset by peer", "Remote end closed connection without response"):  # (lost mid-run)
         if marker in text:
             return marker
     return text.splitlines()[0][:200]
