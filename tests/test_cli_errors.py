@@ -78,7 +78,8 @@ def test_empty_input_and_unrelated_qrels(rerank, data_root, tmp_path):
     fails(rerank, "eval", str(tmp_path / "other.run"), words="pass --qrels FILE")
     (tmp_path / "own-topics.run").write_text('# topics: "mine.tsv"\n# index: "vaswani"\n1 Q0 a 1 1.0 t\n')
     fails(rerank, "eval", str(tmp_path / "own-topics.run"),
-          words=f"pass --qrels FILE (if its topics are vaswani's, its qrels are {data_root / 'vaswani' / 'qrels'})")
+          words=f"pass --qrels FILE (if its topics are vaswani's, its qrels are {data_root / 'vaswani' / 'qrels'}), "
+                "or --dataset NAME (a data set's queries)")
 
 
 def test_runs_of_different_data_sets_are_not_scored_against_one_qrels(rerank, tmp_path):

@@ -90,8 +90,8 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
         index = header.get("index")  # `retrieve vaswani --topics mine.tsv`: own topics over a data set's index
         qrels_of_index = get_dataset(index).files.get("qrels") if index in dataset_names() else None
         hint = f" (if its topics are {index}'s, its qrels are {qrels_of_index})" if qrels_of_index else ""
-        remedy = f" or {dataset_option} NAME" if dataset_option else ""
-        raise UsageError(f"no qrels: the run's header names no known data set; pass --qrels FILE{remedy}{hint}")
+        remedy = f", or {dataset_option} NAME (a data set's queries)" if dataset_option else ""
+        raise UsageError(f"no qrels: the run's header names no known data set; pass --qrels FILE{hint}{remedy}")
     return Judgements(dataset.qrels(), min_rel if min_rel is not None else dataset.min_rel, dataset.measures, name,
                       dataset.unjudged_rule)
 
