@@ -440,7 +440,8 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
         warnings.insert(0, f"{', '.join(own)}: from a topics file whose queries are not all {dataset}'s (their ids "
                            f"with the same words), judged by {dataset}'s qrels, the pipeline's data set; set qrels = "
                            "FILE if they are not its queries")
-    stale = sorted(str(p) for p in folder.glob("*.run") if p.stem not in {stage["name"] for stage in spec["stage"]})
+    made = {stage["name"] for stage in spec["stage"]}
+    stale = sorted(str(p) for p in folder.glob("*.run") if p.stem not in made)
     if stale:  # a renamed stage's old run: `rerank budget runs/NAME/*.run` would read it with the current ones
         warnings.append(f"{', '.join(stale)}: of no stage of {path} now (a stage renamed or removed?); delete "
                         f"{'it' if len(stale) == 1 else 'them'} if so")

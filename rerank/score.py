@@ -96,15 +96,14 @@ class ScoreStats:
     missing: int = 0
     missing_queries: list[str] = field(default_factory=list)
     below: int = 0  # queries with candidates below the depth, which keep their order there unscored
-    depth: int = 0
 
-    def summary(self, stage: str) -> str:
+    def summary(self, stage: str, depth: int) -> str:
         text = (f"{stage}: scored {counted(self.pairs, 'pair')} over {counted(self.queries, 'query', 'queries')} "
                 f"({self.cached} from the cache)")
         if self.missing:
             text += f"; skipped {counted(self.missing, 'candidate')} with no text in the store"
         if self.below:  # expected when re-ranking a 1000-deep run's top 100; a QA user expected every candidate
-            text += (f"; {counted(self.below, 'query', 'queries')} had candidates below the top {self.depth}, "
+            text += (f"; {counted(self.below, 'query', 'queries')} had candidates below the top {depth}, "
                      "left unscored in their order (--depth to score more)")
         return text
 
@@ -163,7 +162,6 @@ def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Rer
     stats.pairs += len(head)
     stats.missing += missing
     stats.below += len(ranking) > depth
-    stats.depth = depth
     if missing:
         stats.missing_queries.append(ranking.qid)
     timing = Timing(stage, (time.perf_counter() - began) * 1000, len(head))

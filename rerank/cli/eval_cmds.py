@@ -22,10 +22,11 @@ def _baseline_index(runs, baseline: str | None) -> int:
     for i, run in enumerate(runs):
         if baseline in (run.name, run.source):
             return i
-    files = [i for i, run in enumerate(runs) if os.path.isfile(baseline) and os.path.isfile(run.source)
-             and os.path.samefile(baseline, run.source)]
-    if len(files) == 1:  # the file under another spelling (./a.run, its absolute path, a link to it)
-        return files[0]
+    if os.path.isfile(baseline):  # the file under another spelling (./a.run, its absolute path, a link to it)
+        files = [i for i, run in enumerate(runs)
+                 if os.path.isfile(run.source) and os.path.samefile(baseline, run.source)]
+        if len(files) == 1:
+            return files[0]
     shared = [i for i, run in enumerate(runs) if run.header.stages and run.header.stages[-1].get("name") == baseline]
     if len(shared) == 1:  # the stage name of a run renamed LABEL=FILE: it was called that of "several runs"
         return shared[0]

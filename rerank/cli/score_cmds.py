@@ -79,7 +79,7 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
                               cache=not no_cache, skip_missing=skip_missing, stage=stage_name, store=store,
                               queries=queries, stats=stats, interpolate=interpolate, topics=topics, corpus=corpus)
         write_stream(stream, output, trec_only)
-    click.echo(f"rerank: {stats.summary(stage_name or model_name)}", err=True)
+    click.echo(f"rerank: {stats.summary(stage_name or model_name, depth)}", err=True)
 
 
 def parse_model_options(items: tuple[str, ...]) -> dict:

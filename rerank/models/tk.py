@@ -553,14 +553,14 @@ def new_trainable(variant: str = "tk", threads: int | None = None, base: str | N
                   **options: Any) -> TKModule:
     """A fresh TK/TKL from `options` (TKConfig fields), or the checkpoint `base` to train on."""
     set_threads(threads)
-    known = {f.name for f in fields(TKConfig)} - {"variant"} - (TKL_ONLY_OPTIONS if variant == "tk" else set())
-    unknown = sorted(set(options) - known - TKL_ONLY_OPTIONS)
-    if unknown:
-        raise UsageError(f"unknown {variant} option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     tkl_only = sorted(set(options) & TKL_ONLY_OPTIONS) if variant == "tk" else []
     if tkl_only:  # TK scores the whole passage: these would do nothing but be recorded in its config
         raise UsageError(f"{', '.join(tkl_only)}: TKL's option(s) (chunks and regions), which tk does not use; "
                          "drop them, or train tkl")
+    known = {f.name for f in fields(TKConfig)} - {"variant"} - (TKL_ONLY_OPTIONS if variant == "tk" else set())
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise UsageError(f"unknown {variant} option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     if base:
         from ..train import read_checkpoint
 

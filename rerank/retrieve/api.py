@@ -77,9 +77,10 @@ def pool_note(name: str, source: dict) -> str | None:
     """What a user searching a candidates data set's own documents should know: they are the pool of its shipped
     candidate runs (TREC DL's 5,492 passages of 8.8 million), where BM25 finds other passages, and scores otherwise,
     than the published first stage it is easily taken for."""
-    if "corpus" in source or name not in dataset_names() or get_dataset(name).kind != "candidates":
+    dataset = get_dataset(name) if "corpus" not in source and name in dataset_names() else None
+    if dataset is None or dataset.kind != "candidates":
         return None
-    runs = ", ".join(get_dataset(name).run_files)
+    runs = ", ".join(dataset.run_files)
     return (f"{name}'s documents are the passages of its candidate runs ({runs}), not the whole collection they "
             f"came from: a search over them is not comparable with those runs or a published first stage (replay "
             f"one: rerank retrieve {name} --candidates)")
