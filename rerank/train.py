@@ -286,6 +286,7 @@ class TrainArgs:
     teacher_min_score: float | None = None  # unjudged teacher queries whose best score is lower are skipped
     max_minutes: float | None = None
     precision: str = "fp32"  # "bf16": forward passes under bfloat16 autocast (about 2x the steps on AVX512-BF16 CPUs)
+    device: str = "cpu"  # where the weights and batches live: "cuda" (bert only) trains on a GPU
     overwrite: bool = False  # replace a checkpoint already at `output` (else refused, as index and encode refuse)
     eval_on_start: bool = False  # a dev evaluation before the first step (Hugging Face's eval_on_start)
     model_options: dict = field(default_factory=dict)
@@ -320,6 +321,8 @@ class TrainArgs:
                 raise DataError(f"teacher run not found: {self.teacher}")
         if self.precision not in ("fp32", "bf16"):
             raise UsageError(f"--precision must be fp32 or bf16, not {self.precision!r}")
+        if self.device != "cpu":  # torch's import takes seconds; cpu needs no check
+            check_device(self.device)
         if not 0 <= self.dev_fraction < 1:
             raise UsageError(f"--dev-fraction must be in [0, 1), not {self.dev_fraction}")
         base = self.model_options.get("base")
@@ -765,7 +768,7 @@ def group_loss(scores, loss: str):
     import torch.nn.functional as F
 
     if loss == "listwise":
-        return F.cross_entropy(scores, torch.zeros(scores.shape[0], dtype=torch.long))
+        return F.cross_entropy(scores, torch.zeros(scores.shape[0], dtype=torch.long, device=scores.device))
     return F.softplus(scores[:, 1:] - scores[:, :1]).mean()  # pairwise logistic (RankNet)
 
 
@@ -800,6 +803,8 @@ class TrainResult:
 
 def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda _m: None) -> TrainResult:
     """Train `model_name` as `args` say and leave the best checkpoint in `args.output`."""
+    if args.device != "cpu" and model_name != "bert":
+        raise UsageError(f"--device {args.device}: only bert trains on a GPU here; train {model_name} on --device cpu")
     args.check()  # before torch's import, which takes seconds
     # Two trainings into one folder (the same -o in two shells) each replaced the other's checkpoint at their dev
     # evaluations, and each wrote how its training ended into whichever checkpoint was there: weights of one run
@@ -807,6 +812,25 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
     with exclusive(args.output, f"{args.output} is being written by another process (rerank train with the same "
                                 "-o); wait for it to finish, or choose another folder"):
         return _train(model_name, args, log)
+
+
+def check_device(device: str) -> None:
+    """A CUDA device torch can see (or cpu): refused now, not after the data is read."""
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError):
+        raise UsageError(f"--device must be cpu or cuda (cuda:N), not {device!r}") from None
+    if kind not in ("cpu", "cuda"):
+        raise UsageError(f"--device must be cpu or cuda (cuda:N), not {device!r}")
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {device}: torch sees no CUDA GPU here (torch {torch.__version__}); "
+                             "train on --device cpu")
+        index = torch.device(device).index
+        if index is not None and index >= torch.cuda.device_count():
+            raise UsageError(f"--device {device}: torch sees {counted(torch.cuda.device_count(), 'CUDA GPU')}")
 
 
 def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> TrainResult:
@@ -838,7 +862,8 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     if teacher is not None and teacher.extra:
         log(f"distilling also on {len(teacher.extra)} unjudged queries of the teacher run")
     model = new_trainable(model_name, **args.model_options)
-    model.train()
+    device = torch.device(args.device)
+    model.to(device).train()
     head = list(model.head_parameters()) if hasattr(model, "head_parameters") else []
     head_ids = {id(p) for p in head}
     body = [p for p in model.parameters() if p.requires_grad and id(p) not in head_ids]
@@ -875,7 +900,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     began = time.perf_counter()
     history: list[dict] = []
     best, best_step, since_best, stopped = None, None, 0, "steps"
-    if args.precision == "bf16" and bf16_is_emulated():
+    if args.precision == "bf16" and device.type == "cpu" and bf16_is_emulated():
         log(f"warning: {BF16_EMULATED}")
 
     written: list[dict] = []  # the manifest of the checkpoint being saved
@@ -946,7 +971,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                     groups += epoch
                 batch, groups = groups[: args.batch_groups], groups[args.batch_groups :]
                 # bf16 autocast: matmuls in bfloat16, weights, losses and optimiser state stay fp32
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16"):
                     scores = model.score_batch([g.query for g in batch], [g.passages for g in batch])
                 scores = scores.float()
                 labelled = [i for i, g in enumerate(batch) if g.labelled]
@@ -955,7 +980,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                     rows = [i for i, g in enumerate(batch) if all(d in teacher.scores.get(g.qid, {}) for d in g.docids)]
                     if rows:
                         target = args.teacher_scale * torch.tensor(
-                            [[teacher.scores[batch[i].qid][d] for d in batch[i].docids] for i in rows])
+                            [[teacher.scores[batch[i].qid][d] for d in batch[i].docids] for i in rows], device=device)
                         loss = loss + args.distill_weight * distill_loss(scores[rows], target, args.distill)
                 optimizer.zero_grad()
                 loss.backward()

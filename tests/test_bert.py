@@ -675,6 +675,14 @@ def test_bad_training_arguments(tmp_path):
         train("bert", TrainArgs(train="nope", output=str(tmp_path)))
     with pytest.raises(UsageError, match="--precision"):
         train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), precision="fp16"))
+    for device in ("tpu", "gpu", "cuda:x"):
+        with pytest.raises(UsageError, match=f"--device must be cpu or cuda \\(cuda:N\\), not '{device}'"):
+            train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), device=device))
+    with pytest.raises(UsageError, match="only bert trains on a GPU here; train tk on --device cpu"):
+        train("tk", TrainArgs(train="trecqa-dev", output=str(tmp_path), device="cuda"))
+    if not torch.cuda.is_available():  # CI's machines and this project's have none
+        with pytest.raises(UsageError, match="--device cuda: torch sees no CUDA GPU here"):
+            train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), device="cuda"))
     for wrong, words in (({"patience": 0}, "--patience must be positive"),
                          ({"max_minutes": 0.0}, "--max-minutes must be positive"),
                          ({"teacher": "t.run", "distill_weight": -1.0}, "--distill-weight must be >= 0"),

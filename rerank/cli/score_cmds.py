@@ -152,6 +152,8 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
               help="bf16: forward passes under bfloat16 autocast, about 2x the steps per minute on CPUs with "
                    "AVX512-BF16/AMX, slower without AVX512.")
+@click.option("--device", default="cpu", show_default=True,
+              help="Where to train: cpu, or cuda (cuda:N) for bert on a GPU (with --precision bf16: bfloat16 autocast).")
 @click.option("-O", "--model-option", "model_option", multiple=True, metavar="KEY=VALUE",
               help="Architecture option (tk/tkl), e.g. -O embeddings=minilm-context (MiniLM's frozen encoder as "
                    "token vectors: the best TK here), -O projection=64; for GloVe the lexical ones "
@@ -162,7 +164,7 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
           min_rel, steps, batch_groups, negatives,
           loss, lr, head_lr_scale, eval_every, patience, eval_on_start, dev_depth, metric, seed, teacher, distill,
           distill_weight,
-          teacher_scale, teacher_min_score, max_minutes, max_length, threads, precision, model_option,
+          teacher_scale, teacher_min_score, max_minutes, max_length, threads, precision, device, model_option,
           init_from) -> None:
     """Train MODEL on judged candidates (a data set's, or a run file's) and write the best checkpoint to OUTPUT."""
     from ..models.base import checked_model_options
@@ -183,7 +185,7 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
                      metric=metric, seed=seed,
                      teacher=teacher, distill=distill, distill_weight=distill_weight, teacher_scale=teacher_scale,
                      teacher_min_score=teacher_min_score,
-                     max_minutes=max_minutes, precision=precision, overwrite=overwrite,
+                     max_minutes=max_minutes, precision=precision, device=device, overwrite=overwrite,
                      command=f"cd {shlex.quote(os.getcwd())} && {shlex.join(['rerank', *sys.argv[1:]])}",
                      model_options={**options, **parse_model_options(model_option),
                                     **({"base": str(Path(init_from).resolve())} if init_from else {})})
