@@ -68,6 +68,8 @@ def training_command(manifest: dict) -> str:
         parts.append(f"--max-minutes {t['max_minutes']}")
     if t.get("precision", "fp32") != "fp32":
         parts.append(f"--precision {t['precision']}")
+    if t.get("device", "cpu") != "cpu":
+        parts.append(f"--device {t['device']}")
     parts.append(f"--max-length {manifest['config']['max_length']} -o CHECKPOINT")
     return " ".join(parts)
 
@@ -79,8 +81,10 @@ def provenance(manifest: dict) -> str:
         return f"the weight average of {len(t['soup'])} checkpoints (`rerank average`)"
     dev = (f"held-out {t['dev_fraction']:.0%} of the {t['train']} queries"
            if t.get("dev_fraction") else (t.get("dev") or "none (last step kept)"))
-    return (f"{t['seconds']:.0f} s wall on the shared 2-core CPU, best step {t['step']} of at most {t['steps']}, "
-            f"early stopping on {dev} ({t.get('dev_measure')} = {t.get('dev_value') or 0:.4f})")
+    where = "the shared 2-core CPU" if t.get("device", "cpu") == "cpu" else f"a GPU ({t['device']})"
+    transfer = f"; {t['transfer']}" if t.get("transfer") else ""
+    return (f"{t['seconds']:.0f} s wall on {where}, best step {t['step']} of at most {t['steps']}, "
+            f"early stopping on {dev} ({t.get('dev_measure')} = {t.get('dev_value') or 0:.4f}){transfer}")
 
 
 def earlier_sections(markdown: str) -> dict[str, str]:
