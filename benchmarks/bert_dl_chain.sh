@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # The ninth session's TREC DL checkpoint of bert_quality.md (the chosen one until the GPU-trained one of the
 # twelfth session, benchmarks/bert_gpu.sh, which starts from this chain's teacher), rebuilt in one command on a CPU:
-# the fused teacher (bi-encoder and
-# minilm-context TK over 5,288 unlabelled MS MARCO train queries x the DL 2020 pool), then the three-step
-# student chain FIRST (fp32, 20 min) -> SECOND (bf16, 40 min) -> THIRD (bf16, 30 min), all trained on
-# TREC DL 2020 only, then bert_quality.py on DL 2019 with the better of SECOND and THIRD by held-out dev
+# the fused teacher (bi-encoder and minilm-context TK over 5,288 unlabelled MS MARCO train queries x the DL 2020
+# pool), then the three-step student chain FIRST (fp32, 20 min) -> SECOND (bf16, 40 min) -> THIRD (bf16, 30 min),
+# all trained on TREC DL 2020 only, then bert_quality.py on DL 2019 with the better of SECOND and THIRD by held-out dev
 # (the rule of the ninth session). About 2 hours on the 2-core AMX Xeon that made the recorded checkpoint.
 # The training steps are bounded in minutes, so another CPU takes another number of steps, and bf16 is not
 # bitwise reproducible across CPUs (bert_quality.md, Notes). On a CPU without AVX512 the chain under-trains:
