@@ -280,6 +280,21 @@ def test_a_url_that_is_not_http_or_https_is_refused(rerank, cacm_slice, url):
     assert "s3cret" not in done.stderr
 
 
+@pytest.mark.parametrize("given, env, says", [
+    (["--es-url", ""], {}, "--es-url is empty; give the server's URL, or leave the option out for $RERANK_ES_URL"),
+    ([], {"RERANK_ES_API_KEY": "k3y", "RERANK_ES_USER": "alice", "RERANK_ES_PASSWORD": "s3cret"},
+     "both $RERANK_ES_API_KEY and $RERANK_ES_USER are set: unset one of them"),
+    ([], {"RERANK_ES_PASSWORD": "s3cret"}, "$RERANK_ES_PASSWORD is set without $RERANK_ES_USER"),
+])
+def test_connection_settings_that_would_be_ignored_are_refused(rerank, cacm_slice, given, env, says):
+    """An empty --es-url (an unset shell variable) searched the default server; an API key silently won over a user
+    and password, and a password without a user went unsent."""
+    done = rerank("retrieve", "slice", "--backend", "elasticsearch", *given, "--topics", str(cacm_slice / "topics.tsv"),
+                  env=env, check=False)
+    assert done.returncode == 2 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
+    assert says in done.stderr and "s3cret" not in done.stderr and "k3y" not in done.stderr
+
+
 @pytest.mark.parametrize("url, ca_file, says", [
     ("http://127.0.0.1:9", "ca.pem", "TLS options (--es-ca-certs) need an https URL, not http://127.0.0.1:9"),
     ("https://127.0.0.1:9", "missing.pem", "missing.pem: no such file"),

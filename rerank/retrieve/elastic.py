@@ -81,6 +81,9 @@ class Connection:
     def __init__(self, es_url: str | None = None, es_ca_certs: str | None = None, es_verify_certs: bool | None = None):
         from elasticsearch import Elasticsearch
 
+        if es_url is not None and not es_url.strip():  # `--es-url "$UNSET_VARIABLE"`: not the default server's
+            raise UsageError(f"--es-url is empty; give the server's URL, or leave the option out for ${URL_ENV} "
+                             f"or {DEFAULT_URL}")
         self.url = es_url or os.environ.get(URL_ENV) or DEFAULT_URL
         given = "--es-url" if es_url else f"${URL_ENV}"
         try:  # the client says no more than that it cannot parse the URL, and quotes it, password and all
@@ -99,6 +102,10 @@ class Connection:
             raise UsageError(f"--es-ca-certs {es_ca_certs}: no such file")
         # No retry on timeout: a slow server would get the same work twice.
         kwargs: dict = {"request_timeout": 600, "max_retries": 1, "retry_on_timeout": False}
+        if os.environ.get(API_KEY_ENV) and os.environ.get(USER_ENV):  # which one the server sees would be a guess
+            raise UsageError(f"both ${API_KEY_ENV} and ${USER_ENV} are set: unset one of them")
+        if os.environ.get(PASSWORD_ENV) and not os.environ.get(USER_ENV):  # else it would go unsent
+            raise UsageError(f"${PASSWORD_ENV} is set without ${USER_ENV}")
         if os.environ.get(API_KEY_ENV):
             kwargs["api_key"] = os.environ[API_KEY_ENV]
         elif os.environ.get(USER_ENV):
