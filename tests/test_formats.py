@@ -195,6 +195,16 @@ def test_beir_queries_are_topics(tmp_path):
         formats.read_topics(path)
 
 
+@pytest.mark.parametrize("record, fields", [('{"id": "d1", "contents": "a document"}', "'contents'"),
+                                            ('{"_id": "d1", "title": "T", "text": "body"}', "'title'")])
+def test_a_corpus_given_as_topics_is_refused(tmp_path, record, fields):
+    """Pyserini's and BEIR's corpus records were read as queries: `--topics corpus.jsonl` searched every document."""
+    path = tmp_path / "corpus.jsonl"
+    path.write_text(record + "\n")
+    with pytest.raises(FormatError, match=f"corpus.jsonl: its records have {fields}: a corpus, not topics .*--corpus"):
+        formats.read_topics(path)
+
+
 def test_jsonl_both_layouts(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_text('{"id": "a", "contents": "x y"}\n{"_id": "b", "title": "T", "text": "body"}\n')

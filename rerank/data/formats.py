@@ -274,8 +274,22 @@ def read_topics(path: str | Path) -> dict[str, str]:
     if start.startswith(".I"):
         return _record_topics(((d.docid, d.contents) for d in read_smart(path)), path)
     if _json_first_line(start):  # BEIR's queries.jsonl, `{_id, text}`: the corpus reader's records
+        _refuse_corpus_records(start, path)
         return _record_topics(((d.docid, d.contents) for d in read_jsonl_docs(path)), path)
     return _read_tsv_topics(path)
+
+
+def _refuse_corpus_records(start: str, path: str | Path) -> None:
+    """A corpus given as topics (`--topics corpus.jsonl`, the two options swapped) was searched one document per
+    query; its records say what it is: Pyserini's `contents`, BEIR's corpus `title` (BEIR queries have neither)."""
+    try:
+        first = json.loads(start.partition("\n")[0])
+    except ValueError:
+        return  # the record reader names the bad line
+    fields = [f for f in ("contents", "title") if isinstance(first, dict) and f in first]
+    if fields:
+        raise FormatError(str(path), None, f"its records have {' and '.join(repr(f) for f in fields)}: a corpus, not "
+                          "topics (JSONL topics are BEIR's queries.jsonl, {\"_id\", \"text\"}); is it --corpus?")
 
 
 def _json_first_line(start: str) -> bool:
