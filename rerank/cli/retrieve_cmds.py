@@ -49,7 +49,10 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
     options = {key: value for key, value in backend_args.items() if value is not None}
     info = api.build_index(name, backend_name, corpus=corpus, threads=threads, overwrite=overwrite, **options)
     skipped = info.source.get(EMPTY_SKIPPED)
-    click.echo(f"indexed {info.documents} documents into index {name!r} ({backend_name})"
+    # a server's index has its own name and place (--index-name, --es-url): the one searched later, the one to check
+    into = (f"Elasticsearch index {info.source['index_name']!r} at {info.source['es_url']} (rerank name {name!r})"
+            if "index_name" in info.source else f"index {name!r} ({backend_name})")
+    click.echo(f"indexed {info.documents} documents into {into}"
                + (f"; {skipped} documents without text were skipped, as Anserini does" if skipped else "")
                + ("; the vectors of the index it replaces were reused (same documents, same encoder)"
                   if info.source.get(REUSED) else ""), err=True)
