@@ -321,7 +321,7 @@ class TrainArgs:
                 raise DataError(f"teacher run not found: {self.teacher}")
         if self.precision not in ("fp32", "bf16"):
             raise UsageError(f"--precision must be fp32 or bf16, not {self.precision!r}")
-        if self.device != "cpu":  # torch's import takes seconds; cpu needs no check
+        if not on_cpu(self.device):  # torch's import takes seconds; cpu needs no check
             check_device(self.device)
         if not 0 <= self.dev_fraction < 1:
             raise UsageError(f"--dev-fraction must be in [0, 1), not {self.dev_fraction}")
@@ -803,7 +803,7 @@ class TrainResult:
 
 def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda _m: None) -> TrainResult:
     """Train `model_name` as `args` say and leave the best checkpoint in `args.output`."""
-    if args.device != "cpu" and model_name != "bert":
+    if not on_cpu(args.device) and model_name != "bert":
         raise UsageError(f"--device {args.device}: only bert trains on a GPU here; train {model_name} on --device cpu")
     args.check()  # before torch's import, which takes seconds
     # Two trainings into one folder (the same -o in two shells) each replaced the other's checkpoint at their dev
@@ -812,6 +812,10 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
     with exclusive(args.output, f"{args.output} is being written by another process (rerank train with the same "
                                 "-o); wait for it to finish, or choose another folder"):
         return _train(model_name, args, log)
+
+
+def on_cpu(device: str) -> bool:
+    return device.partition(":")[0] == "cpu"
 
 
 def check_device(device: str) -> None:

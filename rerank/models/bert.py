@@ -200,7 +200,8 @@ def cls_logits(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.
     lengths = attention_mask.sum(1)
     firsts = lengths.cumsum(0) - lengths  # packed position of each row's [CLS]
     x = bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids).flatten(0, 1).index_select(0, kept)
-    mask = torch.zeros(rows, 1, 1, width, dtype=x.dtype, device=x.device).masked_fill_(~real[:, None, None, :], torch.finfo(x.dtype).min)
+    mask = torch.zeros(rows, 1, 1, width, dtype=x.dtype, device=x.device).masked_fill_(
+        ~real[:, None, None, :], torch.finfo(x.dtype).min)
 
     def split_heads(values: torch.Tensor, packed: bool = True) -> torch.Tensor:
         """[tokens, hidden] (packed) or [rows, hidden] (one position a row) to [rows, heads, positions, head_dim]."""
