@@ -307,6 +307,17 @@ def test_per_query_and_formats(rerank, tmp_path):
 
 
 @pytest.mark.data
+def test_ids_a_qa_set_does_not_have_are_not_called_unjudged_by_its_protocol(rerank):
+    """A query id from elsewhere was counted among the questions the protocol leaves out on purpose."""
+    stream = rerank("retrieve", "trecqa-dev", "--candidates").stdout
+    lines = stream.splitlines(keepends=True)
+    end = next(i for i, line in enumerate(lines) if line.startswith("# end"))
+    done = rerank("eval", input="".join(lines[:end] + ["elsewhere7 Q0 d1 1 1.0 candidates\n"] + lines[end:]))
+    assert "16 queries are unjudged under trecqa-dev's protocol" in done.stderr
+    assert "1 query is not a query of trecqa-dev and is ignored (elsewhere7)" in done.stderr
+
+
+@pytest.mark.data
 def test_a_plain_run_of_a_qa_set_is_judged_by_naming_the_data_set(rerank, tmp_path):
     """Another tool's TrecQA run has no header, and TrecQA ships no qrels file for --qrels: eval had no way in."""
     stream = rerank("retrieve", "trecqa-dev", "--candidates").stdout

@@ -36,6 +36,7 @@ class Judgements:
     measures: tuple[str, ...]
     source: str
     unjudged_rule: str = ""  # the data set's reason for leaving topics out of its qrels (QA protocols)
+    topics: frozenset[str] | None = None  # with a rule: the data set's query ids, to tell its unjudged from foreign ones
     note: str = ""  # said with eval's notes: how the relevance level was chosen, where it may surprise
 
 
@@ -93,7 +94,7 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
         remedy = f", or {dataset_option} NAME (a data set's queries)" if dataset_option else ""
         raise UsageError(f"no qrels: the run's header names no known data set; pass --qrels FILE{hint}{remedy}")
     return Judgements(dataset.qrels(), min_rel if min_rel is not None else dataset.min_rel, dataset.measures, name,
-                      dataset.unjudged_rule)
+                      dataset.unjudged_rule, topics=frozenset(dataset.topics()) if dataset.unjudged_rule else None)
 
 
 def load_runs(inputs: list[tuple[IO[str], str]], strict: bool, labels: list[str | None] | None = None) -> list[Run]:
@@ -205,13 +206,18 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
             note = (f"{counted(n, 'judged query', 'judged queries')} {verb(n, 'has', 'have')} no results and "
                     f"count{verb(n, 's', '')} as 0 {some_ids(ev.missing)}")
             per_run.setdefault((note, tuple(ev.missing)), []).append(ev.run_name)
-        if ev.unjudged:
-            n = len(ev.unjudged)
+        # a QA set leaves some of its questions unjudged on purpose; ids it does not have are another matter
+        foreign = [q for q in ev.unjudged if judgements.topics is not None and q not in judgements.topics]
+        for ids in ([q for q in ev.unjudged if q not in foreign], foreign):
+            if not ids:
+                continue
+            n = len(ids)
             are = verb(n, "is", "are")
-            why = (f"{are} unjudged under {judgements.source}'s protocol ({judgements.unjudged_rule})"
+            why = (f"{verb(n, 'is not a query', 'are not queries')} of {judgements.source}" if ids is foreign
+                   else f"{are} unjudged under {judgements.source}'s protocol ({judgements.unjudged_rule})"
                    if judgements.unjudged_rule else f"{are} not in the qrels")
-            note = f"{counted(n, 'query', 'queries')} {why} and {are} ignored {some_ids(ev.unjudged)}"
-            per_run.setdefault((note, tuple(ev.unjudged)), []).append(ev.run_name)
+            note = f"{counted(n, 'query', 'queries')} {why} and {are} ignored {some_ids(ids)}"
+            per_run.setdefault((note, tuple(ids)), []).append(ev.run_name)
         evaluations.append(ev)
     warnings += [f"{', '.join(names)}: {note}" for (note, _), names in per_run.items()]
     return evaluations, measures, warnings
