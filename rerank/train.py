@@ -831,7 +831,7 @@ def check_device(device: str) -> None:
     if kind == "cuda":
         if not torch.cuda.is_available():
             raise UsageError(f"--device {device}: torch sees no CUDA GPU here (torch {torch.__version__}); "
-                             "train on --device cpu")
+                             "use --device cpu")
         index = torch.device(device).index
         if index is not None and index >= torch.cuda.device_count():
             raise UsageError(f"--device {device}: torch sees {counted(torch.cuda.device_count(), 'CUDA GPU')}")

@@ -121,6 +121,22 @@ def test_bf16_scores_close_to_fp32_and_cached_apart(tiny_checkpoint):
         load_model("bert", str(folder), precision="fp8")
 
 
+def test_scoring_device(tiny_checkpoint):
+    """--device cpu is the default and leaves the provenance (and so the score cache) as before; a GPU torch cannot
+    see, or another device, is refused at load; other models take no --device."""
+    folder, _ = tiny_checkpoint
+    default, cpu = load_model("bert", str(folder)), load_model("bert", str(folder), device="cpu")
+    assert default.provenance() == cpu.provenance() and "device" not in cpu.provenance()
+    assert cpu.score("what is ranking", ["a"], ["a passage"]) == default.score("what is ranking", ["a"], ["a passage"])
+    with pytest.raises(UsageError, match="--device must be cpu or cuda"):
+        load_model("bert", str(folder), device="tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(UsageError, match="--device cuda: torch sees no CUDA GPU here"):
+            load_model("bert", str(folder), device="cuda", quantize=True)
+    with pytest.raises(UsageError, match="--device is an option of bert only, not minilm-bi"):
+        load_model("minilm-bi", device="cuda")
+
+
 def test_length_and_threads_out_of_range_are_refused_before_scoring(tiny_checkpoint):
     """A length past the position table would only fail on the first long text, mid-run; 0 used to mean 'default'."""
     folder, _ = tiny_checkpoint

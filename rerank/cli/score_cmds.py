@@ -42,19 +42,21 @@ from .io import check_dataset_option, open_run_input, run_output_options, write_
 @click.option("--compile", "compile_model", is_flag=True,
               help="bert: torch.compile with frozen weights: same scores, faster on AVX512 CPUs (slower than the default "
                    "on AVX2-only ones), 12-26 s to start; needs a C++ compiler.")
+@click.option("--device", default=None, help="bert: cpu (the default), or cuda (cuda:N) to score on a GPU.")
 @click.option("--interpolate", type=float, default=None, metavar="ALPHA",
               help="Final score (1-ALPHA)·z(model) + ALPHA·z(first-stage score), z over the re-scored candidates.")
 @click.option("--name", "stage_name", default=None, help="Stage name and run tag (default: the model name).")
 @run_output_options
 def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, corpus, dataset_name, batch_size,
-          max_length, threads, quantize, precision, compile_model, interpolate, stage_name, output, trec_only) -> None:
+          max_length, threads, quantize, precision, compile_model, device, interpolate, stage_name, output,
+          trec_only) -> None:
     """Re-score the top DEPTH candidates of each query in RUN (default stdin) with a model."""
     from ..docstore import doc_store_for, queries_for
     from ..models.base import checked_model_options, load_model
     from ..score import ScoreStats, check_score_options, score_stream
 
     given = {"threads": threads, "batch_size": batch_size, "max_length": max_length, "quantize": quantize,
-             "precision": precision, "compile": compile_model}
+             "precision": precision, "compile": compile_model, "device": device}
     options = checked_model_options(model_name, {k: v for k, v in given.items() if v is not None})
     check_score_options(depth, interpolate)
     with open_run_input(run) as (handle, source):
@@ -72,7 +74,7 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
         queries = queries_for(reader.header, topics, remedy)  # fail on a header naming nothing before loading a model
         store = doc_store_for(reader.header, corpus, remedy)
         model = load_model(model_name, checkpoint, **options)
-        if precision == "bf16" and bf16_is_emulated():
+        if precision == "bf16" and (device is None or device.startswith("cpu")) and bf16_is_emulated():
             click.echo(f"rerank: warning: {BF16_EMULATED}", err=True)
         stats = ScoreStats()
         stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), model, depth,

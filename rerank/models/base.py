@@ -77,7 +77,7 @@ class Reranker(abc.ABC):
 # Options that only some models take, with the value that means "not asked for". TK/TKL cap query and
 # document lengths apart, as their checkpoint says, so --max-length would be ignored there.
 RESTRICTED_OPTIONS = {"quantize": (("bert",), False), "precision": (("bert",), "fp32"), "compile": (("bert",), False),
-                      "max_length": (("bert", "minilm-bi"), None)}
+                      "max_length": (("bert", "minilm-bi"), None), "device": (("bert",), "cpu")}
 
 
 def check_batch_size(value: Any, unit: str = "pairs") -> None:

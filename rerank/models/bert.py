@@ -238,7 +238,7 @@ class CrossEncoderReranker(Reranker):
 
     def __init__(self, folder: Path, manifest: dict, max_length: int | None = None,
                  batch_size: int = CROSS_ENCODER_BATCH_SIZE, threads: int | None = None, quantize: bool = False,
-                 precision: str = "fp32", compile: bool = False):
+                 precision: str = "fp32", compile: bool = False, device: str = "cpu"):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         _quiet_transformers()
@@ -253,6 +253,12 @@ class CrossEncoderReranker(Reranker):
             raise UsageError("--quantize works on fp32 weights; drop --precision bf16")
         if quantize and compile:
             raise UsageError("--compile does not take int8 (--quantize) models; use one of them")
+        from ..train import check_device, on_cpu
+
+        if not on_cpu(device):
+            check_device(device)
+            if quantize or compile:  # torch's dynamic int8 and our frozen inductor graphs are CPU paths
+                raise UsageError(f"--{'quantize' if quantize else 'compile'} is for the CPU; drop it with --device {device}")
         self.precision, self.compile = precision, bool(compile)
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
@@ -261,13 +267,15 @@ class CrossEncoderReranker(Reranker):
             with warnings.catch_warnings():  # torch's deprecation notice of quantized tensors is for its developers
                 warnings.filterwarnings("ignore", message=".*quantize_per_tensor", category=UserWarning)
                 model = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
-        self.model = model.to(PRECISIONS[precision])
+        self.device = torch.device(device)
+        self.model = model.to(self.device, PRECISIONS[precision])
         if self.compile:
             self.model = compiled_for_inference(self.model, self.tokenizer)
         self.use_cls_logits = not self.compile and supports_cls_logits(model)
 
     def logits(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         """One score per pair: through `cls_logits` where it applies, else the (compiled) Hugging Face forward."""
+        inputs = {key: value.to(self.device) for key, value in inputs.items()}
         if self.use_cls_logits:
             return cls_logits(self.model, **inputs)[:, 0]
         return self.model(**inputs).logits[:, 0]
@@ -287,7 +295,7 @@ class CrossEncoderReranker(Reranker):
     def provenance(self) -> dict[str, Any]:
         return {"model": self.name, "checkpoint": str(self.folder), "checkpoint_hash": self.checkpoint_hash,
                 "max_length": self.max_length, "quantize": self.quantize, "precision": self.precision,
-                "compile": self.compile}
+                "compile": self.compile, **({"device": str(self.device)} if self.device.type != "cpu" else {})}
 
 
 def load_bert(checkpoint: str, **options: Any) -> CrossEncoderReranker:
