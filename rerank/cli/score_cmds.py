@@ -42,7 +42,9 @@ from .io import check_dataset_option, open_run_input, run_output_options, write_
 @click.option("--compile", "compile_model", is_flag=True,
               help="bert: torch.compile with frozen weights: same scores, faster on AVX512 CPUs (slower than the default "
                    "on AVX2-only ones), 12-26 s to start; needs a C++ compiler.")
-@click.option("--device", default=None, help="bert: cpu (the default), or cuda (cuda:N) to score on a GPU.")
+@click.option("--device", default=None,
+              help="bert: cpu (the default), or cuda (cuda:N) to score on a GPU; use fp32 there (bf16 measured 5x slower "
+                   "on an H200) and a larger --batch-size.")
 @click.option("--interpolate", type=float, default=None, metavar="ALPHA",
               help="Final score (1-ALPHA)·z(model) + ALPHA·z(first-stage score), z over the re-scored candidates.")
 @click.option("--name", "stage_name", default=None, help="Stage name and run tag (default: the model name).")
