@@ -261,7 +261,8 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
 
 
 # Model options a pipeline's score stage passes to the model, with their TOML types.
-MODEL_OPTIONS = {"max_length": int, "batch_size": int, "threads": int, "quantize": bool, "precision": str, "compile": bool}
+MODEL_OPTIONS = {"max_length": int, "batch_size": int, "threads": int, "quantize": bool, "precision": str, "compile": bool,
+                 "device": str}
 
 
 def check_score_stage(_dataset: str, params: dict) -> None:

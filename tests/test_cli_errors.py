@@ -170,6 +170,8 @@ def test_bad_pipeline(rerank, tmp_path):
     spec.write_text('dataset = "trecqa-dev"\n[[stage]]\nname = "c"\nkind = "candidates"\n'
                     '[[stage]]\nname = "s"\nkind = "score"\ninput = "c"\nmodel = "minilm-bi"\ncompile = true\n')
     fails(rerank, "run", str(spec), words="stage 's': compile is an option of bert only, not minilm-bi")
+    spec.write_text(spec.read_text().replace("compile = true", 'device = "cuda"'))  # a pipeline's GPU score stage
+    fails(rerank, "run", str(spec), words="stage 's': device is an option of bert only, not minilm-bi")
 
 
 def test_java_settings_that_cannot_work(rerank, vaswani_index):
