@@ -42,7 +42,7 @@ from .data import dataset_names, get_dataset
 from .data.formats import Qrels
 from .errors import DataError, RerankError, UsageError, counted, verb
 from .locks import exclusive
-from .models.base import BF16_EMULATED, bf16_is_emulated
+from .models.base import BF16_EMULATED, bf16_is_emulated, check_device, on_cpu
 from .paths import file_sha256
 from .runs import QueryRanking, Run, RunHeader, load_run, open_run_file
 
@@ -812,29 +812,6 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
     with exclusive(args.output, f"{args.output} is being written by another process (rerank train with the same "
                                 "-o); wait for it to finish, or choose another folder"):
         return _train(model_name, args, log)
-
-
-def on_cpu(device: str) -> bool:
-    return device.partition(":")[0] == "cpu"
-
-
-def check_device(device: str) -> None:
-    """A CUDA device torch can see (or cpu): refused now, not after the data is read."""
-    import torch
-
-    try:
-        kind = torch.device(device).type
-    except (RuntimeError, ValueError):
-        raise UsageError(f"--device must be cpu or cuda (cuda:N), not {device!r}") from None
-    if kind not in ("cpu", "cuda"):
-        raise UsageError(f"--device must be cpu or cuda (cuda:N), not {device!r}")
-    if kind == "cuda":
-        if not torch.cuda.is_available():
-            raise UsageError(f"--device {device}: torch sees no CUDA GPU here (torch {torch.__version__}); "
-                             "use --device cpu")
-        index = torch.device(device).index
-        if index is not None and index >= torch.cuda.device_count():
-            raise UsageError(f"--device {device}: torch sees {counted(torch.cuda.device_count(), 'CUDA GPU')}")
 
 
 def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> TrainResult:

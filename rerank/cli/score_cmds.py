@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError, counted
-from ..models.base import BF16_EMULATED, MODELS, bf16_is_emulated
+from ..models.base import BF16_EMULATED, MODELS, bf16_is_emulated, on_cpu
 from ..runs import RunReader, Stream
 from . import cli
 from .io import check_dataset_option, open_run_input, run_output_options, write_no_queries, write_stream
@@ -76,7 +76,7 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
         queries = queries_for(reader.header, topics, remedy)  # fail on a header naming nothing before loading a model
         store = doc_store_for(reader.header, corpus, remedy)
         model = load_model(model_name, checkpoint, **options)
-        if precision == "bf16" and (device is None or device.startswith("cpu")) and bf16_is_emulated():
+        if precision == "bf16" and on_cpu(device or "cpu") and bf16_is_emulated():
             click.echo(f"rerank: warning: {BF16_EMULATED}", err=True)
         stats = ScoreStats()
         stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), model, depth,

@@ -15,7 +15,7 @@ import abc
 import importlib
 from typing import Any, Callable
 
-from ..errors import UsageError
+from ..errors import UsageError, counted
 
 # name -> "module:loader"; loader(checkpoint: str | None, **options) -> Reranker
 MODELS: dict[str, str] = {
@@ -48,6 +48,30 @@ def bf16_is_emulated() -> bool:
 
     # torch has no public name for this check; this private one is what its own tests and inductor use.
     return not torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
+def on_cpu(device: str) -> bool:
+    """Whether --device names the CPU (`cpu`, `cpu:0`): no torch import needed to tell."""
+    return device.partition(":")[0] == "cpu"
+
+
+def check_device(device: str) -> None:
+    """A CUDA device torch can see (or cpu), for training and scoring: refused before any data is read."""
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError):
+        raise UsageError(f"--device must be cpu or cuda (cuda:N), not {device!r}") from None
+    if kind not in ("cpu", "cuda"):
+        raise UsageError(f"--device must be cpu or cuda (cuda:N), not {device!r}")
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {device}: torch sees no CUDA GPU here (torch {torch.__version__}); "
+                             "use --device cpu")
+        index = torch.device(device).index
+        if index is not None and index >= torch.cuda.device_count():
+            raise UsageError(f"--device {device}: torch sees {counted(torch.cuda.device_count(), 'CUDA GPU')}")
 
 
 class Reranker(abc.ABC):

@@ -35,7 +35,7 @@ from torch.nn import functional as F
 
 from ..errors import BackendError, UsageError
 from ..train import content_hash, read_checkpoint
-from .base import Reranker, set_threads
+from .base import Reranker, check_device, on_cpu, set_threads
 
 DEFAULT_MAX_LENGTH = 256
 DEFAULT_BATCH_SIZE = 32
@@ -253,12 +253,11 @@ class CrossEncoderReranker(Reranker):
             raise UsageError("--quantize works on fp32 weights; drop --precision bf16")
         if quantize and compile:
             raise UsageError("--compile does not take int8 (--quantize) models; use one of them")
-        from ..train import check_device, on_cpu
-
         if not on_cpu(device):
             check_device(device)
             if quantize or compile:  # torch's dynamic int8 and our frozen inductor graphs are CPU paths
-                raise UsageError(f"--{'quantize' if quantize else 'compile'} is for the CPU; drop it with --device {device}")
+                raise UsageError(f"--{'quantize' if quantize else 'compile'} is for the CPU; drop it with "
+                                 f"--device {device}")
         self.precision, self.compile = precision, bool(compile)
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
