@@ -93,6 +93,22 @@ def test_an_upstream_stage_shared_by_the_inputs_is_timed_once():
     assert [t.stage for t in next(iter(stream.rankings)).timings] == ["bm25", "bm25", "hybrid"]
 
 
+def test_a_stage_shared_with_a_fused_input_is_timed_once():
+    """Fusing `fuse bm25 dense` with bm25 again counted bm25's time twice: in the fused input bm25 sits inside the
+    fuse stage's inputs, where the shared stage was not looked for (and two bm25 stages, equally fast, inside one
+    fused input were counted once)."""
+    hybrid = fuse([run(BM25, "bm25.run"), run(DENSE, "dense.run")], "rrf", name="hybrid")
+    written = io.StringIO()
+    hybrid.write(written)
+    again = fuse([run(written.getvalue(), "hybrid.run"), run(BM25, "bm25.run")], "rrf", name="again")
+    assert [t.stage for t in next(iter(again.rankings)).timings] == ["bm25", "dense", "hybrid", "again"]
+    other = BM25.replace('"backend": "lucene"}', '"backend": "lucene", "k1": 1.2}')  # another bm25, equally fast
+    both = io.StringIO()
+    fuse([run(BM25, "bm25.run"), run(other, "bm25b.run")], "rrf", name="both").write(both)
+    again = fuse([run(both.getvalue(), "both.run"), run(DENSE, "dense.run")], "rrf", name="again")
+    assert [t.stage for t in next(iter(again.rankings)).timings] == ["bm25", "bm25", "both", "dense", "again"]
+
+
 def test_runs_of_different_data_sets_are_refused():
     other = DENSE.replace('"vaswani"', '"cacm"')
     with pytest.raises(UsageError, match="different data sets"):

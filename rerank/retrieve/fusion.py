@@ -97,7 +97,7 @@ def fuse(runs: list[Run], method: str = "rrf", k: int | None = None, norm: str |
     inputs = [{"run": r.source, "name": r.name, "stages": r.header.stages} for r in runs]
     header = _header(runs, {"name": name, "stage": "fuse", **params, "inputs": inputs})
     qids = list(dict.fromkeys(qid for run in runs for qid in run.queries))
-    stages = [{str(s.get("name")): json.dumps(s, sort_keys=True) for s in run.header.stages} for run in runs]
+    stages = [_stage_entries(run.header.stages) for run in runs]
 
     def rankings() -> Iterator[QueryRanking]:
         for qid in qids:
@@ -111,13 +111,45 @@ def fuse(runs: list[Run], method: str = "rrf", k: int | None = None, norm: str |
                                 "normalise them first (--norm minmax or zscore)")
             ranking = QueryRanking.from_scores(qid, fused.keys(), fused.values(), tag=name).head(depth)
             spent = (time.perf_counter() - began) * 1000
-            # a stage upstream of several inputs (bm25 under both bm25 and bm25>bert) ran once: the same stage
-            # (equal header entries) with the same timing counts once
-            upstream = {(stages[i].get(t.stage), t): t for i in having for t in runs[i].queries[qid].timings}
-            ranking.timings = [*upstream.values(), Timing(name, spent, len(ranking))]
+            upstream = _shared_once([[((stages[i].get(t.stage), t), t) for t in runs[i].queries[qid].timings]
+                                     for i in having])
+            ranking.timings = [*upstream, Timing(name, spent, len(ranking))]
             yield ranking
 
     return Stream(header, rankings())
+
+
+def _stage_entries(stages: list[dict]) -> dict[str, str | None]:
+    """Stage name -> its header entry, also for the stages inside a fused input (fusing `bm25 + dense` with
+    `bm25` again finds bm25 in both); a name two different entries share maps to None."""
+    entries: dict[str, str | None] = {}
+    for name, entry in _named_entries(stages):
+        entries[name] = entry if entries.get(name, entry) == entry else None
+    return entries
+
+
+def _named_entries(stages: list[dict]) -> Iterator[tuple[str, str]]:
+    for stage in stages:
+        yield str(stage.get("name")), json.dumps(stage, sort_keys=True)
+        for fused in stage.get("inputs", []) if isinstance(stage.get("inputs"), list) else []:
+            if isinstance(fused, dict):
+                yield from _named_entries(fused.get("stages", []))
+
+
+def _shared_once(inputs: list[list[tuple[tuple, Timing]]]) -> list[Timing]:
+    """The inputs' timings with a stage upstream of several inputs (bm25 under both bm25 and bm25>bert), which
+    ran once, counted once: a timing (keyed by its stage's header entry) that several inputs hold is kept as often
+    as the input holding it most often does, not once per input."""
+    kept: dict[tuple, int] = {}
+    out = []
+    for timings in inputs:
+        here: dict[tuple, int] = {}
+        for key, timing in timings:
+            here[key] = here.get(key, 0) + 1
+            if here[key] > kept.get(key, 0):
+                kept[key] = here[key]
+                out.append(timing)
+    return out
 
 
 def uneven_queries(runs: list[Run]) -> list[str]:
