@@ -193,7 +193,23 @@ def test_each_sentence_is_true_read_alone_and_the_best_model_is_said_once_per_bu
     notes = budget.render(report, "table").split("\n\n")[-1].splitlines()
     assert notes == ["qld is the best that fits from 25 to 70 ms per query",
                      "rm3 is the best that fits from 70 ms per query on",
+                     "rm3 is better than dense at every budget where both fit, from 70 ms per query on",
+                     "rm3 is better than qld at every budget where both fit, from 70 ms per query on",
                      "qld is better than dense at every budget where both fit, from 53 ms per query on"]
+
+
+def test_a_pair_is_said_whichever_of_the_two_fits_first(tmp_path):
+    """Vaswani's BM25 (47 ms), QLD (49 ms) and BM25+RM3 (63 ms): "bm25 is better than qld at every budget where both
+    fit" was said, but nothing of RM3 against QLD or BM25, which it beats wherever both fit: a pair whose better
+    model fits later was left out, one whose better model fits first was said."""
+    paths = [_write_run(tmp_path, "cheap", 20, 2.0, 1), _write_run(tmp_path, "costly", 20, 40.0, 2)]
+    report = budget.build_report(*budget.measure_points([_load(p) for p in paths], "nDCG@10"), "median", [100])
+    notes = budget.render(report, "table").split("\n\n")[-1].splitlines()
+    assert notes[-1] == "costly is better than cheap at every budget where both fit, from 41 ms per query on"
+    paths = [_write_run(tmp_path, "cheap", 20, 2.0, 2), _write_run(tmp_path, "costly", 20, 40.0, 1)]
+    report = budget.build_report(*budget.measure_points([_load(p) for p in paths], "nDCG@10"), "median", [100])
+    notes = budget.render(report, "table").split("\n\n")[-1].splitlines()
+    assert notes[-1] == "cheap is better than costly at every budget where both fit, from 41 ms per query on"
 
 
 def test_better_is_said_only_where_both_fit(tmp_path):

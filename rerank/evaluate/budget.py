@@ -74,8 +74,12 @@ class Crossing:
                 f"{_ms(self.below_ms)} ms per query")
 
     def after(self) -> str:
-        """What holds from `below_ms` on, when this is the pair's last crossing."""
+        """What holds from `below_ms` on, when this is the pair's last crossing (where `alone`, at every budget
+        where both fit: the order never changes there, as a lead's)."""
         how = "at least as good as" if self.ties_after else "better than"
+        if self.alone:
+            return (f"{self.other} is {how} {self.better} at every budget{_from(self.from_ms, self.below_ms)} "
+                    "ms per query on")
         return f"{self.other} is {how} {self.better} from {_ms(self.below_ms)} ms per query on"
 
 
@@ -414,9 +418,8 @@ def render(report: BudgetReport, fmt: str) -> str:
     table = markdown_table if fmt == "markdown" else text_table
     notes = [b.sentence() for b in report.best] if len(models) > 1 else []
     for i, c in enumerate(report.crossings):
-        if c.alone:  # "X fits from ..., Y only from ...": the best models above say it for every pair at once
-            continue
-        notes.append(c.sentence())
+        if not c.alone:  # "X fits from ..., Y only from ...": the best models above say it for every pair at once
+            notes.append(c.sentence())
         following = report.crossings[i + 1] if i + 1 < len(report.crossings) else None
         if following is None or {following.better, following.other} != {c.better, c.other}:
             notes.append(c.after())
