@@ -166,6 +166,15 @@ def test_zero_untimed_does_not_hide_a_partly_timed_run(tmp_path):
             budget.query_costs(run, zero_untimed=zero)
 
 
+def test_a_budget_equal_to_a_points_time_fits_it(tmp_path):
+    """A p95 worked out by hand from the '# time:' lines (5.0665 ms here) bought nothing at that budget: numpy's
+    interpolation gave 5.0665000000000004, which the JSON showed too."""
+    points, label = budget.measure_points([_load(_write_run(tmp_path, "fast", 20, 4.0, 1))], "nDCG@10")
+    assert (points[0].median_ms, points[0].p95_ms) == (5.035, 5.0665)
+    report = budget.build_report(points, label, "p95", [5.0665])
+    assert report.budget_rows()[0]["fast"] == {"effectiveness": points[0].effectiveness, "depth": 20}
+
+
 def test_a_model_that_merely_fits_first_is_not_called_better(tmp_path):
     """"dense is better than bm25 below 45.7 ms" was said of a dense run with the lower MAP: below 45.7 ms bm25
     had no point at all. That is said as it is; where both fit, "better" still compares them."""
