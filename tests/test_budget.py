@@ -175,6 +175,17 @@ def test_a_budget_equal_to_a_points_time_fits_it(tmp_path):
     assert report.budget_rows()[0]["fast"] == {"effectiveness": points[0].effectiveness, "depth": 20}
 
 
+def test_a_run_is_timed_over_the_queries_it_is_evaluated_on(tmp_path):
+    """Beside a run cut to its first 2 queries (rerank cat --first 2), a whole run was evaluated on those 2 but
+    timed over all 8: on DL 2019, minilm-bi at depth 10 showed a median of 756 ms over 43 queries beside its
+    nDCG@10 over the 10 it shared with a cut depth-20 run (597 ms over those 10)."""
+    whole, cut = _load(_write_run(tmp_path, "m", 10, 4.0, 1)), _load(_write_run(tmp_path, "m", 20, 40.0, 2))
+    cut.header = RunHeader({**cut.header.fields, "cut": {"queries": 2}}, cut.header.stages, cut.header.version)
+    cut.queries = {qid: cut.queries[qid] for qid in QIDS[:2]}
+    points, _ = budget.measure_points([whole, cut], "nDCG@10")
+    assert [(p.depth, p.judged, p.timed, p.median_ms) for p in points] == [(10, 2, 2, 5.005), (20, 2, 2, 41.005)]
+
+
 def test_a_model_that_merely_fits_first_is_not_called_better(tmp_path):
     """"dense is better than bm25 below 45.7 ms" was said of a dense run with the lower MAP: below 45.7 ms bm25
     had no point at all. That is said as it is; where both fit, "better" still compares them."""

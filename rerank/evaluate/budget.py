@@ -24,7 +24,7 @@ from ..errors import DataError, UsageError
 from ..runs import Run
 from .measures import is_count, parse_measure
 from .report import markdown_table, text_table
-from .session import evaluate_runs, judgements_for
+from .session import evaluate_runs, judgements_for, queries_made_for
 
 STATISTICS = ("median", "p95")
 PICKS = ("deepest", "best")  # within a budget: the deepest depth that fits, or the most effective (an oracle)
@@ -170,15 +170,17 @@ def batch_timed(run: Run) -> bool:
     return bool(timed) and timed <= set(shared)
 
 
-def query_costs(run: Run, zero_untimed: bool = False) -> dict[str, float]:
-    """Milliseconds per query, summed over every stage that timed it.
+def query_costs(run: Run, zero_untimed: bool = False, queries: set[str] | None = None) -> dict[str, float]:
+    """Milliseconds per query (of `queries` alone, where given: those the report evaluates), summed over every
+    stage that timed it.
 
     A run with no timings at all cannot be placed on a time axis: say which stages should record
     them. `zero_untimed` counts such a run (e.g. replayed candidates, which cost nothing to fetch)
     as free.
     """
-    costs = {qid: sum(t.ms for t in ranking.timings) for qid, ranking in run.queries.items()}
-    untimed = [qid for qid, ranking in run.queries.items() if not ranking.timings]
+    rankings = {qid: ranking for qid, ranking in run.queries.items() if queries is None or qid in queries}
+    costs = {qid: sum(t.ms for t in ranking.timings) for qid, ranking in rankings.items()}
+    untimed = [qid for qid, ranking in rankings.items() if not ranking.timings]
     if untimed and not (zero_untimed and len(untimed) == len(costs)):  # a partly timed run lost some timings
         if len(untimed) == len(costs):
             raise DataError(f"{run.source}: the run has no per-query timings ('# time:' lines); the stage that "
@@ -245,9 +247,10 @@ def measure_points(runs: list[Run], measure: str | None = None, qrels: str | Non
     for warning in warnings:
         note(warning)
     label = named[0].label
+    compared = queries_made_for(runs)  # timed over the queries each point is evaluated on, as eval compares them
     points = []
     for run, evaluation in zip(runs, evaluations):
-        costs = np.array(list(query_costs(run, zero_untimed).values()), dtype=float)
+        costs = np.array(list(query_costs(run, zero_untimed, compared).values()), dtype=float)
         points.append(BudgetPoint(run.label or run.name, run_depth(run), len(evaluation.per_query[label]),
                                   len(costs), evaluation.overall(label), _statistic(np.median(costs)),
                                   _statistic(np.percentile(costs, 95)), run.source, batch_timed(run)))

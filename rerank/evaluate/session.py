@@ -114,6 +114,17 @@ def load_runs(inputs: list[tuple[IO[str], str]], strict: bool, labels: list[str 
     return runs
 
 
+def _held_runs(runs: list[Run], run_queries: bool) -> list[Run]:
+    return [run for run in runs if run_queries or made_for_held_queries(run.header)]
+
+
+def queries_made_for(runs: list[Run], run_queries: bool = False) -> set[str] | None:
+    """The queries every run was made for, where some run was made for the queries it holds (see `_made_for`);
+    None where all were made for every query of their data set."""
+    held = _held_runs(runs, run_queries)
+    return set.intersection(*(set(run.queries) for run in held)) if held else None
+
+
 def _made_for(runs: list[Run], judgements: Judgements, warnings: list[str], run_queries: bool) -> Judgements:
     """The judgements of the queries the runs were made for. A run whose header names a topics file (`retrieve
     --topics`, `--candidates --topics`, `score --topics`) was made for the queries it holds (a stage writes every
@@ -123,10 +134,10 @@ def _made_for(runs: list[Run], judgements: Judgements, warnings: list[str], run_
     --run-queries: trec_eval without -c) takes every run as made for the queries it holds.
     Runs compared on one board are evaluated on the queries all were made for, so that each row is a mean over
     the same queries and each comparison pairs them; a note says when that is fewer than are judged."""
-    held = [run for run in runs if run_queries or made_for_held_queries(run.header)]
-    if not held:
+    common = queries_made_for(runs, run_queries)
+    if common is None:
         return judgements
-    common = set.intersection(*(set(run.queries) for run in held))
+    held = _held_runs(runs, run_queries)
     kept = {qid: grades for qid, grades in judgements.qrels.items() if qid in common}
     why = "--run-queries" if run_queries else "a run from a topics file or cut by cat --first"
     if not kept and len(held) > 1:  # one run alone: none of its queries is judged, as said below
