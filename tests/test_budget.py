@@ -186,6 +186,20 @@ def test_a_run_is_timed_over_the_queries_it_is_evaluated_on(tmp_path):
     assert [(p.depth, p.judged, p.timed, p.median_ms) for p in points] == [(10, 2, 2, 5.005), (20, 2, 2, 41.005)]
 
 
+def test_a_stage_without_timings_under_a_timed_one_is_named(tmp_path):
+    """minilm-bi over TREC DL's replayed candidates was charged its own time alone, beside Lucene runs charged
+    their retrieval, and nothing said so; a candidates run on its own needs --zero-untimed to count as 0 ms."""
+    path = _write_run(tmp_path, "bi", 10, 50.0, 2)
+    with open(path) as handle:
+        run = load_run(handle, path)
+    run.header.stages.insert(0, {"name": "pool", "stage": "candidates"})
+    run.label = "bi"
+    said: list[str] = []
+    budget.measure_points([run, _load(_write_run(tmp_path, "bi", 20, 90.0, 2))], "nDCG@10", note=said.append)
+    assert said == [f"{path}: stage pool recorded no '# time:' lines (replayed candidates?), so it counts as 0 ms "
+                    "per query"]
+
+
 def test_a_model_that_merely_fits_first_is_not_called_better(tmp_path):
     """"dense is better than bm25 below 45.7 ms" was said of a dense run with the lower MAP: below 45.7 ms bm25
     had no point at all. That is said as it is; where both fit, "better" still compares them."""

@@ -170,6 +170,13 @@ def batch_timed(run: Run) -> bool:
     return bool(timed) and timed <= set(shared)
 
 
+def untimed_stages(run: Run) -> list[str]:
+    """Stages of a timed run that wrote no '# time:' line (replayed candidates under a re-ranker): they add
+    nothing to its cost. (A run with no timings at all is refused, or free with --zero-untimed.)"""
+    timed = {t.stage for ranking in run.queries.values() for t in ranking.timings}
+    return stages_where(run.header.stages, lambda stage: str(stage.get("name")) not in timed) if timed else []
+
+
 def query_costs(run: Run, zero_untimed: bool = False, queries: set[str] | None = None) -> dict[str, float]:
     """Milliseconds per query (of `queries` alone, where given: those the report evaluates), summed over every
     stage that timed it.
@@ -246,6 +253,14 @@ def measure_points(runs: list[Run], measure: str | None = None, qrels: str | Non
                                                  compare_depths=False)
     for warning in warnings:
         note(warning)
+    untimed: dict[str, list[str]] = {}
+    for run in runs:
+        stages = untimed_stages(run)
+        if stages:
+            untimed.setdefault(", ".join(stages), []).append(run.source)
+    for stages, sources in untimed.items():
+        note(f"{', '.join(sources)}: stage {stages} recorded no '# time:' lines (replayed candidates?), so "
+             "it counts as 0 ms per query")
     label = named[0].label
     compared = queries_made_for(runs)  # timed over the queries each point is evaluated on, as eval compares them
     points = []
