@@ -278,6 +278,13 @@ def test_budget_report_and_plot_into_one_file(rerank, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bm25.run"]
 
 
+def test_budget_title_without_a_plot(rerank, tmp_path):
+    """--title without --plot was ignored: the user got a report and no plot, and no word why."""
+    run = tmp_path / "bm25.run"
+    run.write_text('# dataset: "vaswani"\n# time: 1 bm25 2.0 1\n1 Q0 8172 1 2.0 bm25\n')
+    fails(rerank, "budget", str(run), "--title", "BM25 on Vaswani", words="--title is the plot's title: give --plot")
+
+
 def test_closed_standard_output(data_root, tmp_path):
     """`rerank cat RUN >&-` was an AttributeError traceback ('NoneType' object has no attribute 'write'), and
     `rerank eval RUN >&-` printed nothing and exited 0."""

@@ -54,6 +54,8 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
 
     if output and plot_path and os.path.realpath(output) == os.path.realpath(plot_path):
         raise UsageError(f"-o and --plot are both {output}: the plot would replace the report; give each a file")
+    if title is not None and not plot_path:
+        raise UsageError("--title is the plot's title: give --plot FILE too")
     if plot_path:
         plot_format(plot_path)  # before any run is read or scored
     chosen = budgets_lib.positive_numbers(budget_text, "--budgets") if budget_text is not None else None
