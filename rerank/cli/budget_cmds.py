@@ -93,8 +93,8 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
                            "--no-cache", err=True)
             shared = budgets_lib.stages_where(run.header.stages, lambda stage: stage.get("timing") == "amortised")
             if shared and statistic == "p95":
-                click.echo(f"rerank: note: {run.source}: stage {', '.join(shared)} timed its queries as one batch and "
-                           "gave each an equal share, so its p95 is its median", err=True)
+                click.echo(f"rerank: note: {run.source}: stage {', '.join(shared)} timed its queries per batch, each "
+                           "an equal share of its batch, so its p95 shows no per-query spread", err=True)
     points, label = budgets_lib.measure_points(loaded, measure, qrels, zero_untimed,
                                                note=lambda message: click.echo(f"rerank: note: {message}", err=True))
     report = budgets_lib.build_report(points, label, statistic, chosen, pick)
