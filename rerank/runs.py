@@ -28,6 +28,7 @@ import io
 import itertools
 import json
 import math
+from array import array
 from dataclasses import dataclass, field
 from typing import IO, Any, Iterable, Iterator
 
@@ -73,6 +74,17 @@ class QueryRanking:
 
     def head(self, k: int) -> "QueryRanking":
         return QueryRanking(self.qid, self.docids[:k], self.scores[:k], self.tag, list(self.timings))
+
+    def as_trec_eval_reads(self) -> "QueryRanking":
+        """This ranking in the order trec_eval (and pytrec_eval) evaluates: it keeps scores as C floats, so scores
+        less than a float apart tie there and fall to docid descending (100.000002 and 100.000001; Anserini's ties
+        set 1e-6 apart above a score of 16). Evaluation, and its -M cut, use this order; streams keep the doubles'."""
+        as_floats = array("f", self.scores).tolist()  # out of a float's range: inf, as C's conversion gives
+        if all(a > b for a, b in zip(as_floats, as_floats[1:])):  # the floats alone fix this order: the usual case
+            return self
+        order = sorted(range(len(self.docids)), key=lambda i: (as_floats[i], self.docids[i]), reverse=True)
+        return QueryRanking(self.qid, [self.docids[i] for i in order], [self.scores[i] for i in order], self.tag,
+                            list(self.timings))
 
 
 @dataclass
