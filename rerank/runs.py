@@ -28,6 +28,7 @@ import io
 import itertools
 import json
 import math
+import re
 from array import array
 from dataclasses import dataclass, field
 from typing import IO, Any, Iterable, Iterator
@@ -256,7 +257,7 @@ class RunReader:
                 self._absorb(line, None)
                 closed = closed or self._ended
                 continue
-            parts = line.split()
+            parts = trec_columns(line)
             if not parts:
                 continue
             if closed:  # a run appended to a finished one: its records would merge into this run's queries
@@ -327,6 +328,17 @@ def _rank(text: str) -> int | None:
     except ValueError:
         return None
     return int(value) if value.is_integer() else None
+
+
+_ASCII_WHITESPACE = " \t\n\r\v\f"  # C's isspace(), which trec_eval splits lines on
+_COLUMN_GAPS = re.compile(f"[{_ASCII_WHITESPACE}]+")
+
+
+def trec_columns(line: str) -> list[str]:
+    """A run or qrels line's columns, split as trec_eval splits them: on ASCII whitespace alone. str.split() also
+    splits on Unicode's (a no-break space in a Wikipedia title docid), and a line trec_eval reads was refused."""
+    stripped = line.strip(_ASCII_WHITESPACE)
+    return _COLUMN_GAPS.split(stripped) if stripped else []
 
 
 def no_underscores(text: str) -> str:

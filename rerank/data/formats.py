@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 from ..errors import DataError, FormatError
-from ..runs import no_underscores
+from ..runs import no_underscores, trec_columns
 
 
 @dataclass(frozen=True)
@@ -412,7 +412,7 @@ def read_qrels(path: str | Path) -> Qrels:
     columns = TREC_QRELS_COLUMNS
     with open_text(path) as handle:
         for line_no, line in enumerate(handle, 1):
-            parts = line.split()
+            parts = trec_columns(line)
             if not parts:
                 continue
             if parts == BEIR_QRELS_HEADER and not first_seen:
