@@ -415,3 +415,15 @@ main()
     done = subprocess.run([sys.executable, "-c", interrupted_while_loading], capture_output=True, text=True,
                           cwd=tmp_path, stdin=subprocess.DEVNULL)
     assert (done.returncode, done.stderr) == (130, "rerank: interrupted\n")
+
+
+def test_topics_or_corpus_from_a_pipe_are_named_as_a_pipe(rerank, tmp_path):
+    """`--topics <(...)` said 'data set custom is not present: missing /dev/fd/63', a file that was there; such
+    files are read twice (their format is told from their start), so a pipe is refused, saying why."""
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # no writer: anything that opened it would hang
+    for args in (["retrieve", "vaswani", "--topics", str(fifo)], ["index", "mine", "--corpus", str(fifo)]):
+        stderr = fails(rerank, *args, words=f"{fifo} is not a regular file")
+        assert len(stderr.strip().splitlines()) == 1, stderr
