@@ -28,6 +28,8 @@ import io
 import itertools
 import json
 import math
+import re
+from array import array
 from dataclasses import dataclass, field
 from typing import IO, Any, Iterable, Iterator
 
@@ -73,6 +75,17 @@ class QueryRanking:
 
     def head(self, k: int) -> "QueryRanking":
         return QueryRanking(self.qid, self.docids[:k], self.scores[:k], self.tag, list(self.timings))
+
+    def as_trec_eval_reads(self) -> "QueryRanking":
+        """This ranking in the order trec_eval (and pytrec_eval) evaluates: it keeps scores as C floats, so scores
+        less than a float apart tie there and fall to docid descending (100.000002 and 100.000001; Anserini's ties
+        set 1e-6 apart above a score of 16). Evaluation, and its -M cut, use this order; streams keep the doubles'."""
+        as_floats = array("f", self.scores).tolist()  # out of a float's range: inf, as C's conversion gives
+        if all(a > b for a, b in zip(as_floats, as_floats[1:])):  # the floats alone fix this order: the usual case
+            return self
+        order = sorted(range(len(self.docids)), key=lambda i: (as_floats[i], self.docids[i]), reverse=True)
+        return QueryRanking(self.qid, [self.docids[i] for i in order], [self.scores[i] for i in order], self.tag,
+                            list(self.timings))
 
 
 @dataclass
@@ -244,7 +257,7 @@ class RunReader:
                 self._absorb(line, None)
                 closed = closed or self._ended
                 continue
-            parts = line.split()
+            parts = trec_columns(line)
             if not parts:
                 continue
             if closed:  # a run appended to a finished one: its records would merge into this run's queries
@@ -315,6 +328,17 @@ def _rank(text: str) -> int | None:
     except ValueError:
         return None
     return int(value) if value.is_integer() else None
+
+
+_ASCII_WHITESPACE = " \t\n\r\v\f"  # C's isspace(), which trec_eval splits lines on
+_COLUMN_GAPS = re.compile(f"[{_ASCII_WHITESPACE}]+")
+
+
+def trec_columns(line: str) -> list[str]:
+    """A run or qrels line's columns, split as trec_eval splits them: on ASCII whitespace alone. str.split() also
+    splits on Unicode's (a no-break space in a Wikipedia title docid), and a line trec_eval reads was refused."""
+    stripped = line.strip(_ASCII_WHITESPACE)
+    return _COLUMN_GAPS.split(stripped) if stripped else []
 
 
 def no_underscores(text: str) -> str:

@@ -396,3 +396,41 @@ def test_average_into_a_folder_inside_a_checkpoint_is_refused(rerank, tmp_path):
           words=f"{tmp_path / 'a' / 'soup'} is inside the checkpoint {tmp_path / 'a'}")
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["checkpoint.json", "weights.pt"]
     assert (tmp_path / "a" / "checkpoint.json").read_text() == before
+
+
+def test_ctrl_c_while_the_commands_load_is_one_line(tmp_path):
+    """Ctrl-C in a command's first second (a busy machine's imports of ir_measures, pyarrow, ...) was a
+    KeyboardInterrupt traceback through the imports, not 'rerank: interrupted' and exit 130. The SIGINT here is
+    real, sent to the process as the commands' module starts to load."""
+    import subprocess
+    import sys
+
+    interrupted_while_loading = """
+import os, signal, sys
+
+class SigintOnLoad:
+    def find_spec(self, name, path=None, target=None):
+        if name == "rerank.cli.commands":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, SigintOnLoad())
+sys.argv = ["rerank", "cat", "-"]
+from rerank.cli import main
+main()
+"""
+    done = subprocess.run([sys.executable, "-c", interrupted_while_loading], capture_output=True, text=True,
+                          cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert (done.returncode, done.stderr) == (130, "rerank: interrupted\n")
+
+
+def test_topics_or_corpus_from_a_pipe_are_named_as_a_pipe(rerank, tmp_path):
+    """`--topics <(...)` said 'data set custom is not present: missing /dev/fd/63', a file that was there; such
+    files are read twice (their format is told from their start), so a pipe is refused, saying why."""
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # no writer: anything that opened it would hang
+    for args in (["retrieve", "vaswani", "--topics", str(fifo)], ["index", "mine", "--corpus", str(fifo)]):
+        stderr = fails(rerank, *args, words=f"{fifo} is not a regular file")
+        assert len(stderr.strip().splitlines()) == 1, stderr

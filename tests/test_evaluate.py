@@ -292,6 +292,35 @@ def test_tied_scores_rank_alike_in_every_measure(tmp_path):
     assert trec_eval(tmp_path / "qrels", tmp_path / "run", ["recip_rank"]) == {"recip_rank": 0.5}
 
 
+@pytest.mark.java
+def test_scores_a_float_apart_tie_as_trec_eval_reads_them(rerank, tmp_path):
+    """trec_eval keeps scores as C floats: 100.000002 and 100.000001 are one float, a tie it breaks by docid
+    descending (b first). eval ranked a first by the doubles, MAP 1.0 where trec_eval, pytrec_eval and ir_measures
+    say 0.5; -M 1 kept a, trec_eval -M 1 keeps b."""
+    (tmp_path / "qrels").write_text("1 0 a 1\n1 0 b 0\n")
+    (tmp_path / "run").write_text("1 Q0 a 1 100.000002 t\n1 Q0 b 2 100.000001 t\n1 Q0 c 3 99 t\n")
+    for depth in ([], ["-M", "1"]):
+        got = json.loads(rerank("eval", str(tmp_path / "run"), "--qrels", str(tmp_path / "qrels"), "-m", "MAP",
+                                "-m", "MRR", *depth, "--format", "json").stdout)[0]
+        ref = trec_eval(tmp_path / "qrels", tmp_path / "run", ["map", "recip_rank"], depth=int(depth[1]) if depth
+                        else None)
+        assert (got["MAP"], got["MRR"]) == (ref["map"], ref["recip_rank"]) == ((0.5, 0.5) if not depth else (0, 0))
+
+
+@pytest.mark.java
+def test_ids_with_unicode_spaces_are_split_as_trec_eval_splits(rerank, tmp_path):
+    """trec_eval splits lines on ASCII whitespace: a docid holding a no-break space (a Wikipedia title) is one
+    column. The qrels reader refused it ('found 5 columns'), and a run with it was read, or refused as 7 columns,
+    depending on whether some other line of the file had two spaces in a row."""
+    nbsp = "a\u00a0b"
+    (tmp_path / "qrels").write_text(f"1 0 {nbsp} 1\n1 0 c 0\n", encoding="utf-8")
+    for name, gap in (("single", " "), ("double", "  ")):
+        (tmp_path / name).write_text(f"1 Q0 c 1 3 t\n1{gap}Q0 {nbsp} 2 2 t\n", encoding="utf-8")
+        got = json.loads(rerank("eval", str(tmp_path / name), "--qrels", str(tmp_path / "qrels"), "-m", "MAP",
+                                "--format", "json").stdout)[0]
+        assert got["MAP"] == trec_eval(tmp_path / "qrels", tmp_path / name, ["map"])["map"] == 0.5
+
+
 @pytest.mark.data
 def test_per_query_and_formats(rerank, tmp_path):
     stream = rerank("retrieve", "trecqa-dev", "--candidates").stdout

@@ -60,12 +60,12 @@ class _ClosedOutput(io.TextIOBase):
 
 
 def main() -> None:
-    from . import commands  # noqa: F401  (registers the commands on `cli`)
-
     signal.signal(signal.SIGTERM, _terminated)
     if sys.stdout is None:
         sys.stdout = _ClosedOutput()
     try:
+        from . import commands  # noqa: F401  (registers the commands on `cli`; inside: Ctrl-C comes during it too)
+
         try:
             cli.main(standalone_mode=False)
         finally:  # before an error's line, which stays the last

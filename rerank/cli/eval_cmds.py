@@ -67,8 +67,8 @@ def eval_command(runs, qrels, dataset_name, measures, min_rel, per_query, fmt, b
         same = [other.source for other in loaded if other.name == run.name]
         if len(same) > 1:
             raise UsageError(f"two runs are named {run.name!r} ({', '.join(same)}); give them different labels")
-        if depth is not None:  # in trec_eval's order, which the rankings keep
-            run.queries = {qid: ranking.head(depth) for qid, ranking in run.queries.items()}
+        if depth is not None:  # in trec_eval's order, as trec_eval -M cuts
+            run.queries = {qid: ranking.as_trec_eval_reads().head(depth) for qid, ranking in run.queries.items()}
     if dataset_name is not None:
         check_dataset_option(dataset_name, [(run.header.dataset, run.source) for run in loaded])
     judgements = judgements_for(loaded, qrels, min_rel, dataset_name, "--dataset")

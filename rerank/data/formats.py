@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 from ..errors import DataError, FormatError
-from ..runs import no_underscores
+from ..runs import no_underscores, trec_columns
 
 
 @dataclass(frozen=True)
@@ -102,11 +102,17 @@ def undecodable_counts() -> dict[str, int]:
     return {path: max(readings) for path, readings in _UNDECODABLE.items() if max(readings)}
 
 
-def _first_non_blank(path: Path, size: int = 4096) -> str:
-    """The start of a file whose format is told from it: a pipe would lose it to this first read."""
+def refuse_pipe(path: Path) -> None:
+    """A file whose format is told from its start is read twice, and a pipe (`--topics <(...)`) would lose that
+    start to the first read."""
     if path.exists() and not path.is_file() and not path.is_dir():
         raise DataError(f"{path} is not a regular file: its format is told from its start, so it is read twice; "
                         "save it to a file first")
+
+
+def _first_non_blank(path: Path, size: int = 4096) -> str:
+    """The start of a file whose format is told from it."""
+    refuse_pipe(path)
     with open_text(path) as handle:
         return handle.read(size).lstrip()
 
@@ -412,7 +418,7 @@ def read_qrels(path: str | Path) -> Qrels:
     columns = TREC_QRELS_COLUMNS
     with open_text(path) as handle:
         for line_no, line in enumerate(handle, 1):
-            parts = line.split()
+            parts = trec_columns(line)
             if not parts:
                 continue
             if parts == BEIR_QRELS_HEADER and not first_seen:

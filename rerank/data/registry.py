@@ -226,6 +226,7 @@ def files_dataset(corpus: str | None = None, topics: str | None = None) -> Datas
     are read by evaluation (`session.judgements_for`), not through a data set."""
     files = {k: Path(v) for k, v in (("corpus", corpus), ("topics", topics)) if v}
     for path in files.values():
-        if not path.exists():  # a folder or a pipe is named when read (formats.open_text, _first_non_blank)
+        if not path.exists():  # a folder is named when read (formats.open_text)
             raise DataError(f"file not found: {path}")
+        formats.refuse_pipe(path)  # before `require`, which called it missing
     return Dataset("custom", "files given on the command line", files)
