@@ -337,6 +337,8 @@ _COLUMN_GAPS = re.compile(f"[{_ASCII_WHITESPACE}]+")
 def trec_columns(line: str) -> list[str]:
     """A run or qrels line's columns, split as trec_eval splits them: on ASCII whitespace alone. str.split() also
     splits on Unicode's (a no-break space in a Wikipedia title docid), and a line trec_eval reads was refused."""
+    if line.isascii():  # the usual line: str.split() splits it alike, five times as fast as the pattern
+        return line.split()
     stripped = line.strip(_ASCII_WHITESPACE)
     return _COLUMN_GAPS.split(stripped) if stripped else []
 

@@ -189,7 +189,8 @@ def test_text_an_error_quotes_from_the_users_files_is_not_put_in_the_files_words
     done = rerank("run", str(spec), check=False)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.splitlines()[-1] == (f"rerank: error: stage 'bm25': {topics}:2: query id '--k 1' holds "
-                                            "whitespace: it could not stand in a TREC run line"), done.stderr
+                                            "whitespace: tools that split a TREC run line's columns on whitespace "
+                                            "could not read it"), done.stderr
 
 
 def test_a_relative_path_beside_the_pipeline_file_but_not_in_the_working_directory_is_pointed_out(

@@ -331,7 +331,7 @@ def distinct_ids(documents: Iterable[Document], source: str) -> Iterator[Documen
     for document in documents:
         fault = id_fault(document.docid)
         if fault:
-            raise DataError(f"{source}: document id {document.docid!r} {fault}: it could not stand in a TREC run line")
+            raise DataError(f"{source}: document id {document.docid!r} {fault}: tools that split a TREC run line's columns on whitespace could not read it")
         if document.docid in seen:
             raise DataError(f"{source}: document id {document.docid!r} appears twice; ids must be unique")
         seen.add(document.docid)
@@ -342,7 +342,7 @@ def _add_topic(topics: dict[str, str], qid: str, text: str, path: str | Path, li
     """A query without text stops Anserini's topic reader, and a repeated id would silently replace the first."""
     fault = id_fault(qid)
     if fault:
-        raise FormatError(str(path), line_no, f"query id {qid!r} {fault}: it could not stand in a TREC run line")
+        raise FormatError(str(path), line_no, f"query id {qid!r} {fault}: tools that split a TREC run line's columns on whitespace could not read it")
     if not text:
         raise FormatError(str(path), line_no, f"query {qid} has no text")
     if qid in topics:
