@@ -193,15 +193,20 @@ def _parse_timing(text: str, source: str, line_no: int) -> tuple[str, Timing]:
 
 
 def open_run_file(path: str) -> IO[str]:
-    """A run file for reading, gunzipped if it ends in .gz (as TREC's archived runs are; topics and qrels are
-    read the same way). Not UTF-8 stays an error here, unlike in collections: a run is written by a program."""
-    from .data.formats import open_gzip_text
+    """A run file for reading, gunzipped if it is gzip (as TREC's archived runs are; topics and qrels are read the
+    same way), UTF-16 if it starts with its byte-order mark. Other bytes that are not UTF-8 stay an error here,
+    unlike in collections: a run is written by a program."""
+    from .data.formats import open_gzip_text, sniffed
 
-    return open_gzip_text(path) if path.endswith(".gz") else open(path, encoding="utf-8")
+    gzipped, encoding = sniffed(path, "utf-8")
+    return open_gzip_text(path, encoding=encoding) if gzipped else open(path, encoding=encoding)
 
 
 def _not_utf8(source: str, error: UnicodeDecodeError) -> FormatError:
-    return FormatError(source, None, f"not UTF-8 text ({error.reason})")
+    from .data.formats import not_text_hint
+
+    hint = not_text_hint(bytes(error.object[:2])) if error.start < 2 else ""
+    return FormatError(source, None, f"not UTF-8 text ({error.reason}){hint}")
 
 
 class RunReader:

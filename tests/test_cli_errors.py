@@ -207,7 +207,8 @@ def test_mistyped_options_get_one_line_too(rerank, tmp_path, args, words):
 
 def test_stdin_that_is_not_utf8_text_is_named(data_root, tmp_path):
     """Python reads stdin with surrogateescape, so a gzipped run piped in gave eval a UnicodeEncodeError
-    traceback and cat 'expected 6 columns' on line 1, where a named file is 'not UTF-8 text'."""
+    traceback and cat 'expected 6 columns' on line 1, where a named file is 'not UTF-8 text'. Gzip and UTF-16
+    are named as such (a named file of either is read)."""
     import gzip
     import os
     import subprocess
@@ -221,7 +222,17 @@ def test_stdin_that_is_not_utf8_text_is_named(data_root, tmp_path):
             done = subprocess.run([sys.executable, "-m", "rerank", *command], stdin=stdin, capture_output=True,
                                   text=True, env=env, cwd=tmp_path)
         assert done.returncode == 1, done.stderr
-        assert done.stderr.strip().splitlines() == ["rerank: error: <stdin>: not UTF-8 text (invalid start byte)"]
+        assert done.stderr.strip().splitlines() == [
+            "rerank: error: <stdin>: not UTF-8 text (invalid start byte): it is gzip-compressed; give its file name "
+            "instead of piping it, or gunzip it first"]
+    with open(tmp_path / "utf16.run", "wb") as handle:
+        handle.write("1 Q0 a 1 2.5 t\n".encode("utf-16"))
+    with open(tmp_path / "utf16.run", "rb") as stdin:
+        done = subprocess.run([sys.executable, "-m", "rerank", "cat"], stdin=stdin, capture_output=True, text=True,
+                              env=env, cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.strip().splitlines() == [
+        "rerank: error: <stdin>: not UTF-8 text (invalid start byte): it is UTF-16; give its file name instead of "
+        "piping it, or convert it first (iconv -f UTF-16 -t UTF-8)"], done.stderr
 
 
 def test_measure_parameters_pytrec_eval_cannot_take(rerank, data_root):

@@ -3,6 +3,7 @@
 import gzip
 import json
 from csv import reader
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -121,6 +122,17 @@ def test_gzipped_runs_are_read(rerank, data_root, tmp_path):
     figures = [rerank("eval", str(path), "--qrels", qrels, "--min-rel", "2", "-m", "nDCG@10").stdout.split()[-1]
                for path in (plain, packed)]
     assert figures == ["0.5058", "0.5058"]
+    # Saved under a plain name (gzip's magic bytes tell it), or as UTF-16 with its mark (PowerShell's `>`): the
+    # run was 'not UTF-8 text' and the qrels U+FFFD bytes in 8 columns, or "grade '\x001\x00' is not an integer"
+    renamed, utf16 = tmp_path / "bm25.txt", tmp_path / "bm25-utf16.txt"
+    renamed.write_bytes(packed.read_bytes())
+    utf16.write_bytes(plain.read_text().encode("utf-16"))
+    packed_qrels, utf16_qrels = tmp_path / "qrels-gz.txt", tmp_path / "qrels-utf16.txt"
+    packed_qrels.write_bytes(gzip.compress(Path(qrels).read_bytes()))
+    utf16_qrels.write_bytes(Path(qrels).read_text().encode("utf-16"))
+    for run, judged in ((renamed, packed_qrels), (utf16, utf16_qrels)):
+        done = rerank("eval", str(run), "--qrels", str(judged), "--min-rel", "2", "-m", "nDCG@10")
+        assert done.stdout.split()[-1] == "0.5058" and "U+FFFD" not in done.stderr, done.stderr
     (tmp_path / "bad.gz").write_text("1 Q0 a 1 2.5 t\n")
     done = rerank("eval", str(tmp_path / "bad.gz"), "--qrels", qrels, check=False)
     assert done.returncode != 0 and done.stderr.strip().splitlines() == [

@@ -49,9 +49,37 @@ def open_text(path: str | Path) -> IO[str]:
     if p.is_dir():
         raise DataError(f"{p} is a folder, not a file")  # a FIFO or /dev/stdin is read like a file
     # utf-8-sig: a byte-order mark (Windows editors write one) would otherwise become part of the first id
-    if p.suffix == ".gz":
-        return open_gzip_text(p, encoding="utf-8-sig", errors=_replacing(str(p)))
-    return open(p, encoding="utf-8-sig", errors=_replacing(str(p)))
+    gzipped, encoding = sniffed(p, "utf-8-sig")
+    if gzipped:
+        return open_gzip_text(p, encoding=encoding, errors=_replacing(str(p)))
+    return open(p, encoding=encoding, errors=_replacing(str(p)))
+
+
+GZIP_MAGIC = b"\x1f\x8b"  # no UTF-8 text starts with them (0x8b cannot begin a character)
+UTF16_MARKS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # PowerShell's `>` writes UTF-16 with one
+
+
+def sniffed(path: str | Path, text_encoding: str) -> tuple[bool, str]:
+    """(gzipped, encoding) of a text file: gzipped where it is named .gz or starts with gzip's magic bytes (a
+    compressed file saved under a plain name), UTF-16 where it starts with a UTF-16 byte-order mark, else
+    `text_encoding`. Only a regular file is looked into: a pipe would lose what this reads."""
+    p = Path(path)
+    start = b""
+    if p.is_file():
+        with open(p, "rb") as handle:
+            start = handle.read(2)
+    if p.suffix == ".gz" or start == GZIP_MAGIC:
+        return True, text_encoding
+    return False, "utf-16" if start in UTF16_MARKS else text_encoding
+
+
+def not_text_hint(start: bytes) -> str:
+    """What bytes that are not UTF-8 are, where their start tells it (stdin, which is not sniffed)."""
+    if start.startswith(GZIP_MAGIC):
+        return ": it is gzip-compressed; give its file name instead of piping it, or gunzip it first"
+    if start[:2] in UTF16_MARKS:
+        return ": it is UTF-16; give its file name instead of piping it, or convert it first (iconv -f UTF-16 -t UTF-8)"
+    return ""
 
 
 class _CheckedGzip(gzip.GzipFile):
