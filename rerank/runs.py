@@ -270,7 +270,7 @@ class RunReader:
                                                               "cat?); give each run as a file of its own")
             if len(parts) != 6:
                 hint = " (an MS MARCO 'qid docid rank' run? convert it to TREC lines first)" if len(parts) == 3 else ""
-                if len(parts) == 4 and _rank(parts[3]) is not None:  # `eval QRELS RUN`, trec_eval's order
+                if len(parts) == 4 and whole_number(parts[3]) is not None:  # `eval QRELS RUN`, trec_eval's order
                     hint = " (a qrels file ('qid iter docid grade')? pass it with --qrels FILE, not as a run)"
                 raise FormatError(self.source, self._line_no,
                                   f"expected 6 columns 'qid Q0 docid rank score tag', found {len(parts)}{hint}")
@@ -281,7 +281,7 @@ class RunReader:
                 raise FormatError(self.source, self._line_no, f"score {score!r} is not a number") from None
             if not math.isfinite(score_value):  # no order or normalisation (z-scores, min-max) can use it
                 raise FormatError(self.source, self._line_no, f"score is {score!r}, not a finite number")
-            rank_value = _rank(rank)
+            rank_value = whole_number(rank)
             if rank_value is None:  # the likeliest cause: score and rank columns swapped
                 raise FormatError(self.source, self._line_no, f"rank {rank!r} is not an integer")
             yield self._line_no, qid, docid, rank_value, score_value, tag
@@ -321,9 +321,10 @@ class RunReader:
         return ranking
 
 
-def _rank(text: str) -> int | None:
-    """The rank column's value: an integer, also written as a float (`1.0`, what pandas' rank() gives), which
-    trec_eval and ir_measures accept as they ignore the column; None for anything else."""
+def whole_number(text: str) -> int | None:
+    """A rank or grade column's value: an integer, also written as a float (`1.0`: what pandas' rank() gives, and
+    how pandas writes an integer column that held a gap), which trec_eval reads as that integer (it ignores the
+    rank column, and reads a grade with atol); None for anything else (a grade `1.5` is refused, not cut to 1)."""
     try:
         return int(no_underscores(text))
     except ValueError:

@@ -172,6 +172,12 @@ def test_qrels_errors_name_the_line(tmp_path):
     with pytest.raises(FormatError, match="grade '1_0' is not an integer") as info:
         formats.read_qrels(path)
     assert info.value.line_no == 2
+    # pandas writes an integer column that held a gap as 1.0 (trec_eval's atol reads 1); 1.5 is no grade
+    path.write_text("1 0 d1 1.0\n1 0 d2 0.0\n1 0 d3 -1.0\n")
+    assert formats.read_qrels(path) == {"1": {"d1": 1, "d2": 0, "d3": -1}}
+    path.write_text("1 0 d1 1\n1 0 d2 1.5\n")
+    with pytest.raises(FormatError, match="grade '1.5' is not an integer"):
+        formats.read_qrels(path)
 
 
 def test_beir_qrels_and_their_faults(tmp_path):

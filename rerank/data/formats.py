@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 from ..errors import DataError, FormatError
-from ..runs import no_underscores, trec_columns
+from ..runs import trec_columns, whole_number
 
 
 @dataclass(frozen=True)
@@ -456,10 +456,9 @@ def read_qrels(path: str | Path) -> Qrels:
                 raise FormatError(str(path), line_no, f"expected {len(columns)} columns '{' '.join(columns)}', "
                                                       f"found {len(parts)}")
             qid, docid, grade_text = parts[0], parts[-2], parts[-1]
-            try:
-                grade = int(no_underscores(grade_text))
-            except ValueError:
-                raise FormatError(str(path), line_no, f"grade {grade_text!r} is not an integer") from None
+            grade = whole_number(grade_text)
+            if grade is None:
+                raise FormatError(str(path), line_no, f"grade {grade_text!r} is not an integer")
             if abs(grade) > 2**31 - 1:  # pytrec_eval keeps grades in C ints: 4294967296 became 0, silently
                 raise FormatError(str(path), line_no, f"grade {grade_text} is out of range (-2147483647 to 2147483647)")
             key = (qid, docid)
