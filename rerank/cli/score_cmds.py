@@ -40,8 +40,8 @@ from .io import check_dataset_option, open_run_input, run_output_options, write_
               help="bert: bfloat16 is 1.9-3x faster on CPUs with AMX/AVX512-BF16, slower without AVX512; "
                    "scores move by about 1e-2.")
 @click.option("--compile", "compile_model", is_flag=True,
-              help="bert: torch.compile with frozen weights: same scores, faster on AVX512 CPUs (slower than the default "
-                   "on AVX2-only ones), 12-26 s to start; needs a C++ compiler.")
+              help="bert: torch.compile with frozen weights: same scores, no faster than the default (as fast on "
+                   "AVX512 CPUs, slower on AVX2-only ones), 12-26 s to start; needs a C++ compiler.")
 @click.option("--device", default=None,
               help="bert: cpu (the default), or cuda (cuda:N) to score on a GPU; use fp32 there (bf16 measured 5x slower "
                    "on an H200) and a larger --batch-size.")
