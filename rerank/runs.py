@@ -370,14 +370,29 @@ def _check_rows(qid: str, rows: list[tuple[int, str, int, float]], source: str, 
         seen[docid] = line_no
     if not strict:
         return
+    _check_ranks_cover(qid, rows, source)
     by_rank = sorted(rows, key=lambda r: r[2])
-    for expected, row in enumerate(by_rank, start=1):
-        if row[2] != expected:
-            raise FormatError(source, row[0], f"query {qid}: rank {row[2]} where rank {expected} was expected")
     for before, after in zip(by_rank, by_rank[1:]):
         if after[3] > before[3]:
             raise FormatError(source, after[0],
                               f"query {qid}: rank {after[2]} has a higher score than rank {before[2]}")
+
+
+def _check_ranks_cover(qid: str, rows: list[tuple[int, str, int, float]], source: str) -> None:
+    """Ranks 1..n, each once. The fault is named at the line of a rank out of range or repeated, with the rank
+    that is missing (comparing the ranks in sorted order named the line after a faulty one: 1, 7, 3, ... said
+    'rank 3 where rank 2 was expected' at rank 3's line, where line 2's rank 7 was the fault)."""
+    first_at: dict[int, int] = {}
+    fault = None
+    for line_no, _, rank, _ in rows:
+        if not 1 <= rank <= len(rows):
+            fault = line_no, f"rank {rank} is outside 1..{len(rows)}"
+        elif rank in first_at:
+            fault = line_no, f"rank {rank} appears twice (first at line {first_at[rank]})"
+        if fault:
+            missing = min(set(range(1, len(rows) + 1)) - {row[2] for row in rows})
+            raise FormatError(source, fault[0], f"query {qid}: {fault[1]}; rank {missing} is missing")
+        first_at[rank] = line_no
 
 
 class RunWriter:

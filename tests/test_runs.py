@@ -108,8 +108,13 @@ def test_strict_mode_checks_rank_against_score():
     read(text)  # lenient: ranks ignored, as trec_eval does
     with pytest.raises(FormatError, match="higher score than rank 1"):
         read(text, strict=True)
-    with pytest.raises(FormatError, match="rank 3 where rank 2"):
+    with pytest.raises(FormatError, match="run.txt:2: query 1: rank 3 is outside 1..2; rank 2 is missing"):
         read("1 Q0 a 1 2.0 t\n1 Q0 b 3 1.0 t\n", strict=True)
+    # line 2's rank 7 is the fault: it was named at line 3 as 'rank 3 where rank 2 was expected'
+    faulty = "".join(f"1 Q0 d{r} {7 if r == 2 else r} {10 - r} t\n" for r in range(1, 9))
+    with pytest.raises(FormatError, match="run.txt:7: query 1: rank 7 appears twice .first at line 2.; rank 2 is "
+                                          "missing"):
+        read(faulty, strict=True)
 
 
 def test_load_run_accepts_scattered_queries():
