@@ -359,6 +359,13 @@ def test_cli_report_plot_and_errors(tmp_path, rerank):
     assert bad.returncode == 2 and "no runs given: name run files (one per model and depth), pipe one in" in bad.stderr
     twice = rerank("budget", slow, slow, check=False)
     assert twice.returncode == 2 and "both 'slow' at depth 20" in twice.stderr
+    # a cut by cat --depth keeps its stage's depth and time: said, as a user took it for a shallower point
+    shallow = tmp_path / "slow-cut.run"
+    shallow.write_text(rerank("cat", "--depth", "5", slow).stdout)
+    cut = rerank("budget", slow, str(shallow), check=False)
+    assert cut.returncode == 2 and cut.stderr.strip().splitlines() == [
+        f"rerank: error: {shallow} and {slow} are both 'slow' at depth 20 ({shallow}: a cut by cat --depth keeps its "
+        "stage's depth and time; for a shallower point, run the stage that deep); label one differently (LABEL=FILE)"]
     assert "score cache" not in done.stderr
     cached = rerank("budget", _write_run(tmp_path, "cached", 20, 0.1, 2, cache=True))
     assert "stage cached ran with the score cache on" in cached.stderr and "--no-cache" in cached.stderr

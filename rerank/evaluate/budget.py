@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import DataError, UsageError
-from ..runs import Run
+from ..runs import CUT_KEY, Run
 from .measures import is_count, parse_measure
 from .report import markdown_table, text_table
 from .session import evaluate_runs, judgements_for, queries_made_for
@@ -270,10 +270,15 @@ def measure_points(runs: list[Run], measure: str | None = None, qrels: str | Non
                                   len(costs), evaluation.overall(label), _statistic(np.median(costs)),
                                   _statistic(np.percentile(costs, 95)), run.source, batch_timed(run)))
     seen: dict[tuple[str, int], str] = {}
+    cut = {run.source for run in runs if (run.header.get(CUT_KEY) or {}).get("depth") is not None}
     for p in points:
         if (p.model, p.depth) in seen:
-            raise UsageError(f"{p.source} and {seen[p.model, p.depth]} are both {p.model!r} at depth {p.depth}; "
-                             "label one differently (LABEL=FILE)")
+            # a cut costs what its stage cost at the depth it ran: a shallower point is a run made that deep
+            why = (f" ({' and '.join(sorted(cut & {p.source, seen[p.model, p.depth]}))}: a cut by cat --depth "
+                   "keeps its stage's depth and time; for a shallower point, run the stage that deep)"
+                   if cut & {p.source, seen[p.model, p.depth]} else "")
+            raise UsageError(f"{p.source} and {seen[p.model, p.depth]} are both {p.model!r} at depth {p.depth}"
+                             f"{why}; label one differently (LABEL=FILE)")
         seen[p.model, p.depth] = p.source
     return sorted(points, key=lambda p: (p.model, p.depth)), label
 
