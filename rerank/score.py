@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .docstore import DocStore, doc_store_for, queries_for
+from .docstore import DocStore, IndexStore, doc_store_for, queries_for
 from .errors import DataError, UsageError, counted, verb
 from .models.base import Reranker, load_model
 from .normalise import zscores
@@ -220,6 +220,11 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     stage = stage or model.name
     queries = queries if queries is not None else queries_for(stream.header, topics)
     store = store or doc_store_for(stream.header, corpus)
+    stale = store.outdated() if isinstance(store, IndexStore) else None
+    if stale:  # a run from a dense index rebuilt since then is re-scored with texts it was not ranked by
+        import click
+
+        click.echo(f"rerank: warning: {stale}; until then the texts scored are those of its build", err=True)
     stats = stats if stats is not None else ScoreStats()
     model.attach(stream.header, store)  # before provenance: a model may take stored encodings of those texts
     trained, chosen = seen_in_training(model, stream.header.dataset)
