@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Protocol
 from .data import dataset_names, files_dataset, get_dataset
 from .data.formats import distinct_ids, read_topics
 from .errors import DataError, UsageError
-from .retrieve.store import described, index_folder, origin, recorded_origin
+from .retrieve.store import described, index_folder, origin, outdated, recorded_origin
 from .runs import RunHeader
 
 PASS_FILES = "pass --topics/--corpus"  # the remedy for the score stage; callers without those options give their own
@@ -66,6 +66,10 @@ class IndexStore:
 
     def texts(self, docids: Iterable[str]) -> dict[str, str]:
         return self._index.texts(docids)
+
+    def outdated(self) -> str | None:
+        """Why its texts, those of its build, are not its documents as they are now (see `store.outdated`)."""
+        return outdated(self._name, self.origin)
 
 
 def _nothing_known(header: RunHeader, remedy: str) -> UsageError:

@@ -24,11 +24,12 @@ import json
 import math
 import sqlite3
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .docstore import DocStore, doc_store_for, queries_for
+from .docstore import DocStore, IndexStore, doc_store_for, queries_for
 from .errors import DataError, UsageError, counted, verb
 from .models.base import Reranker, load_model
 from .normalise import zscores
@@ -60,15 +61,25 @@ class ScoreCache:
 
     def get(self, keys: list[bytes]) -> dict[bytes, float]:
         found: dict[bytes, float] = {}
-        for start in range(0, len(keys), 500):  # sqlite's limit on bound parameters
-            chunk = keys[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            found.update(self._db.execute(f"SELECT key, score FROM scores WHERE key IN ({marks})", chunk))
+        with self._failing_as("read", "delete it"):
+            for start in range(0, len(keys), 500):  # sqlite's limit on bound parameters
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                found.update(self._db.execute(f"SELECT key, score FROM scores WHERE key IN ({marks})", chunk))
         return found
 
     def put(self, items: Iterable[tuple[bytes, float]]) -> None:
-        with self._db:
+        with self._failing_as("written", "make it writable"), self._db:
             self._db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?)", items)
+
+    @contextmanager
+    def _failing_as(self, verb: str, remedy: str) -> Iterator[None]:
+        """A cache that opened but fails later (read-only, a damaged page further in, locked past the timeout) is
+        named in one line, not a traceback from the middle of the stream."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise DataError(f"score cache {self.path} cannot be {verb} ({exc}); {remedy}, or pass --no-cache") from None
 
     def close(self) -> None:
         self._db.close()
@@ -209,6 +220,11 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     stage = stage or model.name
     queries = queries if queries is not None else queries_for(stream.header, topics)
     store = store or doc_store_for(stream.header, corpus)
+    stale = store.outdated() if isinstance(store, IndexStore) else None
+    if stale:  # a run from a dense index rebuilt since then is re-scored with texts it was not ranked by
+        import click
+
+        click.echo(f"rerank: warning: {stale}; until then the texts scored are those of its build", err=True)
     stats = stats if stats is not None else ScoreStats()
     model.attach(stream.header, store)  # before provenance: a model may take stored encodings of those texts
     trained, chosen = seen_in_training(model, stream.header.dataset)

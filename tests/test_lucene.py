@@ -218,6 +218,22 @@ def test_own_corpus_edge_cases(rerank, session_home, tmp_path):
     assert "build it with: rerank index nowhere --corpus FILE" in missing.stderr
 
 
+def test_an_index_older_than_its_documents_is_said_by_retrieve_and_by_the_texts_scored(rerank, tmp_path):
+    """A corpus edited (or another --data-root) after the build was searched, and its texts scored, as they were,
+    saying nothing: a dense index rebuilt alone ranked by the new texts and the score stage read the old ones."""
+    corpus, topics = (tmp_path / "c.jsonl").resolve(), tmp_path / "t.tsv"
+    corpus.write_text('{"id": "d1", "contents": "waveguides"}\n{"id": "d2", "contents": "ionosphere"}\n')
+    topics.write_text("q1\tdielectric liquids\n")
+    rerank("index", "edited", "--corpus", str(corpus))
+    assert "warning" not in rerank("retrieve", "edited", "--topics", str(topics)).stderr
+    corpus.write_text('{"id": "d1", "contents": "dielectric liquids"}\n{"id": "d2", "contents": "ionosphere"}\n')
+    stale = rerank("retrieve", "edited", "--topics", str(topics))
+    assert (f"warning: {corpus} has changed since index edited was built; rebuild it (rerank index edited --corpus "
+            f"{corpus} --overwrite); until then it searches the documents as they were") in stale.stderr
+    scored = rerank("score", "--model", "minilm-bi", "--no-cache", input=stale.stdout)
+    assert "; until then the texts scored are those of its build" in scored.stderr
+
+
 def test_bytes_that_are_not_utf8_are_read_as_anserini_reads_them_and_said(rerank, tmp_path):
     """Latin-1 bytes in a corpus or topics file became U+FFFD without a word (the text changed silently)."""
     (tmp_path / "latin.jsonl").write_bytes(b'{"id": "a", "contents": "caf\xe9 cr\xe8me"}\n{"id": "b", "contents": "tea"}\n')

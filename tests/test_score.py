@@ -233,6 +233,19 @@ def test_a_damaged_score_cache_is_named(tmp_path):
         ScoreCache("overlap-v1", tmp_path / "scores.sqlite")
 
 
+def test_a_score_cache_that_cannot_be_written_is_named(tmp_path, monkeypatch):
+    """It opened (a read-only file reads), then the first scores written came out as sqlite's traceback."""
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
+    model = OverlapReranker()
+    ScoreCache(cache_namespace(model)).close()
+    path = tmp_path / ".cache" / "scores.sqlite"
+    header = bytearray(path.read_bytes())
+    header[18] = 3  # a file-format write version this sqlite does not know: it opens the file read-only
+    path.write_bytes(bytes(header))
+    with pytest.raises(DataError, match="scores.sqlite cannot be written .*make it writable, or pass --no-cache"):
+        _score(model, depth=2, cache=True)
+
+
 def test_cli_empty_stream_is_empty_output(rerank, tmp_path):
     done = rerank("score", "--model", "minilm-bi", input="", check=False)
     assert done.returncode == 0 and done.stdout == ""

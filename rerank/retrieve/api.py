@@ -18,7 +18,7 @@ from ..data import Dataset, dataset_names, files_dataset, get_dataset
 from ..data.formats import distinct_ids, read_topics
 from ..errors import DataError, MissingIndexError, UsageError
 from ..runs import RunHeader, Stream
-from .store import IndexInfo, build_lock
+from .store import IndexInfo, build_lock, outdated, recorded_origin
 
 JAVA_FLOAT_MAX = 3.4028234663852886e38  # Lucene and Anserini read k1, b and mu as Java floats: above, Infinity
 
@@ -147,10 +147,14 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
                                 f"({', '.join(shipped)}): rerank retrieve {name} --candidates"
                                 f"{f' --topics {topics}' if topics else ''}") from None
     note = pool_note(name, index.info.source)
-    if note:
+    stale = outdated(name, recorded_origin(name, (backend_name,)), backend_name)
+    if note or stale:
         import click
 
-        click.echo(f"rerank: note: {note}", err=True)
+        if note:
+            click.echo(f"rerank: note: {note}", err=True)
+        if stale:  # an edited corpus, or another --data-root: the index answers for the documents of its build
+            click.echo(f"rerank: warning: {stale}; until then it searches the documents as they were", err=True)
     stage = stage_name or index.default_stage
     # Only the options this back end uses: every one is given threads, which Elasticsearch has no use for.
     params = {k_: v for k_, v in options.items() if v is not None and k_ in module.SEARCH_OPTIONS}

@@ -62,16 +62,18 @@ def described(documents: dict) -> str:
             if "corpus" in documents else "unrecorded documents")
 
 
-def outdated(index: str, documents: dict) -> str | None:
-    """Why the texts Lucene index `index` stores (`documents`: its recorded origin) are not those documents as they
-    are now, with the command that rebuilds it; None where they are, or where its build recorded no file states.
-    Vectors encoded from the file now would not be of the texts a stream from the index is scored with."""
+def outdated(index: str, documents: dict, backend: str = "lucene") -> str | None:
+    """Why the texts Lucene index `index` stores (`documents`: its recorded origin), or the documents another
+    `backend`'s build of it searches, are not those documents as they are now, with the command that rebuilds it;
+    None where they are, or where its build recorded no file states. Vectors encoded from the file now would not be
+    of the texts a stream from the index is scored with."""
     corpus = documents.get("corpus")
+    which = "" if backend == "lucene" else f" --backend {backend}"
     if corpus and not Path(corpus).is_file():
         return (f"{corpus}, which index {index} was built from, is gone; rebuild the index from where it is now "
-                f"(rerank index {index} --corpus FILE --overwrite)")
+                f"(rerank index {index}{which} --corpus FILE --overwrite)")
     if "files" in documents and documents["files"] != source_state(documents, skip=("qrels", "topics")):
-        rebuild = f"rerank index {index}{f' --corpus {corpus}' if corpus else ''} --overwrite"
+        rebuild = f"rerank index {index}{which}{f' --corpus {corpus}' if corpus else ''} --overwrite"
         return f"{described(documents)} has changed since index {index} was built; rebuild it ({rebuild})"
     return None
 
