@@ -704,6 +704,10 @@ def build_dev(args: TrainArgs, training: Judged,
     elif args.dev:
         judged = dev_set(args, log)
         dev_queries, source = judged.queries, judged.name
+        if not _usable(dev_queries):  # its measure would be 0 at every evaluation: the first would be kept as best
+            raise DataError(f"--dev {args.dev}: no query of {judged.name} has a relevant candidate (grade >= "
+                            f"{judged.min_rel}{', --min-rel' if args.min_rel is not None else ''}); early stopping "
+                            "needs dev queries that can score above 0")
         # the same query (id and text) under another name or path: a run file of the training data set, the
         # data set of the training run file, another run of its queries
         trained = {q.qid: q.text for q in train_queries}

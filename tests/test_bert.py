@@ -625,7 +625,12 @@ def test_bad_training_data(tmp_path, rerank):
     (tmp_path / "qrels.txt").write_text("1 0 d 1\n")
     (tmp_path / "topics.tsv").write_text("1\tnot one of trecqa-dev's questions\n")
     (tmp_path / "empty.run").write_text("")
+    (tmp_path / "nothing-relevant.qrels").write_text("".join(  # every dev candidate judged, none relevant
+        f"{line.split()[0]} 0 {line.split()[2]} 0\n" for line in runs.splitlines() if not line.startswith("#")))
     for args, words in (
+            (("--train", "trecqa-train", "--dev", "dev.run", "--qrels", "nothing-relevant.qrels", "--steps", "1",
+              "--dev-depth", "1", "--max-length", "32"),  # (were it not refused: train briefly, fail here)
+             "--dev dev.run: no query of trecqa-dev has a relevant candidate (grade >= 1)"),
             (("--candidates", "empty.run"), "empty input: empty.run holds no run records"),
             (("--train", "trecqa-dev", "--candidates", "empty.run"), "empty input: empty.run holds no run records"),
             (("--candidates", "dev.run", "--dev", "empty.run"), "empty input: empty.run holds no run records"),
