@@ -493,6 +493,18 @@ def test_eval_on_start_lets_the_starting_weights_stay_the_best(tiny_checkpoint, 
     assert kept.keys() == started.keys() and all(torch.equal(kept[name], started[name]) for name in kept)
 
 
+def test_a_continuation_keeps_the_pair_length_of_its_init(tiny_checkpoint, tmp_path):
+    """`train bert --init CK` without --max-length trained at the default 256 tokens, though CK learnt (and
+    `rerank score` scores it) at CK's own length; --max-length still sets another."""
+    parent, _ = tiny_checkpoint
+    assert read_checkpoint(parent, "bert")["config"]["max_length"] == 64
+    for given, kept in ({}, 64), ({"max_length": 48}, 48):
+        out = tmp_path / f"child-{kept}"
+        train("bert", TrainArgs(train="trecqa-dev", output=str(out), steps=1, batch_groups=1, negatives=1,
+                                model_options={"base": str(parent), **given}))
+        assert read_checkpoint(out, "bert")["config"]["max_length"] == kept
+
+
 def test_an_interrupt_while_the_replaced_checkpoint_is_deleted_says_what_it_kept(tiny_checkpoint, tmp_path,
                                                                                    monkeypatch):
     """A dev evaluation's checkpoint takes -o's place, then the one it replaced (an older run's, with --overwrite;

@@ -151,7 +151,7 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--teacher-min-score", type=float, default=None,
               help="Distil on an unjudged teacher query only if its best teacher score reaches this.")
 @click.option("--max-minutes", type=float, default=None, help="Stop (after a last dev evaluation) when this much time has passed.")
-@click.option("--max-length", type=int, default=None, help="Tokens per (query, passage) pair (bert only; default 256).")
+@click.option("--max-length", type=int, default=None, help="Tokens per (query, passage) pair (bert only; default --init's, else 256).")
 @click.option("--threads", type=int, default=None, help="Torch threads.")
 @click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
               help="bf16: forward passes under bfloat16 autocast, about 2x the steps per minute on CPUs with "
