@@ -727,6 +727,19 @@ def test_bad_training_arguments(tmp_path):
             train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), **wrong))
 
 
+def test_dev_evaluation_options_need_a_dev_set(tmp_path, rerank):
+    """--patience, --eval-every and --dev-depth without a dev set were ignored: training ran to --steps and kept
+    the last step, with no word that early stopping never ran."""
+    for typed in (("--patience", "5"), ("--eval-every", "10", "--dev-depth", "20")):
+        done = rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "-o", str(tmp_path / "ck"), *typed,
+                      check=False)
+        assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
+        assert f"{', '.join(typed[::2])}: options of the dev evaluation, which needs a dev set" in done.stderr
+    assert not (tmp_path / "ck").exists()
+    rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "--dev-fraction", "0.2", "--patience", "5",
+           "--dev-depth", "5", "-o", str(tmp_path / "ck"))
+
+
 @pytest.mark.parametrize("wrong, words", [
     ({"teacher_scale": math.inf}, "--teacher-scale must be positive and finite, not inf"),
     ({"teacher_min_score": math.nan}, "--teacher-min-score must be a finite number, not nan"),  # it dropped every query

@@ -579,7 +579,7 @@ def test_dev_queries_the_init_weights_were_trained_on_get_a_note(tmp_path, reran
     trained on, without a word: a note now, not an error (continuing training is legitimate). A base that held the
     same queries out gets none; the log counts its queries with agreeing nouns ("held-out 1 queries")."""
     def train(name, *options):
-        return rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "--eval-every", "1", *options,
+        return rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", *options,
                       "-o", str(tmp_path / name)).stderr
 
     def note(base, seen, of):
