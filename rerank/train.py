@@ -882,6 +882,9 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     record["init_hash"] = (read_checkpoint(base, model_name)["hash"]
                            if base and (Path(base) / CHECKPOINT_FILE).is_file() else None)
     record["versions"] = package_versions()
+    # Torch's intra-op threads split reductions differently, so the same seed trains other weights under another
+    # count: without --threads it is one per core here, which a rerun on another machine would not match.
+    record["torch_threads"] = torch.get_num_threads()
     began = time.perf_counter()
     history: list[dict] = []
     best, best_step, since_best, stopped = None, None, 0, "steps"

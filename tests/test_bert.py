@@ -727,6 +727,20 @@ def test_bad_training_arguments(tmp_path):
             train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), **wrong))
 
 
+def test_the_thread_count_that_trained_is_recorded(tmp_path, rerank):
+    """The same seed trains other weights under another torch thread count (2 threads and 1 gave BERT checkpoints
+    of other hashes), and without --threads it is one per core: checkpoint.json did not say how many ran, so its
+    recorded command rerun on another machine made another checkpoint with no clue why."""
+    import subprocess
+    import sys
+
+    cores = int(subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                               capture_output=True, text=True, check=True).stdout)
+    for typed, threads in (((), cores), (("--threads", "1"), 1)):
+        rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", *typed, "-o", str(tmp_path / f"ck{threads}"))
+        assert read_checkpoint(tmp_path / f"ck{threads}", "tk")["training"]["torch_threads"] == threads
+
+
 def test_dev_evaluation_options_need_a_dev_set(tmp_path, rerank):
     """--patience, --eval-every and --dev-depth without a dev set were ignored: training ran to --steps and kept
     the last step, with no word that early stopping never ran."""
