@@ -850,6 +850,9 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     device = torch.device(args.device)
     model.to(device).train()
     head = list(model.head_parameters()) if hasattr(model, "head_parameters") else []
+    if not head and args.head_lr_scale != 1:  # it would scale nothing, yet be recorded as the run's setting
+        raise UsageError(f"--head-lr-scale: {model_name} has no freshly initialised head to train faster (bert's "
+                         "classifier and pooler); leave it out")
     head_ids = {id(p) for p in head}
     body = [p for p in model.parameters() if p.requires_grad and id(p) not in head_ids]
     parameter_groups = [{"params": body, "lr": args.lr}]

@@ -574,6 +574,17 @@ def test_train_and_score_with_lexical_options_through_the_cli(tmp_path, rerank, 
 
 
 @pytest.mark.data
+def test_a_head_learning_rate_for_a_model_without_a_new_head_is_refused(tmp_path, rerank):
+    """TK has no freshly initialised head: --head-lr-scale 20 scaled nothing, yet checkpoint.json recorded it as
+    the run's setting."""
+    done = rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "--head-lr-scale", "20",
+                  "-o", str(tmp_path / "ck"), check=False)
+    assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
+    assert "--head-lr-scale: tk has no freshly initialised head" in done.stderr
+    assert not (tmp_path / "ck").exists()
+
+
+@pytest.mark.data
 def test_dev_queries_the_init_weights_were_trained_on_get_a_note(tmp_path, rerank):
     """`--init CK --dev-fraction F` reported "held-out" dev figures on queries CK (or a checkpoint it continued) had
     trained on, without a word: a note now, not an error (continuing training is legitimate). A base that held the
