@@ -32,6 +32,7 @@ import json
 import math
 import os
 import random
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -930,7 +931,8 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
         history.append({"step": step, dev.measure.label: round(value, 4),
                         "loss": round(sum(recent) / len(recent), 4) if recent else None,
                         "seconds": round(time.perf_counter() - began, 1)})
-        log(f"step {step}: dev {dev.measure.label} = {value:.4f} on {dev.source}")
+        with tqdm.external_write_mode(file=sys.stderr):  # on a terminal, a line of its own above the bar
+            log(f"step {step}: dev {dev.measure.label} = {value:.4f} on {dev.source}")
         if best is None or value > best:
             keep(step, value)
             since_best = 0
