@@ -53,7 +53,9 @@ def training_command(manifest: dict) -> str:
     parts += [f"--dev {t['dev']}"] if t.get("dev") else []
     parts += [f"--dev-fraction {t['dev_fraction']}"] if t.get("dev_fraction") else []
     parts += [f"--dev-fold {t['dev_fold']}"] if t.get("dev_fold") else []
-    for key in ("steps", "batch_groups", "negatives", "lr", "loss", "eval_every", "patience", "dev_depth", "seed"):
+    has_dev = t.get("dev") or t.get("dev_fraction") or t.get("dev_fold")
+    dev_options = ("eval_every", "patience", "dev_depth") if has_dev else ()
+    for key in ("steps", "batch_groups", "negatives", "lr", "loss", *dev_options, "seed"):  # train refuses dev ones alone
         parts.append(f"--{key.replace('_', '-')} {t[key]}")
     if t.get("head_lr_scale", 1) != 1:
         parts.append(f"--head-lr-scale {t['head_lr_scale']}")

@@ -32,6 +32,7 @@ import json
 import math
 import os
 import random
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -704,6 +705,10 @@ def build_dev(args: TrainArgs, training: Judged,
     elif args.dev:
         judged = dev_set(args, log)
         dev_queries, source = judged.queries, judged.name
+        if not _usable(dev_queries):  # its measure would be 0 at every evaluation: the first would be kept as best
+            raise DataError(f"--dev {args.dev}: no query of {judged.name} has a relevant candidate (grade >= "
+                            f"{judged.min_rel}{', --min-rel' if args.min_rel is not None else ''}); early stopping "
+                            "needs dev queries that can score above 0")
         # the same query (id and text) under another name or path: a run file of the training data set, the
         # data set of the training run file, another run of its queries
         trained = {q.qid: q.text for q in train_queries}
@@ -846,6 +851,9 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     device = torch.device(args.device)
     model.to(device).train()
     head = list(model.head_parameters()) if hasattr(model, "head_parameters") else []
+    if not head and args.head_lr_scale != 1:  # it would scale nothing, yet be recorded as the run's setting
+        raise UsageError(f"--head-lr-scale: {model_name} has no freshly initialised head to train faster (bert's "
+                         "classifier and pooler); leave it out")
     head_ids = {id(p) for p in head}
     body = [p for p in model.parameters() if p.requires_grad and id(p) not in head_ids]
     parameter_groups = [{"params": body, "lr": args.lr}]
@@ -878,6 +886,9 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     record["init_hash"] = (read_checkpoint(base, model_name)["hash"]
                            if base and (Path(base) / CHECKPOINT_FILE).is_file() else None)
     record["versions"] = package_versions()
+    # Torch's intra-op threads split reductions differently, so the same seed trains other weights under another
+    # count: without --threads it is one per core here, which a rerun on another machine would not match.
+    record["torch_threads"] = torch.get_num_threads()
     began = time.perf_counter()
     history: list[dict] = []
     best, best_step, since_best, stopped = None, None, 0, "steps"
@@ -920,7 +931,8 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
         history.append({"step": step, dev.measure.label: round(value, 4),
                         "loss": round(sum(recent) / len(recent), 4) if recent else None,
                         "seconds": round(time.perf_counter() - began, 1)})
-        log(f"step {step}: dev {dev.measure.label} = {value:.4f} on {dev.source}")
+        with tqdm.external_write_mode(file=sys.stderr):  # on a terminal, a line of its own above the bar
+            log(f"step {step}: dev {dev.measure.label} = {value:.4f} on {dev.source}")
         if best is None or value > best:
             keep(step, value)
             since_best = 0

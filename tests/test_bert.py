@@ -493,6 +493,18 @@ def test_eval_on_start_lets_the_starting_weights_stay_the_best(tiny_checkpoint, 
     assert kept.keys() == started.keys() and all(torch.equal(kept[name], started[name]) for name in kept)
 
 
+def test_a_continuation_keeps_the_pair_length_of_its_init(tiny_checkpoint, tmp_path):
+    """`train bert --init CK` without --max-length trained at the default 256 tokens, though CK learnt (and
+    `rerank score` scores it) at CK's own length; --max-length still sets another."""
+    parent, _ = tiny_checkpoint
+    assert read_checkpoint(parent, "bert")["config"]["max_length"] == 64
+    for given, kept in ({}, 64), ({"max_length": 48}, 48):
+        out = tmp_path / f"child-{kept}"
+        train("bert", TrainArgs(train="trecqa-dev", output=str(out), steps=1, batch_groups=1, negatives=1,
+                                model_options={"base": str(parent), **given}))
+        assert read_checkpoint(out, "bert")["config"]["max_length"] == kept
+
+
 def test_an_interrupt_while_the_replaced_checkpoint_is_deleted_says_what_it_kept(tiny_checkpoint, tmp_path,
                                                                                    monkeypatch):
     """A dev evaluation's checkpoint takes -o's place, then the one it replaced (an older run's, with --overwrite;
@@ -625,7 +637,12 @@ def test_bad_training_data(tmp_path, rerank):
     (tmp_path / "qrels.txt").write_text("1 0 d 1\n")
     (tmp_path / "topics.tsv").write_text("1\tnot one of trecqa-dev's questions\n")
     (tmp_path / "empty.run").write_text("")
+    (tmp_path / "nothing-relevant.qrels").write_text("".join(  # every dev candidate judged, none relevant
+        f"{line.split()[0]} 0 {line.split()[2]} 0\n" for line in runs.splitlines() if not line.startswith("#")))
     for args, words in (
+            (("--train", "trecqa-train", "--dev", "dev.run", "--qrels", "nothing-relevant.qrels", "--steps", "1",
+              "--dev-depth", "1", "--max-length", "32"),  # (were it not refused: train briefly, fail here)
+             "--dev dev.run: no query of trecqa-dev has a relevant candidate (grade >= 1)"),
             (("--candidates", "empty.run"), "empty input: empty.run holds no run records"),
             (("--train", "trecqa-dev", "--candidates", "empty.run"), "empty input: empty.run holds no run records"),
             (("--candidates", "dev.run", "--dev", "empty.run"), "empty input: empty.run holds no run records"),
@@ -708,6 +725,33 @@ def test_bad_training_arguments(tmp_path):
                          ({"eval_on_start": True}, "--eval-on-start evaluates on a dev set")):  # it stopped early on training queries
         with pytest.raises(UsageError, match=words):  # refused before any model loads or step runs
             train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), **wrong))
+
+
+def test_the_thread_count_that_trained_is_recorded(tmp_path, rerank):
+    """The same seed trains other weights under another torch thread count (2 threads and 1 gave BERT checkpoints
+    of other hashes), and without --threads it is one per core: checkpoint.json did not say how many ran, so its
+    recorded command rerun on another machine made another checkpoint with no clue why."""
+    import subprocess
+    import sys
+
+    cores = int(subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                               capture_output=True, text=True, check=True).stdout)
+    for typed, threads in (((), cores), (("--threads", "1"), 1)):
+        rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", *typed, "-o", str(tmp_path / f"ck{threads}"))
+        assert read_checkpoint(tmp_path / f"ck{threads}", "tk")["training"]["torch_threads"] == threads
+
+
+def test_dev_evaluation_options_need_a_dev_set(tmp_path, rerank):
+    """--patience, --eval-every and --dev-depth without a dev set were ignored: training ran to --steps and kept
+    the last step, with no word that early stopping never ran."""
+    for typed in (("--patience", "5"), ("--eval-every", "10", "--dev-depth", "20")):
+        done = rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "-o", str(tmp_path / "ck"), *typed,
+                      check=False)
+        assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
+        assert f"{', '.join(typed[::2])}: options of the dev evaluation, which needs a dev set" in done.stderr
+    assert not (tmp_path / "ck").exists()
+    rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "--dev-fraction", "0.2", "--patience", "5",
+           "--dev-depth", "5", "-o", str(tmp_path / "ck"))
 
 
 @pytest.mark.parametrize("wrong, words", [

@@ -574,12 +574,57 @@ def test_train_and_score_with_lexical_options_through_the_cli(tmp_path, rerank, 
 
 
 @pytest.mark.data
+def test_dev_lines_get_a_line_of_their_own_above_the_progress_bar(tmp_path, data_root, session_home):
+    """On a terminal each dev evaluation's line was written onto the end of the bar's
+    ("| 10/30 [...loss=1.1986]rerank: step 10: dev MAP = 0.6411"): the bar is now cleared first and redrawn."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))  # a width to draw the bar in
+    env = {**os.environ, "RERANK_HOME": str(session_home), "RERANK_DATA": str(data_root), "HF_HUB_OFFLINE": "1"}
+    subprocess.run([sys.executable, "-m", "rerank", "train", "tk", "--train", "trecqa-dev", "--dev-fraction", "0.25",
+                    "--steps", "2", "--eval-every", "1", "--dev-depth", "5", "-o", str(tmp_path / "ck")],
+                   stdout=subprocess.DEVNULL, stderr=follower, env=env, check=True)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 1 << 16)
+        except OSError:  # EIO: the terminal's other end is closed and everything was read
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    text = shown.decode("utf-8", "replace")
+    assert "training tk:" in text and "rerank: step 2: dev MAP" in text, text  # the bar was drawn
+    assert "]rerank: step" not in text, text
+
+
+@pytest.mark.data
+def test_a_head_learning_rate_for_a_model_without_a_new_head_is_refused(tmp_path, rerank):
+    """TK has no freshly initialised head: --head-lr-scale 20 scaled nothing, yet checkpoint.json recorded it as
+    the run's setting."""
+    done = rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "--head-lr-scale", "20",
+                  "-o", str(tmp_path / "ck"), check=False)
+    assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
+    assert "--head-lr-scale: tk has no freshly initialised head" in done.stderr
+    assert not (tmp_path / "ck").exists()
+
+
+@pytest.mark.data
 def test_dev_queries_the_init_weights_were_trained_on_get_a_note(tmp_path, rerank):
     """`--init CK --dev-fraction F` reported "held-out" dev figures on queries CK (or a checkpoint it continued) had
     trained on, without a word: a note now, not an error (continuing training is legitimate). A base that held the
     same queries out gets none; the log counts its queries with agreeing nouns ("held-out 1 queries")."""
     def train(name, *options):
-        return rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "--eval-every", "1", *options,
+        return rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", *options,
                       "-o", str(tmp_path / name)).stderr
 
     def note(base, seen, of):

@@ -151,7 +151,7 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--teacher-min-score", type=float, default=None,
               help="Distil on an unjudged teacher query only if its best teacher score reaches this.")
 @click.option("--max-minutes", type=float, default=None, help="Stop (after a last dev evaluation) when this much time has passed.")
-@click.option("--max-length", type=int, default=None, help="Tokens per (query, passage) pair (bert only; default 256).")
+@click.option("--max-length", type=int, default=None, help="Tokens per (query, passage) pair (bert only; default --init's, else 256).")
 @click.option("--threads", type=int, default=None, help="Torch threads.")
 @click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
               help="bf16: forward passes under bfloat16 autocast, about 2x the steps per minute on CPUs with "
@@ -176,6 +176,11 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
     from ..train import train as run_training
 
     check_trainable(model_name)
+    typed = [f"--{name.replace('_', '-')}" for name in ("eval_every", "patience", "dev_depth")
+             if click.get_current_context().get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+    if typed and not (dev_set or dev_fraction or dev_fold):  # they would be ignored: no dev evaluation runs
+        raise UsageError(f"{', '.join(typed)}: options of the dev evaluation, which needs a dev set (--dev, "
+                         "--dev-fraction or --dev-fold)")
     given = {k: v for k, v in (("max_length", max_length), ("threads", threads)) if v is not None}
     options = checked_model_options(model_name, given)  # TK caps queries and documents apart: no --max-length
     if init_from:

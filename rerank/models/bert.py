@@ -34,7 +34,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..errors import BackendError, UsageError
-from ..train import content_hash, read_checkpoint
+from ..train import CHECKPOINT_FILE, content_hash, read_checkpoint
 from .base import Reranker, check_device, on_cpu, set_threads
 
 DEFAULT_MAX_LENGTH = 256
@@ -126,11 +126,22 @@ class CrossEncoder(nn.Module):
                 "num_labels": 1}
 
 
-def new_trainable(max_length: int = DEFAULT_MAX_LENGTH, base: str | None = None, threads: int | None = None,
+def checkpoint_max_length(manifest: dict | None, max_length: int | None) -> int:
+    """`max_length` where given, else the checkpoint's: scoring or continuing (--init) a checkpoint keeps the pair
+    length it was trained at, rather than the default."""
+    if max_length is not None:
+        return int(max_length)
+    return int((manifest or {}).get("config", {}).get("max_length", DEFAULT_MAX_LENGTH))
+
+
+def new_trainable(max_length: int | None = None, base: str | None = None, threads: int | None = None,
                   **unknown: Any) -> CrossEncoder:
-    """A cross-encoder starting from MiniLM-L6 (or the BERT folder `base`) with a new 1-logit head."""
+    """A cross-encoder starting from MiniLM-L6 (or the BERT folder `base`, a checkpoint to continue) with a new
+    1-logit head."""
     if unknown:
         raise UsageError(f"bert takes no model option(s) {', '.join(sorted(unknown))} (its architecture is MiniLM's)")
+    max_length = checkpoint_max_length(read_checkpoint(base, "bert") if base and (Path(base) / CHECKPOINT_FILE).is_file()
+                                       else None, max_length)
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     _quiet_transformers()
@@ -244,8 +255,7 @@ class CrossEncoderReranker(Reranker):
         _quiet_transformers()
         set_threads(threads)
         self.folder, self.checkpoint_hash = folder, manifest["hash"]
-        self.max_length = int(max_length if max_length is not None
-                              else manifest.get("config", {}).get("max_length", DEFAULT_MAX_LENGTH))
+        self.max_length = checkpoint_max_length(manifest, max_length)
         self.batch_size, self.quantize = int(batch_size), bool(quantize)
         if precision not in PRECISIONS:
             raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
