@@ -115,6 +115,8 @@ def check_replaceable(path: str | os.PathLike, marker: str) -> None:
 
     Replacing a folder deletes it: `-o ~/thesis` must not take a user's files with it.
     """
+    if not str(path):  # Path("") is the working directory, which it was then taken for
+        raise UsageError("the output path is empty")
     target = Path(path)
     if target.exists() and not target.is_dir():
         raise UsageError(f"{target} is a file, not a folder")

@@ -191,6 +191,8 @@ def test_model_option_must_be_key_value(rerank, tmp_path):
     (tmp_path / "notes.txt").write_text("mine")  # a folder of the user's own: refused before any training
     fails(rerank, "train", "tk", "--train", "trec-dl-2020", "-o", str(tmp_path), words="refusing to replace it")
     assert (tmp_path / "notes.txt").read_text() == "mine"
+    # '' was taken for the working directory: ". is a folder with other files in it"
+    fails(rerank, "train", "tk", "--train", "trec-dl-2020", "-o", "", words="the output path is empty")
 
 
 @pytest.mark.parametrize("args, words", [
