@@ -192,9 +192,14 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
     def architecture(manifest: dict) -> dict:  # the config less where its training started
         return {k: v for k, v in manifest["config"].items() if k != "base"}
 
+    first = {"model": model, **architecture(manifests[0])}
     for folder, manifest in zip(folders, manifests):
-        if manifest.get("model") != model or architecture(manifest) != architecture(manifests[0]):
-            raise UsageError(f"checkpoint {folder} is not the same model and architecture as {folders[0]}")
+        this = {"model": manifest.get("model"), **architecture(manifest)}
+        differ = [f"{key} {this.get(key)!r} vs {first.get(key)!r}" for key in sorted({*first, *this}, key=str)
+                  if this.get(key) != first.get(key)]
+        if differ:  # named: a --max-length apart looked like another architecture
+            raise UsageError(f"checkpoint {folder} is not the same model and architecture as {folders[0]} "
+                             f"({', '.join(differ)})")
     first = Path(folders[0])
     weight_files = sorted(p.name for p in first.iterdir() if p.suffix in (".safetensors", ".pt"))
     if not weight_files:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import re
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -352,6 +353,14 @@ def test_average_of_checkpoints_is_their_mean_and_scores(tiny_bert, tiny_checkpo
                                                                "hash": content_hash(tmp_path / "tk")}))
     mixed = rerank("average", str(folder), str(tmp_path / "tk"), "-o", str(tmp_path / "mixed"), check=False)
     assert mixed.returncode != 0 and "not the same model" in mixed.stderr and "Traceback" not in mixed.stderr
+    assert "model 'tk' vs 'bert'" in mixed.stderr
+    # the difference is named: checkpoints a --max-length apart were "not the same model and architecture" alone
+    shutil.copytree(tmp_path / "seed7", tmp_path / "short")
+    record = json.loads((tmp_path / "short" / "checkpoint.json").read_text())
+    record["config"]["max_length"] = 32
+    (tmp_path / "short" / "checkpoint.json").write_text(json.dumps(record))
+    apart = rerank("average", str(folder), str(tmp_path / "short"), "-o", str(tmp_path / "apart"), check=False)
+    assert apart.returncode != 0 and apart.stderr.strip().endswith("(max_length 32 vs 64)"), apart.stderr
     assert not (tmp_path / "lonely").exists() and not (tmp_path / "mixed").exists()
     before = (tmp_path / "seed7" / "checkpoint.json").read_text()
     onto = rerank("average", str(tmp_path / "seed7"), str(folder), "-o", str(tmp_path / "seed7"), check=False)
