@@ -349,6 +349,17 @@ def trec_columns(line: str) -> list[str]:
     return _COLUMN_GAPS.split(stripped) if stripped else []
 
 
+def nested_stages(stages: list[dict]) -> Iterator[dict]:
+    """Every stage entry of a header, with those inside a fusion's inputs (each input's stages, as its file had
+    them), in order: what fuse (a stage shared upstream) and budget (how stages timed) look through."""
+    for stage in stages:
+        yield stage
+        inputs = stage.get("inputs")
+        for fused in inputs if isinstance(inputs, list) else []:
+            if isinstance(fused, dict):
+                yield from nested_stages(fused.get("stages", []))
+
+
 def no_underscores(text: str) -> str:
     """`text`, for int() or float() to read, unless it has an underscore: Python reads `1_0` as 10, where
     trec_eval's atof reads 1; neither is what its writer meant, so it is refused (ValueError) as not a number."""

@@ -192,11 +192,11 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
     def architecture(manifest: dict) -> dict:  # the config less where its training started
         return {k: v for k, v in manifest["config"].items() if k != "base"}
 
-    first = {"model": model, **architecture(manifests[0])}
+    reference = {"model": model, **architecture(manifests[0])}
     for folder, manifest in zip(folders, manifests):
         this = {"model": manifest.get("model"), **architecture(manifest)}
-        differ = [f"{key} {this.get(key)!r} vs {first.get(key)!r}" for key in sorted({*first, *this}, key=str)
-                  if this.get(key) != first.get(key)]
+        differ = [f"{key} {this.get(key)!r} vs {reference.get(key)!r}" for key in sorted({*reference, *this}, key=str)
+                  if this.get(key) != reference.get(key)]
         if differ:  # named: a --max-length apart looked like another architecture
             raise UsageError(f"checkpoint {folder} is not the same model and architecture as {folders[0]} "
                              f"({', '.join(differ)})")

@@ -64,11 +64,13 @@ def sniffed(path: str | Path, text_encoding: str) -> tuple[bool, str]:
     compressed file saved under a plain name), UTF-16 where it starts with a UTF-16 byte-order mark, else
     `text_encoding`. Only a regular file is looked into: a pipe would lose what this reads."""
     p = Path(path)
+    if p.suffix == ".gz":
+        return True, text_encoding
     start = b""
     if p.is_file():
         with open(p, "rb") as handle:
             start = handle.read(2)
-    if p.suffix == ".gz" or start == GZIP_MAGIC:
+    if start == GZIP_MAGIC:
         return True, text_encoding
     return False, "utf-16" if start in UTF16_MARKS else text_encoding
 
@@ -341,6 +343,9 @@ def _json_first_line(start: str) -> bool:
     return True
 
 
+UNREADABLE_ID = "tools that split a TREC run line's columns on whitespace could not read it"
+
+
 def id_fault(value: str) -> str | None:
     """Why `value` cannot be a query or document id in a TREC run line (whose columns are split on whitespace,
     and where a leading '#' makes a rerank comment), or None."""
@@ -359,7 +364,7 @@ def distinct_ids(documents: Iterable[Document], source: str) -> Iterator[Documen
     for document in documents:
         fault = id_fault(document.docid)
         if fault:
-            raise DataError(f"{source}: document id {document.docid!r} {fault}: tools that split a TREC run line's columns on whitespace could not read it")
+            raise DataError(f"{source}: document id {document.docid!r} {fault}: {UNREADABLE_ID}")
         if document.docid in seen:
             raise DataError(f"{source}: document id {document.docid!r} appears twice; ids must be unique")
         seen.add(document.docid)
@@ -370,7 +375,7 @@ def _add_topic(topics: dict[str, str], qid: str, text: str, path: str | Path, li
     """A query without text stops Anserini's topic reader, and a repeated id would silently replace the first."""
     fault = id_fault(qid)
     if fault:
-        raise FormatError(str(path), line_no, f"query id {qid!r} {fault}: tools that split a TREC run line's columns on whitespace could not read it")
+        raise FormatError(str(path), line_no, f"query id {qid!r} {fault}: {UNREADABLE_ID}")
     if not text:
         raise FormatError(str(path), line_no, f"query {qid} has no text")
     if qid in topics:

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import DataError, UsageError
-from ..runs import CUT_KEY, Run
+from ..runs import CUT_KEY, Run, nested_stages
 from .measures import is_count, parse_measure
 from .report import markdown_table, text_table
 from .session import evaluate_runs, judgements_for, queries_made_for
@@ -152,14 +152,9 @@ def _stage_names(run: Run) -> str:
 
 def stages_where(stages: list[dict], wanted: Callable[[dict], bool]) -> list[str]:
     """Names of the stages `wanted` picks, including those inside the inputs of a fusion."""
-    found = []
-    for stage in stages:
-        if wanted(stage):
-            found.append(str(stage.get("name", stage.get("stage"))))  # (a fused input's header, as its file had it)
-        for fused in stage.get("inputs", []) if isinstance(stage.get("inputs"), list) else []:
-            if isinstance(fused, dict):
-                found += stages_where(fused.get("stages", []), wanted)
-    return list(dict.fromkeys(found))
+    # (a fused input's stage is named as its file had it)
+    return list(dict.fromkeys(str(stage.get("name", stage.get("stage"))) for stage in nested_stages(stages)
+                              if wanted(stage)))
 
 
 def batch_timed(run: Run) -> bool:

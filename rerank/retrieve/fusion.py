@@ -19,7 +19,7 @@ from typing import Iterator
 
 from ..errors import DataError, UsageError
 from ..normalise import minmax, zscores
-from ..runs import QueryRanking, Run, RunHeader, Stream, Timing
+from ..runs import QueryRanking, Run, RunHeader, Stream, Timing, nested_stages
 
 METHODS = ("rrf", "combsum")
 NORMS = ("minmax", "zscore", "none")
@@ -123,17 +123,10 @@ def _stage_entries(stages: list[dict]) -> dict[str, str | None]:
     """Stage name -> its header entry, also for the stages inside a fused input (fusing `bm25 + dense` with
     `bm25` again finds bm25 in both); a name two different entries share maps to None."""
     entries: dict[str, str | None] = {}
-    for name, entry in _named_entries(stages):
+    for stage in nested_stages(stages):
+        name, entry = str(stage.get("name")), json.dumps(stage, sort_keys=True)
         entries[name] = entry if entries.get(name, entry) == entry else None
     return entries
-
-
-def _named_entries(stages: list[dict]) -> Iterator[tuple[str, str]]:
-    for stage in stages:
-        yield str(stage.get("name")), json.dumps(stage, sort_keys=True)
-        for fused in stage.get("inputs", []) if isinstance(stage.get("inputs"), list) else []:
-            if isinstance(fused, dict):
-                yield from _named_entries(fused.get("stages", []))
 
 
 def _shared_once(inputs: list[list[tuple[tuple, Timing]]]) -> list[Timing]:
