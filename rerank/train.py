@@ -109,8 +109,14 @@ def package_versions() -> dict[str, str | None]:
             **{name: installed(name) for name in ("torch", "transformers", "tokenizers", "numpy")}}
 
 
+def config_hash(config: dict) -> str:
+    """A digest of the config a model is built from: it lives in checkpoint.json, outside the content hash."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def write_checkpoint(folder: Path, model: str, config: dict, training: dict) -> dict:
-    manifest = {"model": model, "config": config, "training": training, "hash": content_hash(folder)}
+    manifest = {"model": model, "config": config, "training": training, "hash": content_hash(folder),
+                "config_hash": config_hash(config)}
     (Path(folder) / CHECKPOINT_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
 
@@ -151,7 +157,27 @@ def read_checkpoint(folder: str | Path, model: str | None) -> dict:
     if manifest.get("hash") != actual:
         raise DataError(f"checkpoint {path}: its files are not those {CHECKPOINT_FILE} describes (hash {actual}, "
                         f"recorded {manifest.get('hash')}): changed or cut short since written; retrain or copy it again")
-    return manifest
+    return _keyed_by_config(path, manifest)
+
+
+_EDITS_NOTED: set[Path] = set()
+
+
+def _keyed_by_config(path: Path, manifest: dict) -> dict:
+    """A config edited by hand since training (TK builds its model from it: `max_doc`, `chunk`...) makes the
+    same weights another model. It gets a hash of its own, so its scores and stored encodings never mix with the
+    trained config's, and a note once per process. Checkpoints written before configs were hashed keep theirs."""
+    recorded = manifest.get("config_hash")
+    edited = config_hash(manifest.get("config", {}))
+    if recorded is None or recorded == edited:
+        return manifest
+    keyed = hashlib.sha256(f"{manifest['hash']} {edited}".encode()).hexdigest()[:16]
+    if path.resolve() not in _EDITS_NOTED:
+        _EDITS_NOTED.add(path.resolve())
+        print(f"rerank: note: checkpoint {path}: the config in its {CHECKPOINT_FILE} was edited since training, so "
+              f"it is keyed as hash {keyed} (trained: {manifest['hash']}); its scores and encodings are kept apart",
+              file=sys.stderr)
+    return {**manifest, "hash": keyed}
 
 
 def refuse_output_in(output: str, checkpoint: str, is_it: str, inside_it: str) -> None:

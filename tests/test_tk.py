@@ -767,3 +767,33 @@ def test_minilm_context_checkpoint_scores_alike_from_the_store(tmp_path, monkeyp
     assert np.allclose(reranker.score(QUERY, list(DOCS), ["(stored)"] * len(DOCS)), on_the_fly, atol=1e-4)
     with pytest.raises(UsageError, match="embeddings must be one of glove, minilm, minilm-context"):
         TKConfig.from_dict({"embeddings": "bert"})
+
+
+@pytest.mark.data
+def test_a_config_edited_after_training_is_keyed_apart(tmp_path, rerank):
+    """TK builds its model from checkpoint.json's config, which the content hash leaves out: after a hand edit of
+    `max_doc`, the score cache (and stored encodings) still answered with the trained config's scores. An edited
+    config now gets a hash of its own and a note; one that no longer fits the weights is a clear error."""
+    ck = checkpoint(tmp_path, max_doc=200)
+    candidates = rerank("retrieve", "trecqa-dev", "--candidates").stdout
+    trained = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates)
+    manifest_path = ck / "checkpoint.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["config"]["max_doc"] = 3
+    manifest_path.write_text(json.dumps(manifest))
+    edited = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates)
+    uncached = rerank("score", "--model", "tk", "--checkpoint", str(ck), "--no-cache", input=candidates)
+    assert _scores(edited.stdout) == _scores(uncached.stdout) != _scores(trained.stdout)
+    assert _stage(edited.stdout)["checkpoint_hash"] != _stage(trained.stdout)["checkpoint_hash"] == manifest["hash"]
+    assert edited.stderr.count("was edited since training") == 1, edited.stderr
+
+    manifest["config"]["max_doc"] = 200
+    manifest_path.write_text(json.dumps(manifest))  # put back: the trained model and its cached scores again
+    again = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates)
+    assert _scores(again.stdout) == _scores(trained.stdout) and "edited" not in again.stderr
+
+    manifest["config"]["layers"] = 3
+    manifest_path.write_text(json.dumps(manifest))
+    misfit = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates, check=False)
+    assert misfit.returncode == 1 and "Traceback" not in misfit.stderr, misfit.stderr
+    assert misfit.stderr.splitlines()[-1].startswith("rerank: error: ") and "config" in misfit.stderr

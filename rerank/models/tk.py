@@ -62,7 +62,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import BackendError, UsageError
+from ..errors import BackendError, DataError, UsageError
 from .base import Reranker, set_threads
 
 KERNEL_MUS = (1.0, 0.9, 0.7, 0.5, 0.3, 0.1, -0.1, -0.3, -0.5, -0.7, -0.9)
@@ -566,9 +566,7 @@ def new_trainable(variant: str = "tk", threads: int | None = None, base: str | N
 
         if options:
             raise UsageError(f"--init {base}: the model options come from that checkpoint; drop --model-option")
-        module = TKModule(TKConfig.from_dict(read_checkpoint(base, variant)["config"]), fresh=False)
-        module.load_state_dict(torch.load(Path(base) / WEIGHTS_FILE, map_location="cpu", weights_only=True))
-        return module
+        return trained_module(Path(base), read_checkpoint(base, variant))
     defaults = {"max_doc": 1000} if variant == "tkl" else {}
     return TKModule(TKConfig.from_dict({**defaults, **options, "variant": variant}))
 
@@ -602,10 +600,7 @@ class TKReranker(Reranker):
         set_threads(threads, default=1)
         self.folder, self.checkpoint_hash = folder, manifest["hash"]
         self.name = manifest["model"]
-        self.module = TKModule(TKConfig.from_dict(manifest["config"]), fresh=False)
-        state = torch.load(folder / WEIGHTS_FILE, map_location="cpu", weights_only=True)
-        self.module.load_state_dict(state)
-        self.module.eval()
+        self.module = trained_module(folder, manifest).eval()
         self.batch_size = int(batch_size)
         self.store = None
         self.store_note = "on the fly (no stored encodings attached)"
@@ -720,6 +715,19 @@ def pad_vectors(rows: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     out = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)
     mask = (torch.arange(out.shape[1])[None, :] < lengths[:, None]).float()
     return out, mask
+
+
+def trained_module(folder: Path, manifest: dict) -> TKModule:
+    """The module a checkpoint's config describes, with its weights."""
+    module = TKModule(TKConfig.from_dict(manifest["config"]), fresh=False)
+    state = torch.load(folder / WEIGHTS_FILE, map_location="cpu", weights_only=True)
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as error:  # a config edited by hand (layers, projection...) that its weights do not fit
+        first = str(error).splitlines()[1].strip() if len(str(error).splitlines()) > 1 else str(error)
+        raise DataError(f"checkpoint {folder}: its weights do not fit the config in its checkpoint.json "
+                           f"({first[:200]}); was the config edited?") from None
+    return module
 
 
 def load(variant: str, checkpoint: str, **options: Any) -> TKReranker:
