@@ -559,7 +559,7 @@ def test_an_interrupt_while_the_replaced_checkpoint_is_deleted_says_what_it_kept
 @pytest.mark.parametrize("signal_name, code", [("SIGINT", 130), ("SIGTERM", 143)])
 def test_an_interrupted_training_says_what_it_kept(tiny_checkpoint, tmp_path, data_root, signal_name, code):
     """Ctrl-C (or a scheduler's SIGTERM) said only 'interrupted', and the checkpoint recorded no ending: whether -o
-    held this run's best weights, and from which step, was left to guess."""
+    held this run's best weights, and from which step, was left to guess. The signal's own line comes last."""
     import os
     import signal
     import subprocess
@@ -581,6 +581,8 @@ def test_an_interrupted_training_says_what_it_kept(tiny_checkpoint, tmp_path, da
     said = re.search(r"rerank: training interrupted at step (\d+); (\S+) keeps the best checkpoint so far "
                      r"\(step (\d+), dev MAP [0-9.]+\)", err)
     assert said and said.group(2) == str(out), err
+    # the signal is named last, after what unwinding said (SIGTERM's came before the step line)
+    assert err.splitlines()[-1] == ("rerank: interrupted" if signal_name == "SIGINT" else "rerank: terminated"), err
     training = read_checkpoint(out, "bert")["training"]
     assert training["ended"] == f"interrupted at step {said.group(1)}" and training["step"] == int(said.group(3))
 

@@ -34,10 +34,13 @@ def cli(data_root: str | None) -> None:
         os.environ[DATA_ROOT_ENV] = data_root
 
 
+class _Terminated(SystemExit):
+    """SIGTERM (kill, a batch scheduler's time limit) unwinds like Ctrl-C, so temporary outputs are removed; it is
+    said once unwound, after what the unwinding said (training's "interrupted at step N"), as Ctrl-C's is."""
+
+
 def _terminated(signum: int, _frame) -> None:
-    """SIGTERM (kill, a batch scheduler's time limit) unwinds like Ctrl-C, so temporary outputs are removed."""
-    click.echo("rerank: terminated", err=True)
-    raise SystemExit(128 + signum)
+    raise _Terminated(128 + signum)
 
 
 def _note_undecodable() -> None:
@@ -73,6 +76,9 @@ def main() -> None:
     except click.exceptions.Abort:
         click.echo("rerank: interrupted", err=True)
         sys.exit(130)
+    except _Terminated as exc:
+        click.echo("rerank: terminated", err=True)
+        sys.exit(exc.code)
     except click.UsageError as exc:  # a mistyped option or value: one line, as every other mistake gets
         where = f"; see {exc.ctx.command_path} --help" if exc.ctx is not None else ""
         click.echo(f"rerank: error: {exc.format_message().rstrip('.')}{where}", err=True)
