@@ -220,12 +220,17 @@ class Evaluation:
         return sum(values.values()) / len(values) if values else 0.0
 
 
+def _descending_scores(docids: list[str]) -> dict[str, float]:
+    """n, n-1, ..., 1 for docids in rank order: scores that every provider orders as given."""
+    return dict(zip(docids, map(float, range(len(docids), 0, -1))))
+
+
 def evaluate(run: Run, qrels: Qrels, measures: list[NamedMeasure]) -> Evaluation:
     judged = set(qrels)
     unjudged = sorted(q for q in run.queries if q not in judged)
     # Scores that encode trec_eval's order (ties, in C floats, by docid descending): pytrec_eval breaks ties that
     # way, but ir_measures' msmarco (RR@k) and judged providers by docid ascending.
-    scored = {qid: {d: float(len(r) - i) for i, d in enumerate(r.as_trec_eval_reads().docids)}
+    scored = {qid: _descending_scores(r.as_trec_eval_reads().docids)
               for qid, r in run.queries.items() if qid in judged and r.docids}
     missing = sorted(q for q in judged if q not in scored)
     per_query: dict[str, dict[str, float]] = {m.label: dict.fromkeys(qrels, 0.0) for m in measures}
