@@ -234,6 +234,24 @@ def test_an_index_older_than_its_documents_is_said_by_retrieve_and_by_the_texts_
     assert "; until then the texts scored are those of its build" in scored.stderr
 
 
+@pytest.mark.data
+def test_an_index_of_another_copy_of_its_data_set_is_not_said_to_have_changed(data_root, tmp_path, monkeypatch):
+    """An index built under one --data-root and searched under another said the data set 'has changed' since its
+    build, where it is read from another copy: the warning now says so, and names both."""
+    import shutil
+
+    from rerank.retrieve.store import outdated, source_state
+
+    built_from = {"dataset": "cacm", "files": source_state({"dataset": "cacm"}, skip=("qrels", "topics"))}
+    assert outdated("cacm", built_from) is None
+    shutil.copytree(data_root / "cacm", tmp_path / "cacm")
+    monkeypatch.setenv("RERANK_DATA", str(tmp_path))
+    said = outdated("cacm", built_from)
+    assert said.startswith("data set cacm is read from other files than index cacm was built from "
+                           f"({(tmp_path / 'cacm').resolve()}/") and "has changed" not in said, said
+    assert f"built from {(data_root / 'cacm').resolve()}/" in said and "rerank index cacm --overwrite" in said
+
+
 def test_bytes_that_are_not_utf8_are_read_as_anserini_reads_them_and_said(rerank, tmp_path):
     """Latin-1 bytes in a corpus or topics file became U+FFFD without a word (the text changed silently)."""
     (tmp_path / "latin.jsonl").write_bytes(b'{"id": "a", "contents": "caf\xe9 cr\xe8me"}\n{"id": "b", "contents": "tea"}\n')

@@ -72,8 +72,14 @@ def outdated(index: str, documents: dict, backend: str = "lucene") -> str | None
     if corpus and not Path(corpus).is_file():
         return (f"{corpus}, which index {index} was built from, is gone; rebuild the index from where it is now "
                 f"(rerank index {index}{which} --corpus FILE --overwrite)")
-    if "files" in documents and documents["files"] != source_state(documents, skip=("qrels", "topics")):
+    now = source_state(documents, skip=("qrels", "topics"))
+    if "files" in documents and documents["files"] != now:
         rebuild = f"rerank index {index}{which}{f' --corpus {corpus}' if corpus else ''} --overwrite"
+        then_paths, now_paths = ([state.rsplit(":", 2)[0] for state in states] for states in (documents["files"], now))
+        if then_paths != now_paths:  # another copy of the data set (another --data-root), not an edit
+            return (f"{described(documents)} is read from other files than index {index} was built from "
+                    f"({', '.join(now_paths)}; built from {', '.join(then_paths)}); if their documents differ, "
+                    f"rebuild it ({rebuild})")
         return f"{described(documents)} has changed since index {index} was built; rebuild it ({rebuild})"
     return None
 
