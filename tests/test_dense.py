@@ -517,3 +517,29 @@ def test_an_encoder_folder_that_is_not_a_usable_model_is_one_line(tiny_encoder, 
     assert encoder_identity(str(bare))["pooling"] == "mean"
     with pytest.raises(UsageError, match="transformers cannot load a model from it"):
         load_encoder(str(bare), threads=1)
+
+
+def test_documents_without_text_are_skipped_as_lucene_skips_them(home, tiny_encoder, tmp_path):
+    """A dense index held the documents without text that Lucene and Elasticsearch leave out: an empty document came
+    first for a query of punctuation or stopwords, and `rerank score` of such a run over the Lucene index's texts
+    stopped at it ('not in the document store'). They are skipped and counted, also when the vectors are reused."""
+    from rerank.data import Document
+    from rerank.retrieve import dense
+    from rerank.retrieve.store import EMPTY_SKIPPED
+
+    texts = {"a": "alpha beta", "b": "", "c": " \t\n", "d": "\u00a0"}  # a no-break space is text to Anserini
+    docs = [Document(docid, text) for docid, text in texts.items()]
+    corpus = tmp_path / "blank.jsonl"
+    corpus.write_text("".join(json.dumps({"id": d.docid, "contents": d.text}) + "\n" for d in docs))
+    folder = home / "indexes" / "blankdense" / "dense"
+    for overwrite, hnsw in ((False, None), (True, 8)):
+        info = dense.build("blankdense", iter(docs), {"corpus": str(corpus)}, encoder=tiny_encoder,
+                           overwrite=overwrite, hnsw=hnsw)
+        assert info.source[dense.REUSED] == overwrite  # the second build took the first's vectors
+        assert info.documents == 2 and info.source[EMPTY_SKIPPED] == 2
+        assert (folder / dense.DOCIDS).read_text().split() == ["a", "d"]
+    manifest = json.loads((folder / "rerank-index.json").read_text())
+    del manifest["source"][EMPTY_SKIPPED]  # as built before documents without text were skipped: it may hold them
+    (folder / "rerank-index.json").write_text(json.dumps(manifest))
+    info = dense.build("blankdense", iter(docs), {"corpus": str(corpus)}, encoder=tiny_encoder, overwrite=True)
+    assert not info.source[dense.REUSED] and info.documents == 2

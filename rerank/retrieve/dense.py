@@ -32,7 +32,8 @@ from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError
 from ..progress import Progress
 from ..runs import QueryRanking, Timing
-from .store import MANIFEST, REUSED, IndexInfo, build_command, index_folder, made_from, source_state
+from .store import (EMPTY_SKIPPED, MANIFEST, REUSED, IndexInfo, build_command, has_text, index_folder, made_from,
+                    source_state)
 
 BACKEND = "dense"
 INDEX_OPTIONS = frozenset({"encoder", "hnsw"})
@@ -165,6 +166,22 @@ def _read_vectors(folder: Path, info: IndexInfo) -> tuple[list[str], Any]:
     return docids, vectors
 
 
+class _WithText:
+    """The documents that have text, counting the others: Lucene and Elasticsearch leave them out, and a dense index
+    that held them ranked an empty document first for a query of punctuation, which `rerank score` of the run over
+    the Lucene index's texts then could not find."""
+
+    def __init__(self, documents: Iterable[Document]):
+        self.documents, self.skipped = documents, 0
+
+    def __iter__(self) -> Iterator[Document]:
+        for doc in self.documents:
+            if has_text(doc):
+                yield doc
+            else:
+                self.skipped += 1
+
+
 def _shards(documents: Iterable[Document]) -> Iterator[list[Document]]:
     shard: list[Document] = []
     for doc in documents:
@@ -232,10 +249,12 @@ def build(name: str, documents: Iterable[Document], source: dict, threads: int =
 
     stored = _stored_vectors(name, target, source, files, identity["hash"]) if overwrite else None
     if stored is not None:
-        docids, matrix = stored
+        docids, matrix, skipped = stored
         resumed = len(docids)
     else:
-        docids, matrix, resumed = _encode(name, documents, path, threads, partial)
+        texts = _WithText(documents)
+        docids, matrix, resumed = _encode(name, texts, path, threads, partial)
+        skipped = texts.skipped
     import faiss
 
     faiss.omp_set_num_threads(threads)
@@ -246,7 +265,8 @@ def build(name: str, documents: Iterable[Document], source: dict, threads: int =
         leftover.unlink()
     info = IndexInfo(name, BACKEND, len(docids), {**source, "encoder": identity, "dim": int(matrix.shape[1]),
                                                   "faiss": f"HNSW{hnsw},IP" if hnsw else "FlatIP", "files": files,
-                                                  "resumed_documents": resumed, REUSED: stored is not None})
+                                                  "resumed_documents": resumed, REUSED: stored is not None,
+                                                  EMPTY_SKIPPED: skipped})
     info.write(partial)
     replace_folder(partial, target)
     return info
@@ -282,10 +302,11 @@ def _encode(name: str, documents: Iterable[Document], encoder: str, threads: int
 
 
 def _stored_vectors(name: str, folder: Path, source: dict, files: list[str], encoder_hash: str):
-    """The docids and vectors of the index at `folder` if it was built from this source and these files (as
-    file_state sees them) with this encoder: an --overwrite that changes only the faiss index (exact to HNSW,
+    """The docids, vectors and count of documents skipped without text of the index at `folder` if it was built
+    from this source and these files (as file_state sees them) with this encoder: an --overwrite that changes only the faiss index (exact to HNSW,
     another M) encodes nothing again. None otherwise: for documents that no file stands for (nothing tells them
-    apart), or an index built before manifests recorded files; and for an index whose vectors or docids are
+    apart), or an index built before manifests recorded files, or before builds skipped documents without text
+    (its manifest has no count of them: it may hold them); and for an index whose vectors or docids are
     unreadable or disagree with its manifest: --overwrite is how a damaged index is repaired, not copied."""
     if not files:
         return None
@@ -295,10 +316,11 @@ def _stored_vectors(name: str, folder: Path, source: dict, files: list[str], enc
         return None
     stored = info.source
     if (stored.get("files") != files or stored.get("encoder", {}).get("hash") != encoder_hash
+            or EMPTY_SKIPPED not in stored
             or any(stored.get(key) != value for key, value in source.items())):
         return None
     try:  # mapped, not read: faiss copies it into the new index, and one copy of a corpus's vectors is enough
-        return _read_vectors(folder, info)
+        return (*_read_vectors(folder, info), int(stored[EMPTY_SKIPPED]))
     except ValueError:
         return None
 
