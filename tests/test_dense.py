@@ -543,3 +543,24 @@ def test_documents_without_text_are_skipped_as_lucene_skips_them(home, tiny_enco
     (folder / "rerank-index.json").write_text(json.dumps(manifest))
     info = dense.build("blankdense", iter(docs), {"corpus": str(corpus)}, encoder=tiny_encoder, overwrite=True)
     assert not info.source[dense.REUSED] and info.documents == 2
+
+
+@pytest.mark.parametrize("damage", ["docids a line short", "faiss index removed", "vectors removed"])
+def test_a_search_of_a_damaged_dense_index_is_refused(home, cacm_slice, tiny_encoder, damage):  # noqa: F811
+    """Searching a dense index whose docids.txt had lost a line ended in an IndexError traceback (or, for a hit
+    above the cut, named the neighbour of the document found); a removed faiss.index in faiss's RuntimeError, and
+    an --exact search of an HNSW build whose vectors.npy was removed in numpy's. Each is named, with its rebuild."""
+    from rerank.errors import DataError
+    from rerank.retrieve import dense
+
+    docs = _documents(cacm_slice, 30)
+    dense.build("damagedsearch", iter(docs), {"corpus": "slice"}, encoder=tiny_encoder, hnsw=8, overwrite=True)
+    folder = home / "indexes" / "damagedsearch" / "dense"
+    if damage == "docids a line short":
+        (folder / dense.DOCIDS).write_text("\n".join(d.docid for d in docs[1:]) + "\n")
+    else:
+        (folder / (dense.FAISS_INDEX if damage == "faiss index removed" else dense.VECTORS)).unlink()
+    with pytest.raises(DataError, match="dense index .*damagedsearch.* is damaged.*rerank index damagedsearch "
+                                        "--corpus FILE --backend dense --overwrite"):
+        index = dense.open_index("damagedsearch", encoder=tiny_encoder, k=30, exact=damage == "vectors removed")
+        list(index.search({"q": docs[-1].contents}, k=30))

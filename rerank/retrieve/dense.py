@@ -134,8 +134,6 @@ def stored_passages(header: Any, documents: dict, encoder_hash: str, max_length:
         folder = index_folder(name) / BACKEND
         if not (folder / MANIFEST).is_file():
             continue
-        damaged = DataError(f"dense index {folder} is damaged (its manifest, vectors or docids are unreadable or "
-                            f"disagree); rebuild it with: {build_command(name, ' --backend dense --overwrite')}")
         try:
             info = IndexInfo.read(folder, name, BACKEND)
             if not made_from(info.source, documents):
@@ -145,9 +143,14 @@ def stored_passages(header: Any, documents: dict, encoder_hash: str, max_length:
                 return None
             docids, vectors = _read_vectors(folder, info)
         except (OSError, ValueError, TypeError, AttributeError):
-            raise damaged from None
+            raise _damaged(name, folder) from None
         return StoredPassages(dict(zip(docids, range(len(docids)))), vectors, folder)
     return None
+
+
+def _damaged(name: str, folder: Path) -> DataError:
+    return DataError(f"dense index {folder} is damaged (its manifest, vectors, docids or faiss index are unreadable "
+                     f"or disagree); rebuild it with: {build_command(name, ' --backend dense --overwrite')}")
 
 
 def _read_vectors(folder: Path, info: IndexInfo) -> tuple[list[str], Any]:
@@ -345,17 +348,20 @@ class DenseIndex:
         import faiss
 
         faiss.omp_set_num_threads(threads)
-        if exact and self.info.source.get("faiss") != "FlatIP":  # the graph's own vectors, every one compared
-            import numpy as np
-
-            # The graph is not read and the vectors are mapped: the graph, the array and the flat index's own
-            # copy held three times a corpus's vectors in memory at once, for one index's worth of search.
-            self.index = _faiss_index(np.load(self.path / VECTORS, mmap_mode="r"), None)
-        else:
-            self.index = faiss.read_index(str(self.path / FAISS_INDEX))
+        try:  # rows are mapped to docids by position: a docids.txt a line short named the found one's neighbour
+            self.docids, vectors = _read_vectors(self.path, self.info)
+            if exact and self.info.source.get("faiss") != "FlatIP":  # the graph's own vectors, every one compared
+                # The graph is not read and the vectors are mapped: the graph, the array and the flat index's own
+                # copy held three times a corpus's vectors in memory at once, for one index's worth of search.
+                self.index = _faiss_index(vectors, None)
+            else:
+                self.index = faiss.read_index(str(self.path / FAISS_INDEX))
+        except (ValueError, RuntimeError):  # RuntimeError: faiss's, for an index file it cannot read
+            raise _damaged(name, self.path) from None
+        if self.index.ntotal != len(self.docids):
+            raise _damaged(name, self.path)
         if hasattr(faiss, "index_cpu_to_all_gpus") and faiss.get_num_gpus() > 0 and isinstance(self.index, faiss.IndexFlat):
             self.index = faiss.index_cpu_to_all_gpus(self.index)
-        self.docids = (self.path / DOCIDS).read_text().split()
         searched = "FlatIP" if exact else self.info.source.get("faiss")
         self.provenance = {"encoder": built_with.get("hash"), "faiss": searched}
         self._built_ef = self.index.hnsw.efSearch if hasattr(self.index, "hnsw") else None
