@@ -564,3 +564,15 @@ def test_a_search_of_a_damaged_dense_index_is_refused(home, cacm_slice, tiny_enc
                                         "--corpus FILE --backend dense --overwrite"):
         index = dense.open_index("damagedsearch", encoder=tiny_encoder, k=30, exact=damage == "vectors removed")
         list(index.search({"q": docs[-1].contents}, k=30))
+
+
+def test_a_run_of_another_encoder_names_its_folder(home, cacm_slice, tiny_encoder):  # noqa: F811
+    """`retrieve --backend dense --encoder DIR` recorded the encoder's hash in place of DIR (the back end's provenance
+    overwrote the option of the same name): the run named no folder to retrieve with again, and the index refuses
+    a search without it."""
+    from rerank.retrieve import api, dense
+
+    dense.build("tinynamed", iter(_documents(cacm_slice, 20)), {}, encoder=tiny_encoder, overwrite=True)
+    stream = api.retrieve("tinynamed", "dense", k=3, topics=str(cacm_slice / "topics.tsv"), encoder=tiny_encoder)
+    stage = stream.header.stages[-1]
+    assert stage["encoder_path"] == tiny_encoder and stage["encoder"] == dense.encoder_identity(tiny_encoder)["hash"]

@@ -363,7 +363,9 @@ class DenseIndex:
         if hasattr(faiss, "index_cpu_to_all_gpus") and faiss.get_num_gpus() > 0 and isinstance(self.index, faiss.IndexFlat):
             self.index = faiss.index_cpu_to_all_gpus(self.index)
         searched = "FlatIP" if exact else self.info.source.get("faiss")
-        self.provenance = {"encoder": built_with.get("hash"), "faiss": searched}
+        # the hash stands for the encoder; the folder it was given in is what `--encoder` takes to search again
+        self.provenance = {"encoder": built_with.get("hash"), "faiss": searched,
+                           **({"encoder_path": str(Path(encoder).resolve())} if encoder else {})}
         self._built_ef = self.index.hnsw.efSearch if hasattr(self.index, "hnsw") else None
         self._encoder = None
 
