@@ -576,3 +576,22 @@ def test_a_run_of_another_encoder_names_its_folder(home, cacm_slice, tiny_encode
     stream = api.retrieve("tinynamed", "dense", k=3, topics=str(cacm_slice / "topics.tsv"), encoder=tiny_encoder)
     stage = stream.header.stages[-1]
     assert stage["encoder_path"] == tiny_encoder and stage["encoder"] == dense.encoder_identity(tiny_encoder)["hash"]
+
+
+def test_documents_tied_at_the_cut_are_kept_in_the_runs_own_order(home, cacm_slice, tiny_encoder):  # noqa: F811
+    """Of documents tied at the k-th score (the same text under several ids), faiss kept the first rows, which
+    the run then ranked below the others: `--k 1` kept the first copy, `--k 3` ranked the last one first, so a
+    shallower run was not the head of a deeper one. The cut now keeps the run's own order (ties by docid
+    descending, as trec_eval orders them), exact and HNSW alike."""
+    from rerank.data import Document
+    from rerank.retrieve import dense
+
+    docs = _documents(cacm_slice, 12)
+    copies = [Document(f"zz-copy-{i}", docs[0].contents) for i in range(3)]
+    for hnsw in (None, 8):
+        dense.build("tiedcut", iter(docs + copies), {}, encoder=tiny_encoder, overwrite=True, hnsw=hnsw)
+        index = dense.open_index("tiedcut", encoder=tiny_encoder)
+        deep = next(index.search({"q": docs[0].contents}, k=15))
+        assert deep.docids[:4] == ["zz-copy-2", "zz-copy-1", "zz-copy-0", docs[0].docid]
+        for k in (1, 2, 3, 4, 5):
+            assert next(index.search({"q": docs[0].contents}, k=k)).docids == deep.docids[:k]

@@ -389,13 +389,28 @@ class DenseIndex:
         for start in range(0, len(items), BATCH):
             chunk = items[start : start + BATCH]
             began = time.perf_counter()
-            scores, rows = self.index.search(self._encoder.embed([text for _, text in chunk]).numpy(), depth)
+            vectors = self._encoder.embed([text for _, text in chunk]).numpy()
+            # one more than kept: a tie across the cut shows, and is searched past
+            scores, rows = self.index.search(vectors, min(depth + 1, len(self.docids)))
+            hits = [self._past_ties(vector, *found, depth) for vector, *found in zip(vectors, scores, rows)]
             share = (time.perf_counter() - began) * 1000 / len(chunk)
-            for (qid, _), row_scores, row_ids in zip(chunk, scores, rows):
+            for (qid, _), (row_scores, row_ids) in zip(chunk, hits):
                 found = [(self.docids[r], float(s)) for r, s in zip(row_ids, row_scores) if r >= 0]
-                ranking = QueryRanking.from_scores(qid, [d for d, _ in found], [s for _, s in found], tag=stage)
+                ranking = QueryRanking.from_scores(qid, [d for d, _ in found], [s for _, s in found],
+                                                   tag=stage).head(depth)
                 ranking.timings.append(Timing(stage, share, len(ranking)))  # what it handled, not what was asked
                 yield ranking
+
+
+    def _past_ties(self, vector, scores, rows, depth: int):
+        """One query's hits, searched deeper while the last found ties the depth-th: which of the documents tied at
+        the cut a run keeps is then its own order's choice (docid descending, as trec_eval's), not faiss's (the
+        first rows), so a shallower run is the head of a deeper one."""
+        everything = len(self.docids)
+        while depth < len(scores) < everything and rows[-1] >= 0 and scores[-1] == scores[depth - 1]:
+            found = self.index.search(vector[None], min(2 * len(scores), everything))
+            scores, rows = found[0][0], found[1][0]
+        return scores, rows
 
 
 def check_search_options(ef_search: int | None = None, exact: bool | None = None, **_options) -> None:
