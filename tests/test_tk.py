@@ -767,3 +767,12 @@ def test_minilm_context_checkpoint_scores_alike_from_the_store(tmp_path, monkeyp
     assert np.allclose(reranker.score(QUERY, list(DOCS), ["(stored)"] * len(DOCS)), on_the_fly, atol=1e-4)
     with pytest.raises(UsageError, match="embeddings must be one of glove, minilm, minilm-context"):
         TKConfig.from_dict({"embeddings": "bert"})
+
+
+def test_encode_of_the_bi_encoder_names_where_its_vectors_are_stored(rerank):
+    """`rerank encode --model minilm-bi` (Pyserini's `encode` for a dense index) said the bi-encoder had no
+    query-independent document encodings: its passage vectors are exactly that, stored by a dense index."""
+    done = rerank("encode", "cacm", "--model", "minilm-bi", "--checkpoint", "unused", check=False)
+    assert done.returncode == 2 and done.stderr == (
+        "rerank: error: --model minilm-bi's passage vectors are stored by a dense index: rerank index cacm --backend "
+        "dense (score --model minilm-bi and retrieve --backend dense use them); encode stores those of tk, tkl\n")
