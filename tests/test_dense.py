@@ -517,3 +517,81 @@ def test_an_encoder_folder_that_is_not_a_usable_model_is_one_line(tiny_encoder, 
     assert encoder_identity(str(bare))["pooling"] == "mean"
     with pytest.raises(UsageError, match="transformers cannot load a model from it"):
         load_encoder(str(bare), threads=1)
+
+
+def test_documents_without_text_are_skipped_as_lucene_skips_them(home, tiny_encoder, tmp_path):
+    """A dense index held the documents without text that Lucene and Elasticsearch leave out: an empty document came
+    first for a query of punctuation or stopwords, and `rerank score` of such a run over the Lucene index's texts
+    stopped at it ('not in the document store'). They are skipped and counted, also when the vectors are reused."""
+    from rerank.data import Document
+    from rerank.retrieve import dense
+    from rerank.retrieve.store import EMPTY_SKIPPED
+
+    texts = {"a": "alpha beta", "b": "", "c": " \t\n", "d": "\u00a0"}  # a no-break space is text to Anserini
+    docs = [Document(docid, text) for docid, text in texts.items()]
+    corpus = tmp_path / "blank.jsonl"
+    corpus.write_text("".join(json.dumps({"id": d.docid, "contents": d.text}) + "\n" for d in docs))
+    folder = home / "indexes" / "blankdense" / "dense"
+    for overwrite, hnsw in ((False, None), (True, 8)):
+        info = dense.build("blankdense", iter(docs), {"corpus": str(corpus)}, encoder=tiny_encoder,
+                           overwrite=overwrite, hnsw=hnsw)
+        assert info.source[dense.REUSED] == overwrite  # the second build took the first's vectors
+        assert info.documents == 2 and info.source[EMPTY_SKIPPED] == 2
+        assert (folder / dense.DOCIDS).read_text().split() == ["a", "d"]
+    manifest = json.loads((folder / "rerank-index.json").read_text())
+    del manifest["source"][EMPTY_SKIPPED]  # as built before documents without text were skipped: it may hold them
+    (folder / "rerank-index.json").write_text(json.dumps(manifest))
+    info = dense.build("blankdense", iter(docs), {"corpus": str(corpus)}, encoder=tiny_encoder, overwrite=True)
+    assert not info.source[dense.REUSED] and info.documents == 2
+
+
+@pytest.mark.parametrize("damage", ["docids a line short", "faiss index removed", "vectors removed"])
+def test_a_search_of_a_damaged_dense_index_is_refused(home, cacm_slice, tiny_encoder, damage):  # noqa: F811
+    """Searching a dense index whose docids.txt had lost a line ended in an IndexError traceback (or, for a hit
+    above the cut, named the neighbour of the document found); a removed faiss.index in faiss's RuntimeError, and
+    an --exact search of an HNSW build whose vectors.npy was removed in numpy's. Each is named, with its rebuild."""
+    from rerank.errors import DataError
+    from rerank.retrieve import dense
+
+    docs = _documents(cacm_slice, 30)
+    dense.build("damagedsearch", iter(docs), {"corpus": "slice"}, encoder=tiny_encoder, hnsw=8, overwrite=True)
+    folder = home / "indexes" / "damagedsearch" / "dense"
+    if damage == "docids a line short":
+        (folder / dense.DOCIDS).write_text("\n".join(d.docid for d in docs[1:]) + "\n")
+    else:
+        (folder / (dense.FAISS_INDEX if damage == "faiss index removed" else dense.VECTORS)).unlink()
+    with pytest.raises(DataError, match="dense index .*damagedsearch.* is damaged.*rerank index damagedsearch "
+                                        "--corpus FILE --backend dense --overwrite"):
+        index = dense.open_index("damagedsearch", encoder=tiny_encoder, k=30, exact=damage == "vectors removed")
+        list(index.search({"q": docs[-1].contents}, k=30))
+
+
+def test_a_run_of_another_encoder_names_its_folder(home, cacm_slice, tiny_encoder):  # noqa: F811
+    """`retrieve --backend dense --encoder DIR` recorded the encoder's hash in place of DIR (the back end's provenance
+    overwrote the option of the same name): the run named no folder to retrieve with again, and the index refuses
+    a search without it."""
+    from rerank.retrieve import api, dense
+
+    dense.build("tinynamed", iter(_documents(cacm_slice, 20)), {}, encoder=tiny_encoder, overwrite=True)
+    stream = api.retrieve("tinynamed", "dense", k=3, topics=str(cacm_slice / "topics.tsv"), encoder=tiny_encoder)
+    stage = stream.header.stages[-1]
+    assert stage["encoder_path"] == tiny_encoder and stage["encoder"] == dense.encoder_identity(tiny_encoder)["hash"]
+
+
+def test_documents_tied_at_the_cut_are_kept_in_the_runs_own_order(home, cacm_slice, tiny_encoder):  # noqa: F811
+    """Of documents tied at the k-th score (the same text under several ids), faiss kept the first rows, which
+    the run then ranked below the others: `--k 1` kept the first copy, `--k 3` ranked the last one first, so a
+    shallower run was not the head of a deeper one. The cut now keeps the run's own order (ties by docid
+    descending, as trec_eval orders them), exact and HNSW alike."""
+    from rerank.data import Document
+    from rerank.retrieve import dense
+
+    docs = _documents(cacm_slice, 12)
+    copies = [Document(f"zz-copy-{i}", docs[0].contents) for i in range(3)]
+    for hnsw in (None, 8):
+        dense.build("tiedcut", iter(docs + copies), {}, encoder=tiny_encoder, overwrite=True, hnsw=hnsw)
+        index = dense.open_index("tiedcut", encoder=tiny_encoder)
+        deep = next(index.search({"q": docs[0].contents}, k=15))
+        assert deep.docids[:4] == ["zz-copy-2", "zz-copy-1", "zz-copy-0", docs[0].docid]
+        for k in (1, 2, 3, 4, 5):
+            assert next(index.search({"q": docs[0].contents}, k=k)).docids == deep.docids[:k]

@@ -797,3 +797,12 @@ def test_a_config_edited_after_training_is_keyed_apart(tmp_path, rerank):
     misfit = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates, check=False)
     assert misfit.returncode == 1 and "Traceback" not in misfit.stderr, misfit.stderr
     assert misfit.stderr.splitlines()[-1].startswith("rerank: error: ") and "config" in misfit.stderr
+
+
+def test_encode_of_the_bi_encoder_names_where_its_vectors_are_stored(rerank):
+    """`rerank encode --model minilm-bi` (Pyserini's `encode` for a dense index) said the bi-encoder had no
+    query-independent document encodings: its passage vectors are exactly that, stored by a dense index."""
+    done = rerank("encode", "cacm", "--model", "minilm-bi", "--checkpoint", "unused", check=False)
+    assert done.returncode == 2 and done.stderr == (
+        "rerank: error: --model minilm-bi's passage vectors are stored by a dense index: rerank index cacm --backend "
+        "dense (score --model minilm-bi and retrieve --backend dense use them); encode stores those of tk, tkl\n")

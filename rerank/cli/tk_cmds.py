@@ -73,6 +73,10 @@ def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads)
 
     check_batch_size(batch_size, "documents")  # before load_model, whose check counts scoring's pairs
     index_folder(name)  # its name checked before a model loads (store_folder checks it too, for every caller)
+    if model_name == "minilm-bi":  # Pyserini's `encode` is this; its vectors are query-independent, stored elsewhere
+        raise UsageError(f"--model minilm-bi's passage vectors are stored by a dense index: rerank index {name} "
+                         f"--backend dense (score --model minilm-bi and retrieve --backend dense use them); encode "
+                         f"stores those of {', '.join(ENCODABLE)}")
     collection, source = _collection(name, corpus)
     reranker = _load(model_name, checkpoint, threads, batch_size)
     folder = store_folder(name, reranker.name, reranker.checkpoint_hash)

@@ -32,7 +32,8 @@ from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError
 from ..progress import Progress
 from ..runs import QueryRanking, Timing
-from .store import MANIFEST, REUSED, IndexInfo, build_command, index_folder, made_from, source_state
+from .store import (EMPTY_SKIPPED, MANIFEST, REUSED, IndexInfo, build_command, has_text, index_folder, made_from,
+                    source_state)
 
 BACKEND = "dense"
 INDEX_OPTIONS = frozenset({"encoder", "hnsw"})
@@ -133,8 +134,6 @@ def stored_passages(header: Any, documents: dict, encoder_hash: str, max_length:
         folder = index_folder(name) / BACKEND
         if not (folder / MANIFEST).is_file():
             continue
-        damaged = DataError(f"dense index {folder} is damaged (its manifest, vectors or docids are unreadable or "
-                            f"disagree); rebuild it with: {build_command(name, ' --backend dense --overwrite')}")
         try:
             info = IndexInfo.read(folder, name, BACKEND)
             if not made_from(info.source, documents):
@@ -144,9 +143,14 @@ def stored_passages(header: Any, documents: dict, encoder_hash: str, max_length:
                 return None
             docids, vectors = _read_vectors(folder, info)
         except (OSError, ValueError, TypeError, AttributeError):
-            raise damaged from None
+            raise _damaged(name, folder) from None
         return StoredPassages(dict(zip(docids, range(len(docids)))), vectors, folder)
     return None
+
+
+def _damaged(name: str, folder: Path) -> DataError:
+    return DataError(f"dense index {folder} is damaged (its manifest, vectors, docids or faiss index are unreadable "
+                     f"or disagree); rebuild it with: {build_command(name, ' --backend dense --overwrite')}")
 
 
 def _read_vectors(folder: Path, info: IndexInfo) -> tuple[list[str], Any]:
@@ -163,6 +167,22 @@ def _read_vectors(folder: Path, info: IndexInfo) -> tuple[list[str], Any]:
             or len(set(docids)) != len(docids)):
         raise ValueError(f"{folder}: its vectors and docids disagree with its manifest or each other")
     return docids, vectors
+
+
+class _WithText:
+    """The documents that have text, counting the others: Lucene and Elasticsearch leave them out, and a dense index
+    that held them ranked an empty document first for a query of punctuation, which `rerank score` of the run over
+    the Lucene index's texts then could not find."""
+
+    def __init__(self, documents: Iterable[Document]):
+        self.documents, self.skipped = documents, 0
+
+    def __iter__(self) -> Iterator[Document]:
+        for doc in self.documents:
+            if has_text(doc):
+                yield doc
+            else:
+                self.skipped += 1
 
 
 def _shards(documents: Iterable[Document]) -> Iterator[list[Document]]:
@@ -232,10 +252,12 @@ def build(name: str, documents: Iterable[Document], source: dict, threads: int =
 
     stored = _stored_vectors(name, target, source, files, identity["hash"]) if overwrite else None
     if stored is not None:
-        docids, matrix = stored
+        docids, matrix, skipped = stored
         resumed = len(docids)
     else:
-        docids, matrix, resumed = _encode(name, documents, path, threads, partial)
+        texts = _WithText(documents)
+        docids, matrix, resumed = _encode(name, texts, path, threads, partial)
+        skipped = texts.skipped
     import faiss
 
     faiss.omp_set_num_threads(threads)
@@ -246,7 +268,8 @@ def build(name: str, documents: Iterable[Document], source: dict, threads: int =
         leftover.unlink()
     info = IndexInfo(name, BACKEND, len(docids), {**source, "encoder": identity, "dim": int(matrix.shape[1]),
                                                   "faiss": f"HNSW{hnsw},IP" if hnsw else "FlatIP", "files": files,
-                                                  "resumed_documents": resumed, REUSED: stored is not None})
+                                                  "resumed_documents": resumed, REUSED: stored is not None,
+                                                  EMPTY_SKIPPED: skipped})
     info.write(partial)
     replace_folder(partial, target)
     return info
@@ -282,10 +305,11 @@ def _encode(name: str, documents: Iterable[Document], encoder: str, threads: int
 
 
 def _stored_vectors(name: str, folder: Path, source: dict, files: list[str], encoder_hash: str):
-    """The docids and vectors of the index at `folder` if it was built from this source and these files (as
-    file_state sees them) with this encoder: an --overwrite that changes only the faiss index (exact to HNSW,
+    """The docids, vectors and count of documents skipped without text of the index at `folder` if it was built
+    from this source and these files (as file_state sees them) with this encoder: an --overwrite that changes only the faiss index (exact to HNSW,
     another M) encodes nothing again. None otherwise: for documents that no file stands for (nothing tells them
-    apart), or an index built before manifests recorded files; and for an index whose vectors or docids are
+    apart), or an index built before manifests recorded files, or before builds skipped documents without text
+    (its manifest has no count of them: it may hold them); and for an index whose vectors or docids are
     unreadable or disagree with its manifest: --overwrite is how a damaged index is repaired, not copied."""
     if not files:
         return None
@@ -295,10 +319,11 @@ def _stored_vectors(name: str, folder: Path, source: dict, files: list[str], enc
         return None
     stored = info.source
     if (stored.get("files") != files or stored.get("encoder", {}).get("hash") != encoder_hash
+            or EMPTY_SKIPPED not in stored
             or any(stored.get(key) != value for key, value in source.items())):
         return None
     try:  # mapped, not read: faiss copies it into the new index, and one copy of a corpus's vectors is enough
-        return _read_vectors(folder, info)
+        return (*_read_vectors(folder, info), int(stored[EMPTY_SKIPPED]))
     except ValueError:
         return None
 
@@ -323,19 +348,24 @@ class DenseIndex:
         import faiss
 
         faiss.omp_set_num_threads(threads)
-        if exact and self.info.source.get("faiss") != "FlatIP":  # the graph's own vectors, every one compared
-            import numpy as np
-
-            # The graph is not read and the vectors are mapped: the graph, the array and the flat index's own
-            # copy held three times a corpus's vectors in memory at once, for one index's worth of search.
-            self.index = _faiss_index(np.load(self.path / VECTORS, mmap_mode="r"), None)
-        else:
-            self.index = faiss.read_index(str(self.path / FAISS_INDEX))
+        try:  # rows are mapped to docids by position: a docids.txt a line short named the found one's neighbour
+            self.docids, vectors = _read_vectors(self.path, self.info)
+            if exact and self.info.source.get("faiss") != "FlatIP":  # the graph's own vectors, every one compared
+                # The graph is not read and the vectors are mapped: the graph, the array and the flat index's own
+                # copy held three times a corpus's vectors in memory at once, for one index's worth of search.
+                self.index = _faiss_index(vectors, None)
+            else:
+                self.index = faiss.read_index(str(self.path / FAISS_INDEX))
+        except (ValueError, RuntimeError):  # RuntimeError: faiss's, for an index file it cannot read
+            raise _damaged(name, self.path) from None
+        if self.index.ntotal != len(self.docids):
+            raise _damaged(name, self.path)
         if hasattr(faiss, "index_cpu_to_all_gpus") and faiss.get_num_gpus() > 0 and isinstance(self.index, faiss.IndexFlat):
             self.index = faiss.index_cpu_to_all_gpus(self.index)
-        self.docids = (self.path / DOCIDS).read_text().split()
         searched = "FlatIP" if exact else self.info.source.get("faiss")
-        self.provenance = {"encoder": built_with.get("hash"), "faiss": searched}
+        # the hash stands for the encoder; the folder it was given in is what `--encoder` takes to search again
+        self.provenance = {"encoder": built_with.get("hash"), "faiss": searched,
+                           **({"encoder_path": str(Path(encoder).resolve())} if encoder else {})}
         self._built_ef = self.index.hnsw.efSearch if hasattr(self.index, "hnsw") else None
         self._encoder = None
 
@@ -359,13 +389,28 @@ class DenseIndex:
         for start in range(0, len(items), BATCH):
             chunk = items[start : start + BATCH]
             began = time.perf_counter()
-            scores, rows = self.index.search(self._encoder.embed([text for _, text in chunk]).numpy(), depth)
+            vectors = self._encoder.embed([text for _, text in chunk]).numpy()
+            # one more than kept: a tie across the cut shows, and is searched past
+            scores, rows = self.index.search(vectors, min(depth + 1, len(self.docids)))
+            hits = [self._past_ties(vector, *found, depth) for vector, *found in zip(vectors, scores, rows)]
             share = (time.perf_counter() - began) * 1000 / len(chunk)
-            for (qid, _), row_scores, row_ids in zip(chunk, scores, rows):
+            for (qid, _), (row_scores, row_ids) in zip(chunk, hits):
                 found = [(self.docids[r], float(s)) for r, s in zip(row_ids, row_scores) if r >= 0]
-                ranking = QueryRanking.from_scores(qid, [d for d, _ in found], [s for _, s in found], tag=stage)
+                ranking = QueryRanking.from_scores(qid, [d for d, _ in found], [s for _, s in found],
+                                                   tag=stage).head(depth)
                 ranking.timings.append(Timing(stage, share, len(ranking)))  # what it handled, not what was asked
                 yield ranking
+
+
+    def _past_ties(self, vector, scores, rows, depth: int):
+        """One query's hits, searched deeper while the last found ties the depth-th: which of the documents tied at
+        the cut a run keeps is then its own order's choice (docid descending, as trec_eval's), not faiss's (the
+        first rows), so a shallower run is the head of a deeper one."""
+        everything = len(self.docids)
+        while depth < len(scores) < everything and rows[-1] >= 0 and scores[-1] == scores[depth - 1]:
+            found = self.index.search(vector[None], min(2 * len(scores), everything))
+            scores, rows = found[0][0], found[1][0]
+        return scores, rows
 
 
 def check_search_options(ef_search: int | None = None, exact: bool | None = None, **_options) -> None:

@@ -28,7 +28,7 @@ from ..data import Document
 from ..errors import BackendError, MissingIndexError, UsageError
 from ..progress import Progress
 from ..runs import QueryRanking, Timing
-from .store import MANIFEST, IndexInfo, build_command, empty_skipped, index_folder
+from .store import MANIFEST, IndexInfo, build_command, empty_skipped, has_text, index_folder
 
 BACKEND = "elasticsearch"
 _CONNECTION = {"es_url", "index_name", "es_ca_certs", "es_verify_certs"}
@@ -200,11 +200,6 @@ def _check_built_for(name: str, where: str, record: dict) -> None:
                          f"give {name!r} an index of its own with --index-name")
 
 
-def _has_text(document: Document) -> bool:
-    """Anserini's test (something is left after Java's String.trim(), which strips characters up to ' ')."""
-    return any(character > " " for character in document.contents)
-
-
 def _build_command(name: str, connection: Connection, index_name: str) -> str:
     extra = "" if index_name == default_index_name(name) else f" --index-name {index_name}"
     return build_command(name, f" --backend elasticsearch --es-url {connection.shown}{extra}")
@@ -256,7 +251,7 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
         """Documents without text are skipped and counted, as Anserini does, so both back ends hold the same."""
         nonlocal empty
         for doc in documents:
-            if _has_text(doc):
+            if has_text(doc):
                 yield {"_index": index_name, "_id": doc.docid, "_source": {FIELD: doc.contents}}
             else:
                 empty += 1

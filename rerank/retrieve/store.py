@@ -111,6 +111,12 @@ def made_from(recorded: dict, documents: dict) -> bool:
     return bool(origin(documents)) and origin(recorded) == origin(documents) and recorded.get("files") == texts_state
 
 
+def has_text(document) -> bool:
+    """Anserini's test of a document worth indexing (something is left after Java's String.trim(), which strips
+    characters up to ' '): every back end leaves the others out, so all hold the same documents."""
+    return any(character > " " for character in document.contents)
+
+
 def empty_skipped(count: int) -> dict:
     """The manifest's record of documents without text left out of an index, as Anserini leaves them out
     (no record when there were none)."""
