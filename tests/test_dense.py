@@ -595,3 +595,19 @@ def test_documents_tied_at_the_cut_are_kept_in_the_runs_own_order(home, cacm_sli
         assert deep.docids[:4] == ["zz-copy-2", "zz-copy-1", "zz-copy-0", docs[0].docid]
         for k in (1, 2, 3, 4, 5):
             assert next(index.search({"q": docs[0].contents}, k=k)).docids == deep.docids[:k]
+
+
+def test_an_exact_index_stores_its_vectors_once(home, cacm_slice, tiny_encoder):  # noqa: F811
+    """An exact build wrote vectors.npy and a faiss.index of the same vectors (17.6 MB each for vaswani): the
+    flat index is now made from vectors.npy when opened, and searches the same."""
+    from rerank.retrieve import dense
+
+    docs = _documents(cacm_slice, 30)
+    dense.build("once", iter(docs), {"corpus": "slice"}, encoder=tiny_encoder, overwrite=True)
+    folder = home / "indexes" / "once" / "dense"
+    assert (folder / dense.VECTORS).is_file() and not (folder / dense.FAISS_INDEX).exists()
+    exact = list(dense.open_index("once", encoder=tiny_encoder, k=5).search({"q": docs[3].contents}, k=5))[0]
+    assert exact.docids[0] == docs[3].docid and len(exact.docids) == 5
+    dense.build("graph", iter(docs), {"corpus": "slice"}, encoder=tiny_encoder, hnsw=8, overwrite=True)
+    graph = list(dense.open_index("graph", encoder=tiny_encoder, k=5, exact=True).search({"q": docs[3].contents}, k=5))
+    assert graph[0].docids == exact.docids and graph[0].scores == exact.scores

@@ -3,7 +3,8 @@
 Building encodes the corpus in shards of SHARD documents, each saved as soon as it is done, into
 indexes/NAME/.dense.partial/; an interrupted build resumes where it stopped (a shard is reused only if
 its document ids and the encoder are the same as now). When every shard is there, the vectors, the
-docids and the faiss index are written and the folder is moved into place with its manifest.
+docids and (HNSW) the faiss graph are written and the folder is moved into place with its manifest; an exact
+index is its vectors, put into a flat faiss index when opened, so they are stored once.
 
 Vectors are L2-normalised mean-pooled token embeddings (the sentence-transformers recipe for
 all-MiniLM-L6-v2), so inner product = cosine. The default index is exact (IndexFlatIP); `hnsw=M`
@@ -231,7 +232,7 @@ def _discarded_on(error: type[Exception], partial: Path) -> Iterator[None]:
 def build(name: str, documents: Iterable[Document], source: dict, threads: int = 2,
           overwrite: bool = False, encoder: str | None = None, hnsw: int | None = None, **_options) -> IndexInfo:
     """Encode `documents` shard by shard (resumable), or take the vectors of the index this one overwrites if
-    they came from the same documents and encoder; then write vectors + faiss index + manifest."""
+    they came from the same documents and encoder; then write vectors (+ an HNSW graph) + manifest."""
     import numpy as np
 
     target = index_folder(name) / BACKEND
@@ -263,7 +264,8 @@ def build(name: str, documents: Iterable[Document], source: dict, threads: int =
     faiss.omp_set_num_threads(threads)
     np.save(partial / VECTORS, matrix)
     (partial / DOCIDS).write_text("\n".join(docids) + "\n")
-    faiss.write_index(_faiss_index(matrix, hnsw), str(partial / FAISS_INDEX))
+    if hnsw:  # a flat index is its vectors, built from vectors.npy when opened: stored once, not twice
+        faiss.write_index(_faiss_index(matrix, hnsw), str(partial / FAISS_INDEX))
     for leftover in [*partial.glob("0*.npy"), *partial.glob("0*.ids"), state_file]:
         leftover.unlink()
     info = IndexInfo(name, BACKEND, len(docids), {**source, "encoder": identity, "dim": int(matrix.shape[1]),
@@ -350,7 +352,7 @@ class DenseIndex:
         faiss.omp_set_num_threads(threads)
         try:  # rows are mapped to docids by position: a docids.txt a line short named the found one's neighbour
             self.docids, vectors = _read_vectors(self.path, self.info)
-            if exact and self.info.source.get("faiss") != "FlatIP":  # the graph's own vectors, every one compared
+            if exact or self.info.source.get("faiss") == "FlatIP":  # every vector compared (a graph's too)
                 # The graph is not read and the vectors are mapped: the graph, the array and the flat index's own
                 # copy held three times a corpus's vectors in memory at once, for one index's worth of search.
                 self.index = _faiss_index(vectors, None)
