@@ -444,7 +444,8 @@ TREC_QRELS_COLUMNS, BEIR_QRELS_COLUMNS = ("qid", "iter", "docid", "grade"), ("qi
 
 
 def read_qrels(path: str | Path) -> Qrels:
-    """TREC qrels `qid iter docid grade` (graded; negative grades kept as judged-nonrelevant), or BEIR's
+    """TREC qrels `qid iter docid grade` (graded; negative grades kept: trec_eval reads them as pooled but
+    unjudged, never relevant, and bpref skips them as it skips unjudged documents), or BEIR's
     `qrels/*.tsv`: the header line `query-id corpus-id score`, then `qid docid grade` lines."""
     qrels: Qrels = {}
     first_seen: dict[tuple[str, str], int] = {}
