@@ -273,6 +273,19 @@ def test_qrels_grade_beyond_a_c_int_is_refused(rerank, tmp_path):
           words=f"{qrels}:2: grade 4294967296 is out of range")
 
 
+def test_qrels_grade_that_trec_evals_code_cannot_count_up_to_is_refused(rerank, tmp_path):
+    """trec_eval's code keeps a counter for every grade up to a query's highest: a grade of 2147483647 asked
+    pytrec_eval for 16 GiB, and where that could not be had, every query from there on scored 0, silently
+    (trec_eval itself says "Can't calculate measure"). Grades beyond a million are refused."""
+    qrels = tmp_path / "qrels"
+    qrels.write_text("1 0 a 1\n1 0 b 1000001\n")
+    fails(rerank, "eval", "--qrels", str(qrels), input="1 Q0 b 1 2.0 t\n1 Q0 a 2 1.0 t\n",
+          words=f"{qrels}:2: grade 1000001 is out of range (-2147483647 to 1000000)")
+    qrels.write_text("1 0 a 1\n1 0 b 1000000\n")
+    assert rerank("eval", "--qrels", str(qrels), "-m", "P@2", input="1 Q0 b 1 2.0 t\n1 Q0 a 2 1.0 t\n").stdout \
+        .splitlines()[1].split()[1] == "1.0000"
+
+
 def test_budget_plot_that_cannot_be_written_leaves_no_report(rerank, tmp_path):
     """The report was written to -o first, then the plot failed: an error exit with the report left behind."""
     run = tmp_path / "bm25.run"

@@ -320,6 +320,29 @@ def test_scores_a_float_apart_tie_as_trec_eval_reads_them(rerank, tmp_path):
 
 
 @pytest.mark.java
+@pytest.mark.parametrize("grades", ["-2 -5", "-1 -1"])
+def test_a_query_judged_only_below_zero_is_evaluated_as_trec_eval_reads_it(grades, rerank, tmp_path):
+    """trec_eval reads every negative grade alike (in the pool, unjudged) but sizes an array by a query's highest
+    grade. A query whose every grade is -2 or lower (the Web track's junk pages) made pytrec_eval, so eval, die of a
+    segmentation fault, with no word said; one judged only -1, evaluated first, lost its figures (NumRet 0) or,
+    with several measures, crashed too. Its figures are trec_eval's for the same judgements at -1."""
+    (tmp_path / "run").write_text("2 Q0 c 1 1 t\n2 Q0 d 2 0 t\n1 Q0 a 1 2 t\n1 Q0 b 2 1 t\n")
+    c, d = grades.split()
+    (tmp_path / "qrels").write_text(f"1 0 a 1\n1 0 b 0\n2 0 c {c}\n2 0 d {d}\n")
+    (tmp_path / "minus1").write_text("1 0 a 1\n1 0 b 0\n2 0 c -1\n2 0 d -1\n")  # trec_eval evaluates 1 first
+    names = {"MAP": "map", "Bpref": "bpref", "nDCG": "ndcg", "P@1": "P_1", "NumRel": "num_rel", "NumRet": "num_ret",
+             "NumRelRet": "num_rel_ret", "MRR": "recip_rank", "Rprec": "Rprec"}
+    got = json.loads(rerank("eval", "run", "--qrels", "qrels", "--format", "json", "-q",
+                            *sum((["-m", m] for m in names), []), cwd=tmp_path).stdout)
+    ref = trec_eval(tmp_path / "minus1", tmp_path / "run", [n.replace("P_", "P.") for n in names.values()],
+                    per_query=True)
+    assert [row["qid"] for row in got] == ["1", "2", "all"]
+    for row in got:
+        assert {label: row[label] for label in names} == {label: ref[(name, row["qid"])] for label, name in
+                                                          names.items()}, row["qid"]
+
+
+@pytest.mark.java
 def test_ids_with_unicode_spaces_are_split_as_trec_eval_splits(rerank, tmp_path):
     """trec_eval splits lines on ASCII whitespace: a docid holding a no-break space (a Wikipedia title) is one
     column. The qrels reader refused it ('found 5 columns'), and a run with it was read, or refused as 7 columns,

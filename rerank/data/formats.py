@@ -443,8 +443,14 @@ BEIR_QRELS_HEADER = ["query-id", "corpus-id", "score"]
 TREC_QRELS_COLUMNS, BEIR_QRELS_COLUMNS = ("qid", "iter", "docid", "grade"), ("qid", "docid", "grade")
 
 
+# trec_eval's code (pytrec_eval) counts judgements in an array of one slot per grade up to a query's highest:
+# 2147483647 asked for 16 GiB, and where that could not be had, every query from there on scored 0, silently.
+MAX_GRADE = 1_000_000
+
+
 def read_qrels(path: str | Path) -> Qrels:
-    """TREC qrels `qid iter docid grade` (graded; negative grades kept as judged-nonrelevant), or BEIR's
+    """TREC qrels `qid iter docid grade` (graded; negative grades kept: trec_eval reads them as pooled but
+    unjudged, never relevant, and bpref skips them as it skips unjudged documents), or BEIR's
     `qrels/*.tsv`: the header line `query-id corpus-id score`, then `qid docid grade` lines."""
     qrels: Qrels = {}
     first_seen: dict[tuple[str, str], int] = {}
@@ -464,8 +470,10 @@ def read_qrels(path: str | Path) -> Qrels:
             grade = whole_number(grade_text)
             if grade is None:
                 raise FormatError(str(path), line_no, f"grade {grade_text!r} is not an integer")
-            if abs(grade) > 2**31 - 1:  # pytrec_eval keeps grades in C ints: 4294967296 became 0, silently
-                raise FormatError(str(path), line_no, f"grade {grade_text} is out of range (-2147483647 to 2147483647)")
+            if not -(2**31 - 1) <= grade <= MAX_GRADE:  # pytrec_eval keeps grades in C ints: 4294967296 became 0
+                raise FormatError(str(path), line_no, f"grade {grade_text} is out of range (-2147483647 to "
+                                  f"{MAX_GRADE}): trec_eval's code keeps a counter for every grade up to a "
+                                  "query's highest")
             key = (qid, docid)
             if key in first_seen:  # trec_eval refuses these too
                 raise FormatError(str(path), line_no, f"duplicate judgement of {key[1]} for query {key[0]} "

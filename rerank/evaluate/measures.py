@@ -35,6 +35,7 @@ _THRESHOLDED = {"AP", "RR", "P", "Success", "R", "Rprec", "RPrec", "Bpref", "BPr
 # relevant documents), where every other measure gives 0.
 _RUN_FREE = {"NumQ", "NumRel"}
 _NOTHING_RETRIEVED = "rerank:nothing-retrieved"
+_NEVER_RETRIEVED = "rerank:never-retrieved"  # judged 0 for a query judged only below 0 (see _floored_at_zero)
 # A rank cutoff, or a recall level for IPrec@0.1; 0 only as IPrec's recall level (trec_eval's
 # iprec_at_recall_0.00): trec_eval aborts the process on a cutoff of 0.
 _NAME = re.compile(r"^([A-Za-z_]+)(\(.*\))?(@(?:[1-9]\d*|0?\.\d*[1-9]\d*|1\.0+|(?P<zero>0?\.0+)))?$")
@@ -225,7 +226,20 @@ def _descending_scores(docids: list[str]) -> dict[str, float]:
     return dict(zip(docids, map(float, range(len(docids), 0, -1))))
 
 
+def _floored_at_zero(qrels: Qrels) -> Qrels:
+    """The judgements with a grade-0 judgement of a document no run holds added to each query judged only below 0.
+    trec_eval reads every negative grade alike (pooled, unjudged) but sizes an array by a query's highest grade:
+    such a query crashed pytrec_eval, and eval with it, on a segmentation fault (grades of -2 or lower, the Web
+    track's junk pages), or lost its figures where pytrec_eval met it first (-1: NumRet 0). A query without a
+    relevant document scores 0 in every measure either way, and the added judgement is never retrieved."""
+    if all(max(grades.values(), default=0) >= 0 for grades in qrels.values()):
+        return qrels
+    return {qid: grades if max(grades.values(), default=0) >= 0 else {**grades, _NEVER_RETRIEVED: 0}
+            for qid, grades in qrels.items()}
+
+
 def evaluate(run: Run, qrels: Qrels, measures: list[NamedMeasure]) -> Evaluation:
+    qrels = _floored_at_zero(qrels)
     judged = set(qrels)
     unjudged = sorted(q for q in run.queries if q not in judged)
     # Scores that encode trec_eval's order (ties, in C floats, by docid descending): pytrec_eval breaks ties that
