@@ -265,6 +265,17 @@ def test_pipeline_min_rel_is_checked_before_any_stage_runs(rerank, vaswani_index
         assert "running" not in error
 
 
+def test_pipeline_score_threads_are_checked_before_any_stage_runs(rerank, tmp_path):
+    """threads = 0 on a score stage was refused only when its model loaded, after every stage before it had run."""
+    ck, spec = tmp_path / "ck", tmp_path / "p.toml"
+    rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "-o", str(ck))
+    for value in ("0", "1025"):
+        spec.write_text(f'dataset = "trecqa-dev"\n[[stage]]\nname = "c"\nkind = "candidates"\n[[stage]]\nname = "s"\n'
+                        f'kind = "score"\ninput = "c"\nmodel = "tk"\ncheckpoint = "{ck}"\nthreads = {value}\n')
+        error = fails(rerank, "run", str(spec), words=f"threads must be between 1 and 1024, not {value}")
+        assert "running" not in error
+
+
 def test_qrels_grade_beyond_a_c_int_is_refused(rerank, tmp_path):
     """pytrec_eval keeps grades in C ints: a grade of 4294967296 was judged non-relevant (0), silently."""
     qrels = tmp_path / "qrels"

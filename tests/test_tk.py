@@ -106,7 +106,7 @@ def test_checkpoint_round_trip_and_wrong_model(tmp_path):
         load_tkl(str(folder))
     for option, words in (({"batch_size": 0}, "--batch-size must be a positive number of pairs, not 0"),
                           ({"precision": "bf16"}, "--precision is an option of bert only, not tk"),
-                          ({"threads": -1}, "--threads must be a positive number, not -1"),
+                          ({"threads": -1}, "--threads must be between 1 and 1024, not -1"),
                           ({"max_length": 64}, "--max-length is an option of bert and minilm-bi only, not tk"),
                           ({"max_length": 0}, "--max-length is an option of bert and minilm-bi only, not tk")):
         with pytest.raises(UsageError, match=words):
