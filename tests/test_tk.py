@@ -531,6 +531,29 @@ def test_lexical_options_are_checked():
             TKConfig.from_dict(bad)
 
 
+@pytest.mark.parametrize("bad, message", [
+    ({"heads": 0}, "heads must be an integer of at least 1, not 0"),  # was ZeroDivisionError
+    ({"layers": 0}, "layers must be an integer of at least 1, not 0"),  # IndexError from torch
+    ({"dropout": 2}, r"dropout must be in \[0, 1\), not 2.0"),  # ValueError from torch
+    ({"projection": -5}, "projection must be an integer of at least 0, not -5"),  # was 'not divisible by 2 heads'
+    ({"max_doc": 0}, "max_doc must be an integer of at least 1, not 0"),  # these three trained, silently
+    ({"max_query": 0}, "max_query must be an integer of at least 1, not 0"),
+    ({"feedforward": 0}, "feedforward must be an integer of at least 1, not 0"),
+    ({"variant": "tkl", "stride": 0}, "stride must be an integer of at least 1, not 0"),
+])
+def test_sizes_out_of_range_are_refused(bad, message):
+    with pytest.raises(UsageError, match=message):
+        TKConfig.from_dict(bad)
+
+
+def test_a_size_out_of_range_is_one_line_from_the_cli(rerank, tmp_path):
+    """`rerank train tk -O heads=0` was a ZeroDivisionError traceback."""
+    done = rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "-O", "heads=0", "-o", str(tmp_path / "ck"),
+                  check=False)
+    assert (done.returncode, done.stderr) == (2, "rerank: error: heads must be an integer of at least 1, not 0\n")
+    assert not (tmp_path / "ck").exists()
+
+
 def test_tkl_options_are_refused_for_tk_instead_of_recorded_unused():
     """`-O saturation=log` (README: "for TKL") and TKL's chunk/region sizes change nothing in TK, whose config
     would record them all the same; `rerank train tk` refuses them, and tkl takes them."""
