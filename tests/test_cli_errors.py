@@ -139,6 +139,24 @@ def test_failed_output_leaves_nothing_behind(rerank, tmp_path, session_home):
     assert not (session_home / "indexes" / "twice").exists()
 
 
+def test_output_that_would_replace_an_input_file(rerank, vaswani_index, tmp_path):
+    """`retrieve --topics q.tsv -o q.tsv` left a run where the topics were (its header naming that file as its
+    topics), and `score --topics`/`--corpus` the same: the typo lost the user's file."""
+    topics, corpus = tmp_path / "q.tsv", tmp_path / "docs.jsonl"
+    topics.write_text("1\tmeasurement of dielectric constant of liquids\n")
+    corpus.write_text('{"id": "5502", "contents": "dielectric constant"}\n')
+    run = tmp_path / "bm25.run"
+    rerank("retrieve", "vaswani", "--k", "3", "--topics", str(topics), "-o", str(run))
+    fails(rerank, "retrieve", "vaswani", "--topics", str(topics), "-o", str(topics),
+          words=f"-o {topics} is the --topics file; the run would replace it: give it another file")
+    for option, path in (("--topics", topics), ("--corpus", corpus)):
+        fails(rerank, "score", str(run), "--model", "minilm-bi", option, str(path), "-o", str(tmp_path / "." / path.name),
+              words=f"-o {tmp_path / '.' / path.name} is the {option} file; the run would replace it")
+    assert topics.read_text() == "1\tmeasurement of dielectric constant of liquids\n"
+    assert corpus.read_text() == '{"id": "5502", "contents": "dielectric constant"}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bm25.run", "docs.jsonl", "q.tsv"]
+
+
 def test_output_that_cannot_be_written(rerank, tmp_path):
     """One line, not an OSError traceback; and train says so before it trains, not after."""
     blocker = tmp_path / "a-file"
