@@ -47,7 +47,11 @@ class ScoreCache:
         self.path = path or cache_dir() / CACHE_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.namespace = namespace
-        self._db = sqlite3.connect(self.path, timeout=60)
+        try:  # a folder of that name, or a read-only .cache folder with no cache yet, was sqlite's traceback
+            self._db = sqlite3.connect(self.path, timeout=60)
+        except sqlite3.Error as exc:
+            raise DataError(f"score cache {self.path} cannot be opened ({exc}): it must be a file in a folder you can "
+                            "write; or pass --no-cache") from None
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS scores (key BLOB PRIMARY KEY, score REAL NOT NULL)")
