@@ -298,6 +298,10 @@ def check_score_stage(_dataset: str, params: dict) -> None:
     check_checkpoint_given(params["model"], params.get("checkpoint"))
     if "checkpoint" in params:
         read_checkpoint(params["checkpoint"], params["model"])
+    if params.get("max_length") is not None:  # left in by checked_model_options for bert and minilm-bi alone
+        from .models.bert import check_max_length_unloaded
+
+        check_max_length_unloaded(params["model"], params.get("checkpoint"), params["max_length"])
     check_score_options(int(params.get("depth", 100)), params.get("interpolate"))
     files_dataset(corpus=params.get("corpus"), topics=params.get("topics"))  # names a file that is not there
 

@@ -283,7 +283,7 @@ def test_pipeline_min_rel_is_checked_before_any_stage_runs(rerank, vaswani_index
         assert "running" not in error
 
 
-def test_pipeline_score_threads_are_checked_before_any_stage_runs(rerank, tmp_path):
+def test_pipeline_score_threads_and_length_are_checked_before_any_stage_runs(rerank, tmp_path):
     """threads = 0 on a score stage was refused only when its model loaded, after every stage before it had run."""
     ck, spec = tmp_path / "ck", tmp_path / "p.toml"
     rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "-o", str(ck))
@@ -292,6 +292,11 @@ def test_pipeline_score_threads_are_checked_before_any_stage_runs(rerank, tmp_pa
                         f'kind = "score"\ninput = "c"\nmodel = "tk"\ncheckpoint = "{ck}"\nthreads = {value}\n')
         error = fails(rerank, "run", str(spec), words=f"threads must be between 1 and 1024, not {value}")
         assert "running" not in error
+    # minilm-bi's max_length past its 512 positions was refused likewise, when the model loaded
+    spec.write_text('dataset = "trecqa-dev"\n[[stage]]\nname = "c"\nkind = "candidates"\n[[stage]]\nname = "s"\n'
+                    'kind = "score"\ninput = "c"\nmodel = "minilm-bi"\nmax_length = 513\n')
+    error = fails(rerank, "run", str(spec), words="max_length must be between 1 and 512 (the model's positions), not 513")
+    assert "running" not in error
 
 
 def test_qrels_grade_beyond_a_c_int_is_refused(rerank, tmp_path):

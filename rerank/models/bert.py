@@ -72,6 +72,14 @@ def check_max_length(max_length: int, config: Any) -> None:
         raise UsageError(f"--max-length must be between 1 and {limit} (the model's positions), not {max_length}")
 
 
+def check_max_length_unloaded(model_name: str, checkpoint: str | None, max_length: int) -> None:
+    """`check_max_length` from the model's config file alone, without its weights: a pipeline's score stage is
+    checked so before any stage runs (its model loads only after the stages before it)."""
+    from transformers import AutoConfig
+
+    check_max_length(max_length, AutoConfig.from_pretrained(checkpoint if model_name == "bert" else minilm_path()))
+
+
 def length_batches(lengths: list[int], batch_size: int) -> Iterator[list[int]]:
     """Indices grouped into batches of similar length (shortest first), to pad as little as possible."""
     order = sorted(range(len(lengths)), key=lengths.__getitem__)
