@@ -294,14 +294,14 @@ def check_score_stage(_dataset: str, params: dict) -> None:
 
     if "model" not in params:
         raise UsageError("a score stage needs `model`")  # the pipeline names the stage
-    checked_model_options(params["model"], {k: params[k] for k in MODEL_OPTIONS if k in params})
+    options = checked_model_options(params["model"], {k: params[k] for k in MODEL_OPTIONS if k in params})
     check_checkpoint_given(params["model"], params.get("checkpoint"))
     if "checkpoint" in params:
         read_checkpoint(params["checkpoint"], params["model"])
-    if params.get("max_length") is not None:  # left in by checked_model_options for bert and minilm-bi alone
-        from .models.bert import check_max_length_unloaded
+    if params["model"] in ("bert", "minilm-bi"):
+        from .models.bert import check_unloaded
 
-        check_max_length_unloaded(params["model"], params.get("checkpoint"), params["max_length"])
+        check_unloaded(params["model"], params.get("checkpoint"), options)
     check_score_options(int(params.get("depth", 100)), params.get("interpolate"))
     files_dataset(corpus=params.get("corpus"), topics=params.get("topics"))  # names a file that is not there
 
