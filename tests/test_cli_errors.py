@@ -481,3 +481,8 @@ def test_topics_or_corpus_from_a_pipe_are_named_as_a_pipe(rerank, tmp_path):
     for args in (["retrieve", "vaswani", "--topics", str(fifo)], ["index", "mine", "--corpus", str(fifo)]):
         stderr = fails(rerank, *args, words=f"{fifo} is not a regular file")
         assert len(stderr.strip().splitlines()) == 1, stderr
+    # training records a run file's sha256 and reads it again: each of its run options said "not found"
+    for option in ("--candidates", "--teacher", "--dev"):
+        fails(rerank, "train", "tk", "--train", "trecqa-dev", option, str(fifo), "-o", str(tmp_path / "ck"),
+              words=f"{option} {fifo} is not a regular file (a pipe?)")
+    assert not (tmp_path / "ck").exists()
