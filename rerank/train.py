@@ -141,8 +141,10 @@ def read_checkpoint(folder: str | Path, model: str | None) -> dict:
         raise UsageError(f"{path} is not a checkpoint (no {CHECKPOINT_FILE}); {how}")
     try:
         manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError:
+    except ValueError:  # JSON's errors and UnicodeDecodeError: a damaged or foreign file, not a traceback
         raise DataError(f"{manifest_path} is not valid JSON") from None
+    if not isinstance(manifest, dict):
+        raise DataError(f"{manifest_path} is not a JSON object, as rerank train writes it")
     if model is not None and manifest.get("model") != model:
         raise UsageError(f"checkpoint {path} was trained for model {manifest.get('model')!r}, not {model!r}")
     # The hash keys the score cache and goes into run headers: weights edited, copied in or cut short since it

@@ -368,6 +368,17 @@ def test_seed_beyond_torch_range(rerank, tmp_path):
     assert not (tmp_path / "ck").exists()
 
 
+def test_damaged_checkpoint_json_is_one_line(rerank, tmp_path):
+    """A checkpoint.json that is not UTF-8 was a UnicodeDecodeError traceback, and one holding a JSON list an
+    AttributeError, from every command that reads a checkpoint."""
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    for content, words in ((b"\x9c\xff{}", "checkpoint.json is not valid JSON"),
+                           (b"[]", "checkpoint.json is not a JSON object, as rerank train writes it")):
+        (folder / "checkpoint.json").write_bytes(content)
+        fails(rerank, "score", "--model", "tk", "--checkpoint", str(folder), input="", words=f"{folder}/{words}")
+
+
 def test_encode_name_must_be_a_plain_folder_name(rerank, tmp_path, session_home):
     """`rerank encode ../x` wrote its encodings outside indexes/ (rerank index refuses such names)."""
     corpus = tmp_path / "docs.jsonl"
