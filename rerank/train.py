@@ -44,7 +44,7 @@ from .data.formats import Qrels
 from .errors import DataError, RerankError, UsageError, counted, verb
 from .locks import exclusive
 from .models.base import BF16_EMULATED, bf16_is_emulated, check_device, on_cpu
-from .paths import file_sha256
+from .paths import file_sha256, read_json_object
 from .runs import QueryRanking, Run, RunHeader, load_run, open_run_file
 
 CHECKPOINT_FILE = "checkpoint.json"
@@ -139,12 +139,7 @@ def read_checkpoint(folder: str | Path, model: str | None) -> dict:
     manifest_path = path / CHECKPOINT_FILE
     if not manifest_path.is_file():
         raise UsageError(f"{path} is not a checkpoint (no {CHECKPOINT_FILE}); {how}")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except ValueError:  # JSON's errors and UnicodeDecodeError: a damaged or foreign file, not a traceback
-        raise DataError(f"{manifest_path} is not valid JSON") from None
-    if not isinstance(manifest, dict):
-        raise DataError(f"{manifest_path} is not a JSON object, as rerank train writes it")
+    manifest = read_json_object(manifest_path, "retrain or copy it again")
     if model is not None and manifest.get("model") != model:
         raise UsageError(f"checkpoint {path} was trained for model {manifest.get('model')!r}, not {model!r}")
     # The hash keys the score cache and goes into run headers: weights edited, copied in or cut short since it

@@ -373,10 +373,30 @@ def test_damaged_checkpoint_json_is_one_line(rerank, tmp_path):
     AttributeError, from every command that reads a checkpoint."""
     folder = tmp_path / "ck"
     folder.mkdir()
-    for content, words in ((b"\x9c\xff{}", "checkpoint.json is not valid JSON"),
-                           (b"[]", "checkpoint.json is not a JSON object, as rerank train writes it")):
+    for content, words in ((b"\x9c\xff{}", "checkpoint.json is corrupt (not JSON); retrain or copy it again"),
+                           (b"[]", "checkpoint.json is corrupt (not a JSON object); retrain or copy it again")):
         (folder / "checkpoint.json").write_bytes(content)
         fails(rerank, "score", "--model", "tk", "--checkpoint", str(folder), input="", words=f"{folder}/{words}")
+
+
+def test_damaged_index_and_encodings_manifests_are_one_line(rerank, tmp_path, session_home):
+    """An index's rerank-index.json that was not JSON, not UTF-8 or a JSON list was a traceback from retrieve
+    (JSONDecodeError, UnicodeDecodeError, TypeError); stored encodings' manifest.json, one of the latter two."""
+    from rerank.encodings import read_manifest
+    from rerank.errors import DataError
+
+    corpus, topics = tmp_path / "docs.jsonl", tmp_path / "q.tsv"
+    corpus.write_text('{"id": "a", "contents": "hello world"}\n')
+    topics.write_text("1\thello\n")
+    rerank("index", "damaged", "--corpus", str(corpus))
+    manifest = session_home / "indexes" / "damaged" / "lucene" / "rerank-index.json"
+    for content, what in ((b"{bad", "not JSON"), (b"\x9c\xff", "not JSON"), (b"[]", "not a JSON object")):
+        manifest.write_bytes(content)
+        fails(rerank, "retrieve", "damaged", "--topics", str(topics),
+              words=f"{manifest} is corrupt ({what}); remove {manifest.parent} and rebuild it with: rerank index damaged")
+    (tmp_path / "manifest.json").write_bytes(b"[]")
+    with pytest.raises(DataError, match="manifest.json is corrupt .not a JSON object.; delete"):
+        read_manifest(tmp_path)
 
 
 def test_encode_name_must_be_a_plain_folder_name(rerank, tmp_path, session_home):
