@@ -27,7 +27,7 @@ import numpy as np
 from .atomic import atomic_output
 from .errors import DataError, MissingIndexError, UsageError
 from .locks import exclusive
-from .paths import file_sha256, indexes_dir
+from .paths import file_sha256, indexes_dir, read_json_object
 from .progress import Progress
 from .retrieve.store import described, made_from, origin, outdated, source_state
 
@@ -61,10 +61,7 @@ def read_manifest(folder: Path) -> dict:
     path = folder / MANIFEST
     if not path.is_file():
         raise MissingIndexError(f"no stored encodings in {folder} (no {MANIFEST}); build them with rerank encode")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError:
-        raise DataError(f"{path} is corrupt (not JSON); delete {folder} and run rerank encode again") from None
+    return read_json_object(path, f"delete {folder} and run rerank encode again")
 
 
 class EncodingStore:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -10,6 +11,18 @@ from .errors import DataError
 
 DATA_ROOT_ENV = "RERANK_DATA"
 HOME_ENV = "RERANK_HOME"
+
+
+def read_json_object(path: Path, remedy: str) -> dict:
+    """A manifest rerank wrote (a checkpoint's, an index's, stored encodings'): one damaged or replaced (not UTF-8,
+    not JSON, not an object) is named with `remedy`, not a traceback from the code that reads its fields."""
+    try:
+        manifest = json.loads(path.read_text())
+    except ValueError:  # JSON's errors and UnicodeDecodeError
+        raise DataError(f"{path} is corrupt (not JSON); {remedy}") from None
+    if not isinstance(manifest, dict):
+        raise DataError(f"{path} is corrupt (not a JSON object); {remedy}")
+    return manifest
 
 
 def project_home() -> Path:

@@ -47,7 +47,11 @@ class ScoreCache:
         self.path = path or cache_dir() / CACHE_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.namespace = namespace
-        self._db = sqlite3.connect(self.path, timeout=60)
+        try:  # a folder of that name, or a read-only .cache folder with no cache yet, was sqlite's traceback
+            self._db = sqlite3.connect(self.path, timeout=60)
+        except sqlite3.Error as exc:
+            raise DataError(f"score cache {self.path} cannot be opened ({exc}): it must be a file in a folder you can "
+                            "write; or pass --no-cache") from None
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS scores (key BLOB PRIMARY KEY, score REAL NOT NULL)")
@@ -290,10 +294,14 @@ def check_score_stage(_dataset: str, params: dict) -> None:
 
     if "model" not in params:
         raise UsageError("a score stage needs `model`")  # the pipeline names the stage
-    checked_model_options(params["model"], {k: params[k] for k in MODEL_OPTIONS if k in params})
+    options = checked_model_options(params["model"], {k: params[k] for k in MODEL_OPTIONS if k in params})
     check_checkpoint_given(params["model"], params.get("checkpoint"))
     if "checkpoint" in params:
         read_checkpoint(params["checkpoint"], params["model"])
+    if params["model"] in ("bert", "minilm-bi"):
+        from .models.bert import check_unloaded
+
+        check_unloaded(params["model"], params.get("checkpoint"), options)
     check_score_options(int(params.get("depth", 100)), params.get("interpolate"))
     files_dataset(corpus=params.get("corpus"), topics=params.get("topics"))  # names a file that is not there
 

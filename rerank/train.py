@@ -44,7 +44,7 @@ from .data.formats import Qrels
 from .errors import DataError, RerankError, UsageError, counted, verb
 from .locks import exclusive
 from .models.base import BF16_EMULATED, bf16_is_emulated, check_device, on_cpu
-from .paths import file_sha256
+from .paths import file_sha256, read_json_object
 from .runs import QueryRanking, Run, RunHeader, load_run, open_run_file
 
 CHECKPOINT_FILE = "checkpoint.json"
@@ -145,10 +145,7 @@ def read_checkpoint(folder: str | Path, model: str | None) -> dict:
     manifest_path = path / CHECKPOINT_FILE
     if not manifest_path.is_file():
         raise UsageError(f"{path} is not a checkpoint (no {CHECKPOINT_FILE}); {how}")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError:
-        raise DataError(f"{manifest_path} is not valid JSON") from None
+    manifest = read_json_object(manifest_path, "retrain or copy it again")
     if model is not None and manifest.get("model") != model:
         raise UsageError(f"checkpoint {path} was trained for model {manifest.get('model')!r}, not {model!r}")
     # The hash keys the score cache and goes into run headers: weights edited, copied in or cut short since it
@@ -347,6 +344,7 @@ class TrainArgs:
                 raise UsageError(f"--distill-weight must be >= 0 and finite, not {self.distill_weight}")
             if self.teacher_min_score is not None and not math.isfinite(self.teacher_min_score):
                 raise UsageError(f"--teacher-min-score must be a finite number, not {self.teacher_min_score}")
+            refuse_a_piped_run("--teacher", self.teacher)
             if Path(self.teacher).is_dir():
                 raise UsageError(f"--teacher {self.teacher} is a folder; give a run file")
             if not Path(self.teacher).is_file():
@@ -396,6 +394,8 @@ class TrainArgs:
         if self.train is None and not self.candidate_file:
             raise UsageError("give the training data: --train DATASET, or --candidates RUN_FILE (a run of judged "
                              "queries, e.g. from rerank retrieve)")
+        if self.dev is not None and self.dev not in dataset_names():
+            refuse_a_piped_run("--dev", self.dev)
         if self.dev is not None and self.dev not in dataset_names() and not Path(self.dev).is_file():
             raise UsageError(f"--dev {self.dev!r} is neither a data set nor a run file; known data sets: "
                              f"{', '.join(dataset_names())}")
@@ -422,6 +422,7 @@ class TrainArgs:
         if self.candidates == "-":  # other stages read '-' as stdin; training keeps the file's path and digest
             raise UsageError("--candidates takes a run file, not stdin ('-'): save the stream first "
                              "(rerank retrieve ... > train.run) and pass --candidates train.run")
+        refuse_a_piped_run("--candidates", self.candidates)
         if Path(self.candidates).is_dir():
             raise UsageError(f"--candidates {self.candidates} is a folder; give a run file")
         if not Path(self.candidates).is_file():
@@ -443,6 +444,14 @@ class TrainArgs:
         if not (n >= 2 and 1 <= k <= n):
             raise UsageError(f"--dev-fold K/N needs N >= 2 and 1 <= K <= N, not {self.dev_fold!r}")
         return k, n
+
+
+def refuse_a_piped_run(option: str, path: str) -> None:
+    """A run file training reads is recorded by its sha256 and read again: a pipe (`--candidates <(...)`) would be
+    empty by then. It was called 'not found', a file that was there."""
+    if Path(path).exists() and not Path(path).is_file() and not Path(path).is_dir():
+        raise UsageError(f"{option} {path} is not a regular file (a pipe?): training records a run file's sha256 "
+                         "and reads it again; save it to a file first")
 
 
 def _same_file(a: str | None, b: str | None) -> bool:

@@ -147,9 +147,23 @@ def test_length_and_threads_out_of_range_are_refused_before_scoring(tiny_checkpo
         load_model("bert", str(folder), max_length=513)
     with pytest.raises(UsageError, match="--max-length must be between 1 and 512"):
         load_model("minilm-bi", max_length=1000)
-    for threads in (0, -2):
-        with pytest.raises(UsageError, match=f"--threads must be a positive number, not {threads}"):
+    for threads in (0, -2, 1025):  # 20,000 ended the process in libgomp, 100,000 in a segmentation fault
+        with pytest.raises(UsageError, match=f"--threads must be between 1 and 1024, not {threads}"):
             load_model("bert", str(folder), threads=threads)
+
+
+def test_pipeline_bert_options_are_checked_before_any_stage_runs(tiny_checkpoint, rerank, tmp_path):
+    """A pipeline's bert stage with options loading refuses (precision = "fp64", quantize with compile, max_length
+    past the positions) failed only when its model loaded, after the stages before it had run."""
+    folder, _ = tiny_checkpoint
+    spec = tmp_path / "p.toml"
+    for extra, words in (('precision = "fp64"', "precision must be one of fp32, bf16, not 'fp64'"),
+                         ("quantize = true\ncompile = true", "compile does not take int8 (quantize) models; use one of them"),
+                         ("max_length = 513", "max_length must be between 1 and 512 (the model's positions), not 513")):
+        spec.write_text(f'dataset = "trecqa-dev"\n[[stage]]\nname = "c"\nkind = "candidates"\n[[stage]]\nname = "s"\n'
+                        f'kind = "score"\ninput = "c"\nmodel = "bert"\ncheckpoint = "{folder}"\n{extra}\n')
+        done = rerank("run", str(spec), check=False)
+        assert done.returncode == 2 and done.stderr == f"rerank: error: stage 's': {words}\n", done.stderr
 
 
 def test_cli_warns_where_bf16_is_emulated(tiny_checkpoint, rerank):

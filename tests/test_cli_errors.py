@@ -139,6 +139,24 @@ def test_failed_output_leaves_nothing_behind(rerank, tmp_path, session_home):
     assert not (session_home / "indexes" / "twice").exists()
 
 
+def test_output_that_would_replace_an_input_file(rerank, vaswani_index, tmp_path):
+    """`retrieve --topics q.tsv -o q.tsv` left a run where the topics were (its header naming that file as its
+    topics), and `score --topics`/`--corpus` the same: the typo lost the user's file."""
+    topics, corpus = tmp_path / "q.tsv", tmp_path / "docs.jsonl"
+    topics.write_text("1\tmeasurement of dielectric constant of liquids\n")
+    corpus.write_text('{"id": "5502", "contents": "dielectric constant"}\n')
+    run = tmp_path / "bm25.run"
+    rerank("retrieve", "vaswani", "--k", "3", "--topics", str(topics), "-o", str(run))
+    fails(rerank, "retrieve", "vaswani", "--topics", str(topics), "-o", str(topics),
+          words=f"-o {topics} is the --topics file; the run would replace it: give it another file")
+    for option, path in (("--topics", topics), ("--corpus", corpus)):
+        fails(rerank, "score", str(run), "--model", "minilm-bi", option, str(path), "-o", str(tmp_path / "." / path.name),
+              words=f"-o {tmp_path / '.' / path.name} is the {option} file; the run would replace it")
+    assert topics.read_text() == "1\tmeasurement of dielectric constant of liquids\n"
+    assert corpus.read_text() == '{"id": "5502", "contents": "dielectric constant"}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bm25.run", "docs.jsonl", "q.tsv"]
+
+
 def test_output_that_cannot_be_written(rerank, tmp_path):
     """One line, not an OSError traceback; and train says so before it trains, not after."""
     blocker = tmp_path / "a-file"
@@ -265,6 +283,22 @@ def test_pipeline_min_rel_is_checked_before_any_stage_runs(rerank, vaswani_index
         assert "running" not in error
 
 
+def test_pipeline_score_threads_and_length_are_checked_before_any_stage_runs(rerank, tmp_path):
+    """threads = 0 on a score stage was refused only when its model loaded, after every stage before it had run."""
+    ck, spec = tmp_path / "ck", tmp_path / "p.toml"
+    rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "-o", str(ck))
+    for value in ("0", "1025"):
+        spec.write_text(f'dataset = "trecqa-dev"\n[[stage]]\nname = "c"\nkind = "candidates"\n[[stage]]\nname = "s"\n'
+                        f'kind = "score"\ninput = "c"\nmodel = "tk"\ncheckpoint = "{ck}"\nthreads = {value}\n')
+        error = fails(rerank, "run", str(spec), words=f"threads must be between 1 and 1024, not {value}")
+        assert "running" not in error
+    # minilm-bi's max_length past its 512 positions was refused likewise, when the model loaded
+    spec.write_text('dataset = "trecqa-dev"\n[[stage]]\nname = "c"\nkind = "candidates"\n[[stage]]\nname = "s"\n'
+                    'kind = "score"\ninput = "c"\nmodel = "minilm-bi"\nmax_length = 513\n')
+    error = fails(rerank, "run", str(spec), words="max_length must be between 1 and 512 (the model's positions), not 513")
+    assert "running" not in error
+
+
 def test_qrels_grade_beyond_a_c_int_is_refused(rerank, tmp_path):
     """pytrec_eval keeps grades in C ints: a grade of 4294967296 was judged non-relevant (0), silently."""
     qrels = tmp_path / "qrels"
@@ -345,6 +379,37 @@ def test_seed_beyond_torch_range(rerank, tmp_path):
     fails(rerank, "train", "tk", "--train", "trecqa-dev", "--steps", "1", "--seed", str(2**64),
           "-o", str(tmp_path / "ck"), words="--seed must be between -2^63 and 2^64-1")
     assert not (tmp_path / "ck").exists()
+
+
+def test_damaged_checkpoint_json_is_one_line(rerank, tmp_path):
+    """A checkpoint.json that is not UTF-8 was a UnicodeDecodeError traceback, and one holding a JSON list an
+    AttributeError, from every command that reads a checkpoint."""
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    for content, words in ((b"\x9c\xff{}", "checkpoint.json is corrupt (not JSON); retrain or copy it again"),
+                           (b"[]", "checkpoint.json is corrupt (not a JSON object); retrain or copy it again")):
+        (folder / "checkpoint.json").write_bytes(content)
+        fails(rerank, "score", "--model", "tk", "--checkpoint", str(folder), input="", words=f"{folder}/{words}")
+
+
+def test_damaged_index_and_encodings_manifests_are_one_line(rerank, tmp_path, session_home):
+    """An index's rerank-index.json that was not JSON, not UTF-8 or a JSON list was a traceback from retrieve
+    (JSONDecodeError, UnicodeDecodeError, TypeError); stored encodings' manifest.json, one of the latter two."""
+    from rerank.encodings import read_manifest
+    from rerank.errors import DataError
+
+    corpus, topics = tmp_path / "docs.jsonl", tmp_path / "q.tsv"
+    corpus.write_text('{"id": "a", "contents": "hello world"}\n')
+    topics.write_text("1\thello\n")
+    rerank("index", "damaged", "--corpus", str(corpus))
+    manifest = session_home / "indexes" / "damaged" / "lucene" / "rerank-index.json"
+    for content, what in ((b"{bad", "not JSON"), (b"\x9c\xff", "not JSON"), (b"[]", "not a JSON object")):
+        manifest.write_bytes(content)
+        fails(rerank, "retrieve", "damaged", "--topics", str(topics),
+              words=f"{manifest} is corrupt ({what}); remove {manifest.parent} and rebuild it with: rerank index damaged")
+    (tmp_path / "manifest.json").write_bytes(b"[]")
+    with pytest.raises(DataError, match="manifest.json is corrupt .not a JSON object.; delete"):
+        read_manifest(tmp_path)
 
 
 def test_encode_name_must_be_a_plain_folder_name(rerank, tmp_path, session_home):
@@ -460,3 +525,8 @@ def test_topics_or_corpus_from_a_pipe_are_named_as_a_pipe(rerank, tmp_path):
     for args in (["retrieve", "vaswani", "--topics", str(fifo)], ["index", "mine", "--corpus", str(fifo)]):
         stderr = fails(rerank, *args, words=f"{fifo} is not a regular file")
         assert len(stderr.strip().splitlines()) == 1, stderr
+    # training records a run file's sha256 and reads it again: each of its run options said "not found"
+    for option in ("--candidates", "--teacher", "--dev"):
+        fails(rerank, "train", "tk", "--train", "trecqa-dev", option, str(fifo), "-o", str(tmp_path / "ck"),
+              words=f"{option} {fifo} is not a regular file (a pipe?)")
+    assert not (tmp_path / "ck").exists()

@@ -233,6 +233,17 @@ def test_a_damaged_score_cache_is_named(tmp_path):
         ScoreCache("overlap-v1", tmp_path / "scores.sqlite")
 
 
+def test_a_score_cache_that_cannot_be_opened_is_named(tmp_path):
+    """sqlite could not open it (a folder of its name here; a read-only .cache folder without it does the same):
+    an OperationalError traceback from the score command."""
+    from rerank.score import ScoreCache
+
+    (tmp_path / "scores.sqlite").mkdir()
+    with pytest.raises(DataError, match="scores.sqlite cannot be opened .*a file in a folder you can write; or pass "
+                                        "--no-cache"):
+        ScoreCache("overlap-v1", tmp_path / "scores.sqlite")
+
+
 def test_a_score_cache_that_cannot_be_written_is_named(tmp_path, monkeypatch):
     """It opened (a read-only file reads), then the first scores written came out as sqlite's traceback."""
     monkeypatch.setenv("RERANK_HOME", str(tmp_path))

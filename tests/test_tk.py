@@ -106,7 +106,7 @@ def test_checkpoint_round_trip_and_wrong_model(tmp_path):
         load_tkl(str(folder))
     for option, words in (({"batch_size": 0}, "--batch-size must be a positive number of pairs, not 0"),
                           ({"precision": "bf16"}, "--precision is an option of bert only, not tk"),
-                          ({"threads": -1}, "--threads must be a positive number, not -1"),
+                          ({"threads": -1}, "--threads must be between 1 and 1024, not -1"),
                           ({"max_length": 64}, "--max-length is an option of bert and minilm-bi only, not tk"),
                           ({"max_length": 0}, "--max-length is an option of bert and minilm-bi only, not tk")):
         with pytest.raises(UsageError, match=words):
@@ -529,6 +529,29 @@ def test_lexical_options_are_checked():
                          ({"term_weights": "query-idf", "embeddings": "minilm"}, "needs embeddings=glove")]:
         with pytest.raises(UsageError, match=message):
             TKConfig.from_dict(bad)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"heads": 0}, "heads must be an integer of at least 1, not 0"),  # was ZeroDivisionError
+    ({"layers": 0}, "layers must be an integer of at least 1, not 0"),  # IndexError from torch
+    ({"dropout": 2}, r"dropout must be in \[0, 1\), not 2.0"),  # ValueError from torch
+    ({"projection": -5}, "projection must be an integer of at least 0, not -5"),  # was 'not divisible by 2 heads'
+    ({"max_doc": 0}, "max_doc must be an integer of at least 1, not 0"),  # these three trained, silently
+    ({"max_query": 0}, "max_query must be an integer of at least 1, not 0"),
+    ({"feedforward": 0}, "feedforward must be an integer of at least 1, not 0"),
+    ({"variant": "tkl", "stride": 0}, "stride must be an integer of at least 1, not 0"),
+])
+def test_sizes_out_of_range_are_refused(bad, message):
+    with pytest.raises(UsageError, match=message):
+        TKConfig.from_dict(bad)
+
+
+def test_a_size_out_of_range_is_one_line_from_the_cli(rerank, tmp_path):
+    """`rerank train tk -O heads=0` was a ZeroDivisionError traceback."""
+    done = rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "-O", "heads=0", "-o", str(tmp_path / "ck"),
+                  check=False)
+    assert (done.returncode, done.stderr) == (2, "rerank: error: heads must be an integer of at least 1, not 0\n")
+    assert not (tmp_path / "ck").exists()
 
 
 def test_tkl_options_are_refused_for_tk_instead_of_recorded_unused():

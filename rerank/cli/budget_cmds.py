@@ -13,7 +13,7 @@ from ..errors import UsageError
 from ..evaluate import budget as budgets_lib
 from ..evaluate.session import load_runs
 from . import cli
-from .io import open_run_input, open_run_inputs, split_label
+from .io import open_run_input, open_run_inputs, refuse_replacing_an_input, split_label
 
 
 def _cached_score_stages(stages: list[dict]) -> list[str]:
@@ -77,11 +77,9 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
                              "with --depths")
         runs = runs or ("-",)
         labelled = [split_label(arg) for arg in runs]
-        read = {os.path.realpath(path) for _, path in labelled if path != "-"}
+        read = [("one of the runs to read", path) for _, path in labelled]
         for option, path, what in (("-o", output, "report"), ("--plot", plot_path, "plot")):
-            if path and os.path.realpath(path) in read:  # a typo that would replace a run with a report or an image
-                raise UsageError(f"{option} {path} is one of the runs to read; the {what} would replace it: "
-                                 "give it another file")
+            refuse_replacing_an_input(option, path, what, read)
         with contextlib.ExitStack() as stack:
             loaded = load_runs(open_run_inputs(stack, [path for _, path in labelled]), strict=False)
         for run, (label, _) in zip(loaded, labelled):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import IO, Callable, Iterator
@@ -23,6 +24,18 @@ def run_output_options(command: Callable) -> Callable:
                                 "needs --qrels, and the next stage --topics/--corpus).")(command)
     return click.option("-o", "--output", type=click.Path(dir_okay=False),
                         help="Write the run here instead of stdout (with # lines: see --trec).")(command)
+
+
+def refuse_replacing_an_input(option: str, output: str | None, what: str,
+                              inputs: list[tuple[str, str | None]]) -> None:
+    """An output (`-o`, `--plot`) that names a file the command reads is a typo that loses that file: `retrieve
+    --topics q.tsv -o q.tsv` left a run where the topics were, and the run's header named it as its topics.
+    `inputs`: (how an input is called, 'the --topics file'; its path)."""
+    if not output:
+        return
+    for called, path in inputs:
+        if path and path != "-" and os.path.realpath(path) == os.path.realpath(output):
+            raise UsageError(f"{option} {output} is {called}; the {what} would replace it: give it another file")
 
 
 def check_dataset_option(name: str, runs: list[tuple[str | None, str]]) -> None:

@@ -11,7 +11,7 @@ from ..retrieve import api
 from ..retrieve.store import EMPTY_SKIPPED, REUSED
 from ..runs import RunReader, Stream, cut_stream
 from . import cli
-from .io import open_run_input, run_output_options, write_no_queries, write_stream
+from .io import open_run_input, refuse_replacing_an_input, run_output_options, write_no_queries, write_stream
 
 
 def backend_options(command):
@@ -93,6 +93,8 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
 def retrieve(name, backend_name, k, topics, candidate_run, threads, stage_name, output, trec_only,
              **search_args) -> None:
     """Retrieve candidates for every topic of NAME and write a run stream."""
+    refuse_replacing_an_input("-o", output, "run", [("the --topics file", topics),
+                                                    ("the --es-ca-certs file", search_args.get("es_ca_certs"))])
     if candidate_run is not None:
         given = {"backend": backend_name != "lucene" or None, **search_args}
         ignored = [api.option_flag(key) for key, value in given.items() if value is not None]

@@ -15,7 +15,8 @@ from ..errors import UsageError, counted
 from ..models.base import BF16_EMULATED, MODELS, bf16_is_emulated, on_cpu
 from ..runs import RunReader, Stream
 from . import cli
-from .io import check_dataset_option, open_run_input, run_output_options, write_no_queries, write_stream
+from .io import (check_dataset_option, open_run_input, refuse_replacing_an_input, run_output_options,
+                 write_no_queries, write_stream)
 
 
 @cli.command()
@@ -53,6 +54,7 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
           max_length, threads, quantize, precision, compile_model, device, interpolate, stage_name, output,
           trec_only) -> None:
     """Re-score the top DEPTH candidates of each query in RUN (default stdin) with a model."""
+    refuse_replacing_an_input("-o", output, "run", [("the --topics file", topics), ("the --corpus file", corpus)])
     from ..docstore import doc_store_for, queries_for
     from ..models.base import checked_model_options, load_model
     from ..score import ScoreStats, check_score_options, score_stream

@@ -32,10 +32,20 @@ BF16_EMULATED = ("this CPU has no bfloat16 instructions (AVX512 or AMX), so --pr
                  "slower than fp32 here")
 
 
+# OpenMP starts all of torch's intra-op threads at once, and a thread count mistyped by a few digits does not fail
+# cleanly: 20,000 ended the process ("libgomp: Thread creation failed"), 100,000 in a segmentation fault. No CPU
+# has this many cores, so a count above it is a mistake, refused before torch sees it.
+MAX_THREADS = 1024
+
+
+def check_threads(threads: Any) -> None:
+    if threads is not None and not 1 <= int(threads) <= MAX_THREADS:
+        raise UsageError(f"--threads must be between 1 and {MAX_THREADS}, not {threads}")
+
+
 def set_threads(threads: int | None, default: int | None = None) -> None:
     """Torch's intra-op threads: `threads` if given, else `default`, else torch's own choice (one per core)."""
-    if threads is not None and int(threads) <= 0:
-        raise UsageError(f"--threads must be a positive number, not {threads}")
+    check_threads(threads)
     chosen = threads or default
     if chosen:
         import torch
@@ -118,6 +128,7 @@ def checked_model_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
         raise UsageError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS)) or 'none yet'}")
     if options.get("batch_size") is not None:
         check_batch_size(options["batch_size"])
+    check_threads(options.get("threads"))  # a pipeline's score stage: before its earlier stages run
     kept = dict(options)
     for key, (models, default) in RESTRICTED_OPTIONS.items():
         if name not in models:

@@ -72,6 +72,34 @@ def check_max_length(max_length: int, config: Any) -> None:
         raise UsageError(f"--max-length must be between 1 and {limit} (the model's positions), not {max_length}")
 
 
+def check_cross_encoder_options(precision: str, quantize: bool, compile: bool, device: str) -> None:
+    """bert's options that contradict each other, or a device torch lacks."""
+    if precision not in PRECISIONS:
+        raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if quantize and precision != "fp32":
+        raise UsageError("--quantize works on fp32 weights; drop --precision bf16")
+    if quantize and compile:
+        raise UsageError("--compile does not take int8 (--quantize) models; use one of them")
+    if not on_cpu(device):
+        check_device(device)
+        if quantize or compile:  # torch's dynamic int8 and our frozen inductor graphs are CPU paths
+            raise UsageError(f"--{'quantize' if quantize else 'compile'} is for the CPU; drop it with --device {device}")
+
+
+def check_unloaded(model_name: str, checkpoint: str | None, options: dict[str, Any]) -> None:
+    """What loading bert or minilm-bi with `options` would refuse, told from the options and the model's config
+    file alone: a pipeline's score stage is checked so before any stage runs (its model loads only after the
+    stages before it)."""
+    from transformers import AutoConfig
+
+    if model_name == "bert":
+        check_cross_encoder_options(options.get("precision", "fp32"), bool(options.get("quantize")),
+                                    bool(options.get("compile")), options.get("device", "cpu"))
+    if options.get("max_length") is not None:
+        config = AutoConfig.from_pretrained(checkpoint if model_name == "bert" else minilm_path())
+        check_max_length(options["max_length"], config)
+
+
 def length_batches(lengths: list[int], batch_size: int) -> Iterator[list[int]]:
     """Indices grouped into batches of similar length (shortest first), to pad as little as possible."""
     order = sorted(range(len(lengths)), key=lengths.__getitem__)
@@ -257,17 +285,7 @@ class CrossEncoderReranker(Reranker):
         self.folder, self.checkpoint_hash = folder, manifest["hash"]
         self.max_length = checkpoint_max_length(manifest, max_length)
         self.batch_size, self.quantize = int(batch_size), bool(quantize)
-        if precision not in PRECISIONS:
-            raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
-        if quantize and precision != "fp32":
-            raise UsageError("--quantize works on fp32 weights; drop --precision bf16")
-        if quantize and compile:
-            raise UsageError("--compile does not take int8 (--quantize) models; use one of them")
-        if not on_cpu(device):
-            check_device(device)
-            if quantize or compile:  # torch's dynamic int8 and our frozen inductor graphs are CPU paths
-                raise UsageError(f"--{'quantize' if quantize else 'compile'} is for the CPU; drop it with "
-                                 f"--device {device}")
+        check_cross_encoder_options(precision, quantize, compile, device)
         self.precision, self.compile = precision, bool(compile)
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForSequenceClassification.from_pretrained(folder).eval()

@@ -75,6 +75,11 @@ STOPWORDS = frozenset("a an and are as at be but by for if in into is it no not 
                       "there these they this to was will with".split())
 
 
+# The sizes TKConfig takes, each with its least value (projection 0: no projection, the embedding width).
+SIZE_LEAST = {"projection": 0, "layers": 1, "heads": 1, "feedforward": 1, "max_query": 1, "max_doc": 1, "chunk": 1,
+              "overlap": 0, "window": 1, "stride": 1, "regions": 1}
+
+
 @dataclass
 class TKConfig:
     """Everything that shapes a TK/TKL model (recorded in checkpoint.json)."""
@@ -116,6 +121,13 @@ class TKConfig:
             raise UsageError(f"saturation must be log1p or log, not {self.saturation!r}")
         if self.oov_buckets < 0 or not 0 < self.exact_sigma <= 1:
             raise UsageError("oov_buckets must be >= 0 and exact_sigma in (0, 1]")
+        # out of range, these were tracebacks from torch (heads=0, layers=0, dropout=2) or trained a model that
+        # sees no text (max_query=0, max_doc=0) or has no feed-forward layer (feedforward=0), silently
+        for name, least in SIZE_LEAST.items():
+            if getattr(self, name) < least:
+                raise UsageError(f"{name} must be an integer of at least {least}, not {getattr(self, name)}")
+        if not 0 <= self.dropout < 1:
+            raise UsageError(f"dropout must be in [0, 1), not {self.dropout}")
         if self.width % self.heads:
             raise UsageError(f"the model width {self.width} is not divisible by {self.heads} heads")
         return self

@@ -143,7 +143,7 @@ def stored_passages(header: Any, documents: dict, encoder_hash: str, max_length:
             if encoder.get("hash") != encoder_hash or encoder.get("max_length") != max_length:
                 return None
             docids, vectors = _read_vectors(folder, info)
-        except (OSError, ValueError, TypeError, AttributeError):
+        except (OSError, ValueError, TypeError, AttributeError, DataError):
             raise _damaged(name, folder) from None
         return StoredPassages(dict(zip(docids, range(len(docids)))), vectors, folder)
     return None
@@ -317,7 +317,7 @@ def _stored_vectors(name: str, folder: Path, source: dict, files: list[str], enc
         return None
     try:
         info = IndexInfo.read(folder, name, BACKEND)
-    except (MissingIndexError, ValueError, TypeError):  # none there, or a manifest that is not one: build afresh
+    except (MissingIndexError, DataError):  # none there, or a manifest that is not one: build afresh
         return None
     stored = info.source
     if (stored.get("files") != files or stored.get("encoder", {}).get("hash") != encoder_hash

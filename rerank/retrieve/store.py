@@ -7,9 +7,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import MissingIndexError, UsageError
+from ..errors import DataError, MissingIndexError, UsageError
 from ..locks import exclusive
-from ..paths import file_state, indexes_dir
+from ..paths import file_state, indexes_dir, read_json_object
 
 MANIFEST = "rerank-index.json"
 EMPTY_SKIPPED = "empty_documents_skipped"
@@ -96,7 +96,7 @@ def recorded_origin(name: str, backends: tuple[str, ...] | None = None) -> dict:
         try:
             source = IndexInfo.read(path, name, path.name).source
             return {**origin(source), **({"files": source["files"]} if "files" in source else {})}
-        except (MissingIndexError, OSError, ValueError, TypeError):  # not built, or its manifest unreadable
+        except (MissingIndexError, OSError, DataError):  # not built, or its manifest unreadable
             continue
     return {}
 
@@ -143,4 +143,9 @@ class IndexInfo:
             raise MissingIndexError(f"{folder} is not a complete {backend} index (no {MANIFEST}: not built, or not "
                                     f"finished, by rerank); remove it and rebuild it with: "
                                     f"{build_command(name, f' --backend {backend}')}")
-        return cls(**json.loads(path.read_text()))
+        remedy = f"remove {folder} and rebuild it with: {build_command(name, f' --backend {backend}')}"
+        fields = read_json_object(path, remedy)
+        try:
+            return cls(**fields)
+        except TypeError:  # keys this rerank does not know
+            raise DataError(f"{path} is not an index manifest this rerank wrote; {remedy}") from None
