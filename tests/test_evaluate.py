@@ -237,7 +237,7 @@ def test_trec_evals_official_set_matches_trec_eval(rerank, data_root):
 @pytest.mark.java
 def test_counts_are_summed_as_trec_eval_sums_them(rerank, data_root, tmp_path):
     """num_q and num_rel_ret were averaged (NumQ 1.0000); a query missing from the run still counts in num_q and
-    num_rel under -c."""
+    num_rel under -c. num_rel per query counted grade >= 1 under --min-rel 2 (trec_eval -q -l 2: grade >= 2)."""
     dl = data_root / "trec-dl"
     qrels, lines = dl / "qrels" / "qrels.dl19-passage.txt", (dl / "bm25" / "trec_results_dl19.txt").read_text()
     first = lines.split()[0]
@@ -246,9 +246,18 @@ def test_counts_are_summed_as_trec_eval_sums_them(rerank, data_root, tmp_path):
     ours = json.loads(rerank("eval", str(tmp_path / "run"), "--qrels", str(qrels), "--min-rel", "2", "--format", "json",
                              *sum((["-m", m] for m in names), [])).stdout)[0]
     ref = trec_eval(qrels, tmp_path / "run", names, min_rel=2)
-    assert {"NumQ": 43, "NumRel": ref["num_rel"], "NumRet": 4200, "NumRelRet": ref["num_rel_ret"]} == \
+    # num_rel counts grade >= 2 as every level-2 measure does (trec_eval -q -l 2 per query; ir_measures
+    # NumRel(rel=2)); trec_eval -c's `all` line alone counts grade >= 1 there, whatever -l says
+    relevant = sum(int(line.split()[3]) >= 2 for line in qrels.read_text().splitlines())
+    assert {"NumQ": 43, "NumRel": relevant, "NumRet": 4200, "NumRelRet": ref["num_rel_ret"]} == \
         {label: ours[label] for label in ("NumQ", "NumRel", "NumRet", "NumRelRet")}
-    assert ref["num_q"] == 43 and ref["num_ret"] == 4200
+    assert ref["num_q"] == 43 and ref["num_ret"] == 4200 and ref["num_rel"] > relevant
+    per_query = json.loads(rerank("eval", str(tmp_path / "run"), "--qrels", str(qrels), "--min-rel", "2", "-m",
+                                  "num_rel", "--per-query", "--format", "json").stdout)
+    ref_per_query = trec_eval(qrels, tmp_path / "run", ["num_rel"], min_rel=2, per_query=True)
+    rows = {row["qid"]: row["NumRel"] for row in per_query}
+    assert {qid: value for (_, qid), value in ref_per_query.items() if qid != "all"} == \
+        {qid: value for qid, value in rows.items() if qid not in (first, "all")} and rows["all"] == relevant
 
 
 def test_measure_names_and_their_errors():

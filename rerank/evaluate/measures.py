@@ -27,10 +27,11 @@ from ..runs import Run
 
 _ALIASES = {"MAP": "AP", "MRR": "RR", "HITS": "Success", "RECALL": "R", "NDCG": "nDCG", "P": "P"}
 _DISPLAY = {"AP": "MAP", "RR": "MRR", "Success": "HITS", "R": "Recall"}
-# The measures whose relevance threshold trec_eval's -l sets (not NumRet/NumRel, whose `rel` would change
-# what they count).
+# The measures whose relevance threshold trec_eval's -l sets (not NumRet, which counts every document). NumRel
+# counts the documents relevant at that level per query, as trec_eval -q -l and ir_measures' NumRel(rel=) count
+# them; trec_eval -c's `all` line alone sums its num_rel over grade >= 1, whatever -l says.
 _THRESHOLDED = {"AP", "RR", "P", "Success", "R", "Rprec", "RPrec", "Bpref", "BPref", "infAP", "IPrec",
-                "SetP", "SetR", "SetF", "SetAP", "NumRelRet"}
+                "SetP", "SetR", "SetF", "SetAP", "NumRelRet", "NumRel"}
 # Counts that the judgements alone fix: what trec_eval -c gives a query missing from the run (NumQ 1, NumRel its
 # relevant documents), where every other measure gives 0.
 _RUN_FREE = {"NumQ", "NumRel"}
@@ -54,6 +55,12 @@ class NamedMeasure:
 
 
 _HINT = "try MAP, MRR@10, P@1, HITS@10, nDCG@10, Recall@100 (or trec_eval's ndcg_cut.10, P.5, recip_rank)"
+
+
+def _counted_here(measure: Measure) -> bool:
+    """NumRel above grade 1, which ir_measures' providers cannot give (pytrec_eval's num_rel ignores the relevance
+    level), while trec_eval -q -l counts it per query: a count of judgements, taken from the qrels here."""
+    return measure.NAME == "NumRel" and measure.params.get("rel", 1) != 1
 
 
 def _computable(measure: Measure) -> bool:
@@ -85,7 +92,7 @@ def _parse_named(text: str, min_rel: int) -> NamedMeasure:
         raise UsageError(f"measure {text!r}: a cutoff must be a whole number of documents, not {depth}")
     if isinstance(depth, int) and depth > MAX_LEVEL:
         raise UsageError(f"measure {text!r}: a cutoff must be at most {MAX_LEVEL}, not {depth}")
-    if not _computable(measure):
+    if not _computable(measure) and not _counted_here(measure):
         raise UsageError(f"measure {text!r} cannot be computed by ir_measures' providers here; {_HINT}")
     if "." in cutoff:  # a recall level spelled one way (IPrec@.5, IPrec@0.50: IPrec@0.5), as trec_eval's names read
         whole, _, fraction = cutoff[1:].partition(".")
@@ -251,8 +258,13 @@ def evaluate(run: Run, qrels: Qrels, measures: list[NamedMeasure]) -> Evaluation
     # One measure can come under two labels (MAP and AP(rel=1), IPrec@0.1 and IPrec@0.10): each gets its figures.
     by_measure: dict[Measure, list[str]] = {}
     for m in measures:
-        by_measure.setdefault(m.measure, []).append(m.label)
-    if scored:
+        if _counted_here(m.measure):
+            level = m.measure.params["rel"]
+            per_query[m.label] = {qid: float(sum(grade >= level for grade in grades.values()))
+                                  for qid, grades in qrels.items()}
+        else:
+            by_measure.setdefault(m.measure, []).append(m.label)
+    if scored and by_measure:
         for metric in ir_measures.iter_calc(list(by_measure), qrels, scored):
             for label in by_measure[metric.measure]:
                 per_query[label][metric.query_id] = float(metric.value)
