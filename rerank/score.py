@@ -221,7 +221,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     header (or the `topics`/`corpus` files) name.
     """
     check_score_options(depth, interpolate)
-    stage = stage or model.name
+    stage = model.name if stage is None else stage  # --name '' is refused as a name, not taken for none
     queries = queries if queries is not None else queries_for(stream.header, topics)
     store = store or doc_store_for(stream.header, corpus)
     stale = store.outdated() if isinstance(store, IndexStore) else None

@@ -530,3 +530,16 @@ def test_topics_or_corpus_from_a_pipe_are_named_as_a_pipe(rerank, tmp_path):
         fails(rerank, "train", "tk", "--train", "trecqa-dev", option, str(fifo), "-o", str(tmp_path / "ck"),
               words=f"{option} {fifo} is not a regular file (a pipe?)")
     assert not (tmp_path / "ck").exists()
+
+
+@pytest.mark.data
+def test_an_empty_stage_name_is_refused_as_fuse_refuses_it(rerank):
+    """`retrieve --name ''` and `score --name ''` took the empty name for none and wrote the default tag; `fuse
+    --name ''` was refused. All three refuse it."""
+    candidates = rerank("retrieve", "trecqa-dev", "--candidates").stdout
+    for args, given in ((("retrieve", "trecqa-dev", "--candidates", "--name", ""), None),
+                        (("score", "--model", "minilm-bi", "--no-cache", "--name", ""), candidates)):
+        refused = rerank(*args, input=given, check=False)
+        assert refused.returncode == 2 and refused.stdout == "", refused.stderr
+        assert refused.stderr.splitlines()[-1] == "rerank: error: stage name '' must be one word (it becomes the run " \
+                                                  "tag and timing label)", refused.stderr

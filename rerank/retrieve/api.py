@@ -155,7 +155,7 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
             click.echo(f"rerank: note: {note}", err=True)
         if stale:  # an edited corpus, or another --data-root: the index answers for the documents of its build
             click.echo(f"rerank: warning: {stale}; until then it searches the documents as they were", err=True)
-    stage = stage_name or index.default_stage
+    stage = index.default_stage if stage_name is None else stage_name  # '' is refused as a name
     # Only the options this back end uses: every one is given threads, which Elasticsearch has no use for.
     params = {k_: v for k_, v in options.items() if v is not None and k_ in module.SEARCH_OPTIONS}
     header = RunHeader(_run_fields(name, topics, queries))
@@ -186,11 +186,11 @@ def candidates(name: str, run: str | None = None, k: int | None = None, stage_na
     if k is not None:
         _check_k(k)
         rankings = [r.head(k) for r in rankings]
-    if stage_name:
+    if stage_name is not None:
         for ranking in rankings:
             ranking.tag = stage_name
     fields = {"dataset": name, **({"topics": str(Path(topics).resolve())} if topics else {})}  # checked: NAME's queries
-    header = RunHeader(fields).with_stage({"name": stage_name or run, "stage": "candidates", "source": name,
+    header = RunHeader(fields).with_stage({"name": run if stage_name is None else stage_name, "stage": "candidates", "source": name,
                                            "run": run})
     return Stream(header, rankings)
 
