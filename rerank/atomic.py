@@ -146,8 +146,13 @@ def atomic_dir(path: str | os.PathLike, marker: str) -> Iterator[Path]:
     """
     check_replaceable(path, marker)
     target = Path(path).resolve()  # `-o .` too: its temporary sibling goes in the parent folder
-    created = make_parents(target.parent)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    created: list[Path] = []
+    try:  # errors name the output, not the temporary sibling that met them (as atomic_output's)
+        created = make_parents(target.parent)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    except OSError as exc:
+        remove_empty(created)
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
         yield tmp
         _share_like_plain_files(tmp)

@@ -76,6 +76,10 @@ def test_an_output_that_cannot_be_a_file_is_named(tmp_path, monkeypatch):
         with pytest.raises(UsageError, match=words):
             with atomic_output(path):
                 raise AssertionError("not reached")
+    # a folder output likewise (`average A B -o bm25.run/soup` said "Not a directory: .../.soup.xxxx.tmp")
+    with pytest.raises(UsageError, match=f"cannot write {tmp_path / 'bm25.run' / 'soup'}: Not a directory"):
+        with atomic_dir(tmp_path / "bm25.run" / "soup", "checkpoint.json"):
+            raise AssertionError("not reached")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bm25.run"]
 
 
