@@ -543,3 +543,18 @@ def test_an_empty_stage_name_is_refused_as_fuse_refuses_it(rerank):
         assert refused.returncode == 2 and refused.stdout == "", refused.stderr
         assert refused.stderr.splitlines()[-1] == "rerank: error: stage name '' must be one word (it becomes the run " \
                                                   "tag and timing label)", refused.stderr
+
+
+@pytest.mark.data
+def test_significance_options_without_a_comparison_are_refused(rerank, data_root):
+    """`eval RUN --test t` (one run) and `eval A B -q --correction none` ignored the option without a word: a table
+    without marks then read as 'no significant difference'."""
+    run = str(data_root / "trec-dl" / "bm25" / "trec_results_dl19.txt")
+    qrels = str(data_root / "trec-dl" / "qrels" / "qrels.dl19-passage.txt")
+    one = rerank("eval", run, "--qrels", qrels, "--test", "t", check=False)
+    assert one.returncode == 2 and one.stdout == "" and one.stderr == (
+        "rerank: error: --test marks differences between several runs on a leaderboard; one run has no baseline to "
+        "test against\n")
+    per_query = rerank("eval", f"A={run}", f"B={run}", "--qrels", qrels, "-q", "--correction", "none", check=False)
+    assert per_query.returncode == 2 and "--per-query shows differences without tests" in per_query.stderr
+    assert rerank("eval", f"A={run}", f"B={run}", "--qrels", qrels, "--test", "t", "-m", "MAP").returncode == 0

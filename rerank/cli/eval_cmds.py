@@ -36,6 +36,17 @@ def _baseline_index(runs, baseline: str | None) -> int:
     raise UsageError(f"--baseline {baseline!r} names none of the runs: {', '.join(r.name for r in runs)}")
 
 
+def _refuse_tests_without_a_comparison(runs: int, per_query: bool) -> None:
+    """--test/--correction mark a leaderboard's differences to its baseline: with one run, or per query, they were
+    ignored without a word, and a table without marks read as 'no significant difference'."""
+    context = click.get_current_context()
+    given = [f"--{name}" for name, param in (("test", "tests"), ("correction", "correction"))
+             if context.get_parameter_source(param) is click.core.ParameterSource.COMMANDLINE]
+    if given and (runs == 1 or per_query):
+        why = "--per-query shows differences without tests" if per_query else "one run has no baseline to test against"
+        raise UsageError(f"{'/'.join(given)} marks differences between several runs on a leaderboard; {why}")
+
+
 @cli.command("eval")
 @click.argument("runs", nargs=-1)
 @click.option("--qrels", type=click.Path(dir_okay=False), help="Qrels file (default: the data set named in the run header).")
@@ -75,6 +86,7 @@ def eval_command(runs, qrels, dataset_name, measures, min_rel, per_query, fmt, b
     # the leaderboard's options are refused before any measure is computed, and before the notes that computing
     # them prints: the error alone
     base = _baseline_index(loaded, baseline)
+    _refuse_tests_without_a_comparison(len(loaded), per_query)
     labels = [m.label for m in parse_measures(list(measures or judgements.measures), judgements.min_rel)]
     sort_label = sort_among(sort_by, labels) if sort_by is not None else None
     evaluations, named, warnings = evaluate_runs(loaded, judgements, list(measures), run_queries=run_queries)
