@@ -558,3 +558,6 @@ def test_significance_options_without_a_comparison_are_refused(rerank, data_root
     per_query = rerank("eval", f"A={run}", f"B={run}", "--qrels", qrels, "-q", "--correction", "none", check=False)
     assert per_query.returncode == 2 and "--per-query shows differences without tests" in per_query.stderr
     assert rerank("eval", f"A={run}", f"B={run}", "--qrels", qrels, "--test", "t", "-m", "MAP").returncode == 0
+    twice = rerank("eval", run, run, "--qrels", qrels, check=False)  # said: two runs are named 'P:P' (P, P)
+    assert twice.returncode == 2 and twice.stderr == f"rerank: error: run {run} is given twice; give it once, or " \
+                                                     f"label the copies (A={run})\n"

@@ -76,6 +76,8 @@ def eval_command(runs, qrels, dataset_name, measures, min_rel, per_query, fmt, b
                            [label for label, _ in labelled])
     for run in loaded:
         same = [other.source for other in loaded if other.name == run.name]
+        if len(same) > 1 and len(set(same)) == 1:  # it was 'two runs are named 'P:P' (P, P)'
+            raise UsageError(f"run {same[0]} is given twice; give it once, or label the copies (A={same[0]})")
         if len(same) > 1:
             raise UsageError(f"two runs are named {run.name!r} ({', '.join(same)}); give them different labels")
         if depth is not None:  # in trec_eval's order, as trec_eval -M cuts
