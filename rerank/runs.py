@@ -149,6 +149,9 @@ def _parse_header_line(header: RunHeader, text: str, source: str, line_no: int) 
     else:
         if key in TEXT_FIELDS and not isinstance(parsed, str):  # names and paths: a list was a TypeError traceback
             raise FormatError(source, line_no, f"'# {key}:' must be a JSON string, not {value.strip()}")
+        if key in header.fields and header.fields[key] != parsed:  # the last one won, without a word
+            raise FormatError(source, line_no, f"a second '# {key}:' line ({json.dumps(parsed)}, after "
+                                               f"{json.dumps(header.fields[key])}): a header has one")
         header.fields[key] = parsed
 
 

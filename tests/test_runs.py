@@ -316,3 +316,14 @@ def test_a_signal_while_a_run_loads_is_not_lost():
     done = subprocess.run([sys.executable, "-c", _SIGNALS_DURING_LOADS], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0", f"{done.stdout.strip()} of 600 signals lost"
+
+
+def test_a_header_that_names_two_data_sets_is_refused():
+    """A header with `# dataset: "vaswani"` and then `# dataset: "cacm"` was evaluated against cacm, the last line,
+    without a word; read whole or streamed, it is now refused at the second line. The same line twice is one."""
+    text = '# rerank-run: 2\n# dataset: "vaswani"\n# dataset: "cacm"\n1 Q0 d1 1 2.0 x\n# end of run\n'
+    with pytest.raises(FormatError, match="run:3: a second '# dataset:' line .*\"cacm\", after \"vaswani\""):
+        load_run(io.StringIO(text), "run")
+    with pytest.raises(FormatError, match="a second '# dataset:' line"):
+        list(RunReader(io.StringIO(text), "run"))
+    assert load_run(io.StringIO(text.replace('"cacm"', '"vaswani"')), "run").header.dataset == "vaswani"
