@@ -109,6 +109,7 @@ def test_fb_docs_beyond_fifty_acts(rerank, vaswani_index):
     (["--rm3", "--original-query-weight", "1.5"], "--original-query-weight must be in [0, 1], not 1.5"),
     (["--rm3", "--backend", "dense"], "--backend dense does not take --rm3"),
     (["--rm3", "--candidates"], "--rm3 would be ignored"),
+    (["--threads", "4", "--candidates"], "--threads would be ignored"),  # it was, without a word (study G)
     (["--mu", "500"], "--mu sets query likelihood's Dirichlet smoothing: add --qld"),
     (["--qld", "--b", "0.5"], "--k1 and --b are BM25's; --qld scores by query likelihood instead"),
     (["--qld", "--mu", "-1"], "--mu must be a positive number (at most 3.403e+38), not -1.0"),

@@ -96,7 +96,9 @@ def retrieve(name, backend_name, k, topics, candidate_run, threads, stage_name, 
     refuse_replacing_an_input("-o", output, "run", [("the --topics file", topics),
                                                     ("the --es-ca-certs file", search_args.get("es_ca_certs"))])
     if candidate_run is not None:
-        given = {"backend": backend_name != "lucene" or None, **search_args}
+        threads_given = click.get_current_context().get_parameter_source("threads") is \
+            click.core.ParameterSource.COMMANDLINE  # its default is a number: ignored without a word before
+        given = {"backend": backend_name != "lucene" or None, "threads": threads_given or None, **search_args}
         ignored = [api.option_flag(key) for key, value in given.items() if value is not None]
         if ignored:
             raise UsageError(f"--candidates replays the run shipped with {name}; {', '.join(ignored)} "
