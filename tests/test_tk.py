@@ -95,6 +95,32 @@ def test_tkl_regions_do_not_overlap_and_lie_in_the_document(tmp_path):
     assert len(short) == 1 and short[0]["chars"] == [0, 14]
 
 
+@pytest.mark.parametrize("variant", ["tk", "tkl"])
+def test_explain_parts_add_up_to_the_score(tmp_path, variant):
+    """TKL's explain listed its regions' scores, which did not add up to its score (the learned region weights
+    were not shown), and gave no query term a share. Now each region shows its weight and share, and the shares,
+    like the query terms' (TK's and TKL's), add up to the score."""
+    from rerank.models.tk_explain import render_text
+
+    reranker = (load_tk if variant == "tk" else load_tkl)(str(checkpoint(tmp_path, variant)))
+    if variant == "tkl":
+        with torch.no_grad():
+            reranker.module.region_weights.copy_(torch.tensor([0.7, -0.4]))
+    text = " ".join(["kernel ranking"] * 5 + ["bread flour"] * 10 + ["ranking kernel"] * 5)
+    for document in (text, "", "kernel"):
+        shown = reranker.explain(QUERY, "x", document)
+        score = reranker.score(QUERY, ["x"], [document])[0]
+        assert shown["score"] == pytest.approx(score, abs=1e-5)
+        assert len(shown["term_contributions"]) == len(shown["query_terms"])
+        assert sum(shown["term_contributions"]) == pytest.approx(score, abs=1e-4)
+        if variant == "tkl":
+            assert shown["regions"] and sum(r["share"] for r in shown["regions"]) == pytest.approx(score, abs=1e-5)
+    if variant == "tkl":
+        first, second = reranker.explain(QUERY, "x", text)["regions"]
+        assert first["share"] == pytest.approx(0.7 * first["score"]) and second["weight"] == pytest.approx(-0.4)
+        assert f"{second['score']:.4f} x -0.4000 = {second['share']:+.4f}" in render_text(reranker.explain(QUERY, "x", text))
+
+
 def test_checkpoint_round_trip_and_wrong_model(tmp_path):
     folder = checkpoint(tmp_path)
     module = tiny()

@@ -517,17 +517,25 @@ class TKModule(nn.Module):
     def window_starts(self, length: int) -> list[int]:
         return list(range(0, max(length - self.config.window, 0) + 1, self.config.stride))
 
+    def window_term_features(self, kernels: torch.Tensor, query_mask: torch.Tensor) -> torch.Tensor:
+        """TKL: each query term's saturated, weighted kernel sums in each window [B, Lq, W, K] (windows at
+        `window_starts`); a region's score is `region_kernels` of their sum over terms, so each term's share
+        of it is `region_kernels` of its own row (what explain reports)."""
+        length = kernels.shape[2]
+        starts = torch.tensor(self.window_starts(length))
+        sums = F.pad(kernels.cumsum(2), (0, 0, 1, 0))  # [B, Lq, Ld+1, K]
+        ends = (starts + self.config.window).clamp(max=length)
+        windowed = sums[:, :, ends] - sums[:, :, starts]  # [B, Lq, W, K]
+        saturated = torch.log1p(windowed) if self.config.saturation == "log1p" else torch.log(windowed.clamp(min=1e-10))
+        return saturated * query_mask[..., None, None]
+
     def region_scores(self, kernels: torch.Tensor, query_mask: torch.Tensor, doc_mask: torch.Tensor
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """TKL: (scores [B], chosen window starts [B, k] (-1 = none), their region scores [B, k])."""
         window, regions = self.config.window, self.config.regions
         batch, _, length, _ = kernels.shape
         starts = torch.tensor(self.window_starts(length))
-        sums = F.pad(kernels.cumsum(2), (0, 0, 1, 0))  # [B, Lq, Ld+1, K]
-        ends = (starts + window).clamp(max=length)
-        windowed = sums[:, :, ends] - sums[:, :, starts]  # [B, Lq, W, K]
-        saturated = torch.log1p(windowed) if self.config.saturation == "log1p" else torch.log(windowed.clamp(min=1e-10))
-        features = (saturated * query_mask[..., None, None]).sum(1)  # saturation, then over terms
+        features = self.window_term_features(kernels, query_mask).sum(1)  # saturation, then over terms
         region = self.region_kernels(features)[..., 0]  # [B, W]
         doc_lengths = doc_mask.sum(1)
         valid = (starts[None, :] <= (doc_lengths[:, None] - window).clamp(min=0))
@@ -683,8 +691,8 @@ class TKReranker(Reranker):
     def explain(self, query: str, docid: str, text: str) -> dict[str, Any]:
         """The match matrix and where the score comes from, for one query and document.
 
-        TK's score is a sum over query terms, so each term's share is exact; TKL adds its chosen
-        regions (character offsets in `text`) and their scores.
+        The score is a sum over query terms, so each term's share is exact; TKL's is also a weighted sum
+        over its chosen regions (character offsets in `text`), each region's share its weight times its score.
         """
         module = self.module
         q_tokens, d_tokens = module.query_ids([query])[0], module.doc_ids([text])[0]
@@ -699,8 +707,8 @@ class TKReranker(Reranker):
                                    "query_terms": [query[a:b] for a, b in q_tokens.spans] or ["[unk]"],
                                    "doc_terms": [text[a:b] for a, b in d_tokens.spans] or ["[unk]"],
                                    "cosine": cosine.numpy(), "kernel_mus": list(KERNEL_MUS)}
-            per_term = kernels.sum(2)[0]  # [Lq, K]
             if self.name == "tk":
+                per_term = kernels.sum(2)[0]  # [Lq, K]
                 length = d_mask.sum().clamp(min=1)
                 share = (module.log_weights.weight[0] * torch.log(per_term.clamp(min=1e-10))
                          + module.length_weights.weight[0] * torch.log((per_term / length).clamp(min=1e-10)))
@@ -709,15 +717,22 @@ class TKReranker(Reranker):
                 out["kernel_contributions"] = share.numpy()
             else:
                 _, starts, region_scores = module.region_scores(kernels, q_weights, d_mask)
+                term_features = module.window_term_features(kernels, q_weights)[0]  # [Lq, W, K]
+                windows = module.window_starts(docs.shape[1])
                 spans, regions = d_tokens.spans, []
-                for start, value in zip(starts[0].tolist(), region_scores[0].tolist()):
-                    if start < 0 or not spans:
+                contributions = torch.zeros(q_weights.shape[1])
+                for start, value, weight in zip(starts[0].tolist(), region_scores[0].tolist(),
+                                                module.region_weights.tolist()):
+                    if start < 0:
                         continue
-                    end = min(start + module.config.window, len(spans)) - 1
-                    regions.append({"tokens": [start, end + 1], "chars": [spans[start][0], spans[end][1]],
-                                    "score": value, "text": text[spans[start][0] : spans[end][1]]})
+                    term_scores = module.region_kernels(term_features[:, windows.index(start)])[:, 0]
+                    contributions += weight * term_scores
+                    end = min(start + module.config.window, docs.shape[1])
+                    chars = [spans[start][0], spans[end - 1][1]] if spans else [0, 0]  # no words: one [unk]
+                    regions.append({"tokens": [start, end], "chars": chars, "score": value, "weight": weight,
+                                    "share": weight * value, "text": text[chars[0] : chars[1]]})
                 out["regions"] = regions
-                out["term_kernels"] = per_term.numpy()
+                out["term_contributions"] = contributions.tolist()
         return out
 
 

@@ -21,10 +21,12 @@ def render_text(explanation: dict[str, Any], top: int = 3) -> str:
         lines.append(f"{term[:15]:<15} {share}{matches}")
     for rank, region in enumerate(explanation.get("regions", []), 1):
         if rank == 1:
-            lines += ["", "regions (TKL, best first): tokens, characters, score, text"]
+            lines += ["", "regions (TKL, best first; the score is the sum of their shares): tokens, characters, "
+                          "region score x weight = share, text"]
         a, b = region["tokens"]
         c, d = region["chars"]
-        lines.append(f"{rank}. tokens {a}-{b}  chars {c}-{d}  score {region['score']:.4f}  {region['text'][:100]!r}")
+        lines.append(f"{rank}. tokens {a}-{b}  chars {c}-{d}  {region['score']:.4f} x {region['weight']:.4f} = "
+                     f"{region['share']:+.4f}  {region['text'][:100]!r}")
     return "\n".join(lines) + "\n"
 
 
