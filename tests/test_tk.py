@@ -121,6 +121,28 @@ def test_explain_parts_add_up_to_the_score(tmp_path, variant):
         assert f"{second['score']:.4f} x -0.4000 = {second['share']:+.4f}" in render_text(reranker.explain(QUERY, "x", text))
 
 
+def test_explain_says_what_it_ignored_of_a_long_text_and_when_a_text_has_no_token(tmp_path):
+    """A document past max_doc was shown by its first tokens alone, without a word that the rest is not read: its
+    query terms at the end matched nothing and nothing said why. An empty one was shown as a document term
+    "[unk]". explain now says how many tokens the model reads and where the ignored tail starts."""
+    from rerank.models.tk_explain import render_text
+
+    reranker = load_tk(str(checkpoint(tmp_path)))  # max_doc 60, max_query 30
+    text = "bread flour " * 35 + "kernel ranking"
+    shown = reranker.explain(QUERY, "x", text)
+    assert shown["doc_read"] == {"tokens": 72, "read": 60, "limit": "max_doc=60", "ignored_from": 360,
+                                 "ignored_text": "bread flour " * 5}  # its first 60 characters
+    assert shown["query_read"]["ignored_from"] is None and len(shown["doc_terms"]) == 60
+    assert ("the document has 72 tokens; the model reads the first 60 (max_doc=60) and ignores the rest, from "
+            "character 360: 'bread flour bread") in render_text(shown)
+    long_query = " ".join(["kernel"] * 31 + ["ranking"])
+    assert "the query has 32 tokens; the model reads the first 30 (max_query=30) and ignores the rest, from " \
+           "character 210: 'kernel ranking'" in render_text(reranker.explain(long_query, "x", text))
+    empty = render_text(reranker.explain(QUERY, "x", " ?! "))
+    assert "the document has no token the tokenizer reads: it is scored as one unknown token [unk]" in empty
+    assert "ignores" not in render_text(reranker.explain(QUERY, "x", "kernel ranking"))
+
+
 def test_checkpoint_round_trip_and_wrong_model(tmp_path):
     folder = checkpoint(tmp_path)
     module = tiny()

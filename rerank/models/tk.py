@@ -696,6 +696,7 @@ class TKReranker(Reranker):
         """
         module = self.module
         q_tokens, d_tokens = module.query_ids([query])[0], module.doc_ids([text])[0]
+        readings = {"query_read": reading(module, query, "max_query"), "doc_read": reading(module, text, "max_doc")}
         with torch.inference_mode():
             q_enc, q_weights = self.query_vectors(query)
             d_vec = self.doc_vectors([docid], [text])[0]
@@ -706,7 +707,7 @@ class TKReranker(Reranker):
             out: dict[str, Any] = {"model": self.name, "score": score, "encodings": self.store_note,
                                    "query_terms": [query[a:b] for a, b in q_tokens.spans] or ["[unk]"],
                                    "doc_terms": [text[a:b] for a, b in d_tokens.spans] or ["[unk]"],
-                                   "cosine": cosine.numpy(), "kernel_mus": list(KERNEL_MUS)}
+                                   "cosine": cosine.numpy(), "kernel_mus": list(KERNEL_MUS), **readings}
             if self.name == "tk":
                 per_term = kernels.sum(2)[0]  # [Lq, K]
                 length = d_mask.sum().clamp(min=1)
@@ -734,6 +735,17 @@ class TKReranker(Reranker):
                 out["regions"] = regions
                 out["term_contributions"] = contributions.tolist()
         return out
+
+
+def reading(module: TKModule, text: str, limit_name: str) -> dict[str, Any]:
+    """How much of `text` the model reads: its tokens, how many it reads (`limit_name` caps them), and the
+    ignored tail's first characters. A text of no tokens is read as one unknown token."""
+    limit = getattr(module.config, limit_name)
+    whole = module.tokenize(text, len(text) + 1)  # a token covers at least one character
+    read = min(len(whole.ids), limit)
+    tail = whole.spans[read][0] if read < len(whole.ids) else None
+    return {"tokens": len(whole.ids), "read": read, "limit": f"{limit_name}={limit}", "ignored_from": tail,
+            "ignored_text": None if tail is None else text[tail : tail + 60]}
 
 
 def pad_vectors(rows: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

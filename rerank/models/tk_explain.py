@@ -11,6 +11,16 @@ def render_text(explanation: dict[str, Any], top: int = 3) -> str:
     q_terms, d_terms, cosine = explanation["query_terms"], explanation["doc_terms"], explanation["cosine"]
     lines = [f"model {explanation['model']}  score {explanation['score']:.4f}  document encodings: "
              f"{explanation['encodings']}", ""]
+    for name in ("query", "document"):
+        read = explanation["query_read" if name == "query" else "doc_read"]
+        if not read["tokens"]:
+            lines.append(f"the {name} has no token the tokenizer reads: it is scored as one unknown token [unk]")
+        elif read["ignored_from"] is not None:
+            lines.append(f"the {name} has {read['tokens']} tokens; the model reads the first {read['read']} "
+                         f"({read['limit']}) and ignores the rest, from character {read['ignored_from']}: "
+                         f"{read['ignored_text']!r}")
+    if lines[-1]:
+        lines.append("")
     contributions = explanation.get("term_contributions")
     lines.append("query term      " + ("contribution  " if contributions else "") + "best-matching document terms (cosine)")
     for i, term in enumerate(q_terms):
