@@ -143,6 +143,17 @@ def test_explain_says_what_it_ignored_of_a_long_text_and_when_a_text_has_no_toke
     assert "ignores" not in render_text(reranker.explain(QUERY, "x", "kernel ranking"))
 
 
+def test_explain_shows_wordpiece_pieces_as_the_tokenizer_writes_them(tmp_path):
+    """With WordPiece embeddings, "theradermq" was shown as the query terms the, rade, rm, q: a stopword and three
+    words, not the tokenizer's the, ##rade, ##rm, ##q."""
+    reranker = load_tk(str(checkpoint(tmp_path, embeddings="minilm")))
+    shown = reranker.explain("Fleas theradermq", "x", "Theradermq for fleas")
+    tokenizer = reranker.module.vocabulary.tokenizer
+    assert [t.lower() for t in shown["query_terms"]] == tokenizer.tokenize("Fleas theradermq")
+    assert [t.lower() for t in shown["doc_terms"]] == tokenizer.tokenize("Theradermq for fleas")
+    assert shown["doc_terms"][:2] == ["The", "##rade"]  # as the text spells it
+
+
 def test_checkpoint_round_trip_and_wrong_model(tmp_path):
     folder = checkpoint(tmp_path)
     module = tiny()

@@ -705,8 +705,8 @@ class TKReranker(Reranker):
             cosine = torch.bmm(q_enc, docs.transpose(1, 2))[0]
             kernels = module.kernel_activations(q_enc, docs, d_mask)
             out: dict[str, Any] = {"model": self.name, "score": score, "encodings": self.store_note,
-                                   "query_terms": [query[a:b] for a, b in q_tokens.spans] or ["[unk]"],
-                                   "doc_terms": [text[a:b] for a, b in d_tokens.spans] or ["[unk]"],
+                                   "query_terms": shown_terms(module, query, q_tokens),
+                                   "doc_terms": shown_terms(module, text, d_tokens),
                                    "cosine": cosine.numpy(), "kernel_mus": list(KERNEL_MUS), **readings}
             if self.name == "tk":
                 per_term = kernels.sum(2)[0]  # [Lq, K]
@@ -735,6 +735,16 @@ class TKReranker(Reranker):
                 out["regions"] = regions
                 out["term_contributions"] = contributions.tolist()
         return out
+
+
+def shown_terms(module: TKModule, text: str, tokens: Tokens) -> list[str]:
+    """Each token as `text` spells it; a WordPiece piece that continues a word keeps the tokenizer's `##`
+    ("theraderm" is the, ##rade, ##rm: not the stopword "the"). A text of no tokens is one [unk]."""
+    terms = [text[a:b] for a, b in tokens.spans]
+    if isinstance(module.vocabulary, WordPieceVocabulary):
+        pieces = module.vocabulary.tokenizer.convert_ids_to_tokens(tokens.ids)
+        terms = ["##" + term if piece.startswith("##") else term for term, piece in zip(terms, pieces)]
+    return terms or ["[unk]"]
 
 
 def reading(module: TKModule, text: str, limit_name: str) -> dict[str, Any]:
