@@ -392,6 +392,41 @@ def test_stored_encodings_are_used_only_for_the_documents_they_were_made_from(tm
     assert encodings(second).startswith("stored (")
 
 
+@pytest.mark.parametrize("variant", ["tk", "tkl"])
+def test_explain_json_holds_every_part_of_the_score(tmp_path, rerank, variant):
+    """explain had only its text, which left out the query terms' learned weights (term_weights=idf), TK's kernel
+    sums and weights and TKL's region weights: the score could not be recomputed from what it showed. `--format
+    json` gives them, as one object, and the score they make is `rerank score`'s for the same pair."""
+    ck = str(checkpoint(tmp_path, variant, term_weights="idf"))
+    corpus, topics = tmp_path / "c.jsonl", tmp_path / "t.tsv"
+    corpus.write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in DOCS.items()))
+    topics.write_text(f"q1\t{QUERY}\n")
+    files = ("--topics", str(topics), "--corpus", str(corpus))
+    scored = _scores(rerank("score", "--model", variant, "--checkpoint", ck, "--no-cache", *files,
+                            input="".join(f"q1 Q0 {d} {i + 1} {-i} bm25\n" for i, d in enumerate(DOCS))).stdout)
+    shown = json.loads(rerank("explain", "--model", variant, "--checkpoint", ck, *files, "--qid", "q1", "--docid", "d1",
+                              "--format", "json").stdout)
+    assert (shown["qid"], shown["docid"], shown["query"]) == ("q1", "d1", QUERY)
+    weights = np.array(shown["term_weights"])
+    assert len(weights) == len(shown["query_terms"]) == 5 and len(set(weights.round(6))) > 1
+    if variant == "tk":
+        sums = np.array(shown["kernel_sums"])
+        cosine, mus, sigmas = (np.array(shown[k]) for k in ("cosine", "kernel_mus", "kernel_sigmas"))
+        assert np.allclose(np.exp(-0.5 * ((cosine[..., None] - mus) / sigmas) ** 2).sum(1), sums, atol=1e-4)
+        remade = (weights[:, None] * (np.array(shown["log_weights"]) * np.log(np.maximum(sums, 1e-10))
+                                      + np.array(shown["length_weights"])
+                                      * np.log(np.maximum(sums / shown["doc_length"], 1e-10)))).sum()
+    else:
+        saturate = np.log1p if shown["saturation"] == "log1p" else (lambda x: np.log(np.maximum(x, 1e-10)))
+        for region in shown["regions"]:
+            terms = weights * (saturate(np.array(region["kernel_sums"])) @ np.array(shown["region_kernel_weights"]))
+            assert np.allclose(terms, region["term_scores"], atol=1e-5) and terms.sum() == pytest.approx(region["score"], abs=1e-5)
+        remade = sum(r["weight"] * r["score"] for r in shown["regions"])
+    assert remade == pytest.approx(shown["score"], abs=1e-4) and shown["score"] == pytest.approx(scored["q1", "d1"], abs=1e-5)
+    text = rerank("explain", "--model", variant, "--checkpoint", ck, *files, "--qid", "q1", "--docid", "d1").stdout
+    assert "  weight  contribution" in text and f"{weights[0]:8.4f}" in text
+
+
 def _own_index(rerank, cacm_slice, tmp_path, name: str, documents: int = 60) -> Path:  # noqa: F811
     """A Lucene index NAME of one's own, built from the first real CACM documents written to a file."""
     corpus = tmp_path / f"{name}.jsonl"

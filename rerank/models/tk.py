@@ -517,15 +517,19 @@ class TKModule(nn.Module):
     def window_starts(self, length: int) -> list[int]:
         return list(range(0, max(length - self.config.window, 0) + 1, self.config.stride))
 
-    def window_term_features(self, kernels: torch.Tensor, query_mask: torch.Tensor) -> torch.Tensor:
-        """TKL: each query term's saturated, weighted kernel sums in each window [B, Lq, W, K] (windows at
-        `window_starts`); a region's score is `region_kernels` of their sum over terms, so each term's share
-        of it is `region_kernels` of its own row (what explain reports)."""
+    def window_kernel_sums(self, kernels: torch.Tensor) -> torch.Tensor:
+        """TKL: each query term's kernel activations summed over each window [B, Lq, W, K] (at `window_starts`)."""
         length = kernels.shape[2]
         starts = torch.tensor(self.window_starts(length))
         sums = F.pad(kernels.cumsum(2), (0, 0, 1, 0))  # [B, Lq, Ld+1, K]
         ends = (starts + self.config.window).clamp(max=length)
-        windowed = sums[:, :, ends] - sums[:, :, starts]  # [B, Lq, W, K]
+        return sums[:, :, ends] - sums[:, :, starts]
+
+    def window_term_features(self, kernels: torch.Tensor, query_mask: torch.Tensor) -> torch.Tensor:
+        """TKL: each query term's saturated, weighted window sums [B, Lq, W, K]; a region's score is
+        `region_kernels` of their sum over terms, so each term's share of it is `region_kernels` of its own row
+        (what explain reports)."""
+        windowed = self.window_kernel_sums(kernels)
         saturated = torch.log1p(windowed) if self.config.saturation == "log1p" else torch.log(windowed.clamp(min=1e-10))
         return saturated * query_mask[..., None, None]
 
@@ -707,7 +711,10 @@ class TKReranker(Reranker):
             out: dict[str, Any] = {"model": self.name, "score": score, "encodings": self.store_note,
                                    "query_terms": shown_terms(module, query, q_tokens),
                                    "doc_terms": shown_terms(module, text, d_tokens),
-                                   "cosine": cosine.numpy(), "kernel_mus": list(KERNEL_MUS), **readings}
+                                   "cosine": cosine.numpy(), "kernel_mus": list(KERNEL_MUS),
+                                   "kernel_sigmas": module.sigmas.tolist(), **readings,
+                                   "term_weighting": module.config.term_weights,
+                                   "term_weights": q_weights[0].tolist()}
             if self.name == "tk":
                 per_term = kernels.sum(2)[0]  # [Lq, K]
                 length = d_mask.sum().clamp(min=1)
@@ -716,9 +723,13 @@ class TKReranker(Reranker):
                 share = share * q_weights[0][:, None]
                 out["term_contributions"] = share.sum(1).tolist()
                 out["kernel_contributions"] = share.numpy()
+                out |= {"kernel_sums": per_term.numpy(), "doc_length": float(length),
+                        "log_weights": module.log_weights.weight[0].tolist(),
+                        "length_weights": module.length_weights.weight[0].tolist()}
             else:
                 _, starts, region_scores = module.region_scores(kernels, q_weights, d_mask)
                 term_features = module.window_term_features(kernels, q_weights)[0]  # [Lq, W, K]
+                window_sums = module.window_kernel_sums(kernels)[0]
                 windows = module.window_starts(docs.shape[1])
                 spans, regions = d_tokens.spans, []
                 contributions = torch.zeros(q_weights.shape[1])
@@ -731,9 +742,13 @@ class TKReranker(Reranker):
                     end = min(start + module.config.window, docs.shape[1])
                     chars = [spans[start][0], spans[end - 1][1]] if spans else [0, 0]  # no words: one [unk]
                     regions.append({"tokens": [start, end], "chars": chars, "score": value, "weight": weight,
-                                    "share": weight * value, "text": text[chars[0] : chars[1]]})
+                                    "share": weight * value, "text": text[chars[0] : chars[1]],
+                                    "term_scores": term_scores.tolist(),
+                                    "kernel_sums": window_sums[:, windows.index(start)].tolist()})
                 out["regions"] = regions
                 out["term_contributions"] = contributions.tolist()
+                out |= {"saturation": module.config.saturation,
+                        "region_kernel_weights": module.region_kernels.weight[0].tolist()}
         return out
 
 
