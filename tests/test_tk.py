@@ -143,6 +143,23 @@ def test_explain_says_what_it_ignored_of_a_long_text_and_when_a_text_has_no_toke
     assert "ignores" not in render_text(reranker.explain(QUERY, "x", "kernel ranking"))
 
 
+def test_explain_names_the_words_glove_lacks_and_the_plurals_it_folded(tmp_path):
+    """Words GloVe lacks all read as one shared vector, so explain showed a query's "theradermq" matching a document's
+    "zzqxv" as closely as itself, with no word why; a plural folded to its singular (fold_plurals) showed as
+    itself. explain now names both."""
+    from rerank.models.tk_explain import render_text
+
+    shared = load_tk(str(checkpoint(tmp_path, fold_plurals=True)))
+    shown = shared.explain("theradermq kernels", "x", "zzqxv kernel theradermq costs")
+    assert shown["query_words"] == {"unknown": ["theradermq"], "folded": {"kernels": "kernel"}}
+    assert shown["doc_words"] == {"unknown": ["zzqxv", "theradermq"], "folded": {"costs": "cost"}}
+    text = render_text(shown)
+    assert "document words GloVe lacks, read as one shared vector (they match each other): zzqxv, theradermq" in text
+    assert "query plurals read as their singular (fold_plurals): kernels->kernel" in text
+    hashed = load_tk(str(checkpoint(tmp_path, name="hashed", oov_buckets=1000)))  # each its own vector: no note
+    assert hashed.explain("theradermq kernels", "x", "zzqxv")["doc_words"] == {"unknown": [], "folded": {}}
+
+
 def test_explain_shows_wordpiece_pieces_as_the_tokenizer_writes_them(tmp_path):
     """With WordPiece embeddings, "theradermq" was shown as the query terms the, rade, rm, q: a stopword and three
     words, not the tokenizer's the, ##rade, ##rm, ##q."""

