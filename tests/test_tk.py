@@ -160,6 +160,16 @@ def test_explain_names_the_words_glove_lacks_and_the_plurals_it_folded(tmp_path)
     assert hashed.explain("theradermq kernels", "x", "zzqxv")["doc_words"] == {"unknown": [], "folded": {}}
 
 
+def test_glove_spans_are_offsets_in_the_text_even_where_lower_casing_lengthens_it(tmp_path):
+    """GloVe's tokens were found in `text.lower()` and their offsets applied to the text, but lower-casing makes
+    "İ" two characters: after one, explain showed the terms "s", "n", "ul flea", "cycl", and a query's stopwords
+    were looked up at shifted offsets, so query_stopwords=false kept "is" and "the" after an "İ"."""
+    reranker = load_tk(str(checkpoint(tmp_path, query_stopwords=False)))
+    shown = reranker.explain("İzmir is the kernel", "x", "İİ İstanbul kernel ranking")
+    assert shown["doc_terms"] == ["İ", "İ", "İ", "stanbul", "kernel", "ranking"]  # "i", then a combining dot
+    assert shown["query_terms"] == ["İ", "zmir", "kernel"]
+
+
 def test_explain_shows_wordpiece_pieces_as_the_tokenizer_writes_them(tmp_path):
     """With WordPiece embeddings, "theradermq" was shown as the query terms the, rade, rm, q: a stopword and three
     words, not the tokenizer's the, ##rade, ##rm, ##q."""

@@ -161,7 +161,7 @@ class TKConfig:
 @dataclass
 class Tokens:
     ids: list[int]
-    spans: list[tuple[int, int]]  # character offsets of each token in the text
+    spans: list[tuple[int, int]]  # character offsets of each token in the text (as given, not lower-cased)
 
 
 class GloveVocabulary:
@@ -206,16 +206,25 @@ class GloveVocabulary:
         """Word rows; unknown words share UNK, or with `oov_buckets` hash (crc32) to rows past GloVe's."""
         ids, spans = [], []
         folds = self.folds if fold_plurals else {}
-        for match in WORD.finditer(text.lower()):
+        lowered = text.lower()
+        in_text = lowered_offsets(text) if len(lowered) != len(text) else None
+        for match in WORD.finditer(lowered):
             word = match.group()
             row = self.index.get(word)
             if row is None:
                 row = len(self.table) + zlib.crc32(word.encode()) % oov_buckets if oov_buckets else UNK
             ids.append(folds.get(row, row))
-            spans.append(match.span())
+            a, b = match.span()
+            spans.append((a, b) if in_text is None else (in_text[a], in_text[b - 1] + 1))
             if len(ids) == limit:
                 break
         return Tokens(ids, spans)
+
+
+def lowered_offsets(text: str) -> list[int]:
+    """For each character of `text.lower()`, the offset in `text` of the character it comes from: lowering
+    lengthens some ("İ" becomes "i" and a combining dot), which shifted every later span off its word."""
+    return [i for i, char in enumerate(text) for _ in char.lower()]
 
 
 class WordPieceVocabulary:
