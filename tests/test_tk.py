@@ -454,6 +454,14 @@ def test_explain_json_holds_every_part_of_the_score(tmp_path, rerank, variant):
     assert "  weight  contribution" in text and f"{weights[0]:8.4f}" in text
 
 
+def test_explain_of_another_model_is_refused_before_anything_is_read(tmp_path, rerank):
+    """`explain --model bert` said bert "has no query-independent document encodings", which is encode's reason, not
+    explain's, and only after reading the query and document: explain takes apart TK and TKL alone."""
+    done = rerank("explain", "--model", "bert", "--checkpoint", str(tmp_path), "--corpus", str(tmp_path / "absent"),
+                  "--query", "x", "--docid", "d", check=False)
+    assert done.returncode == 2 and "Invalid value for '--model': 'bert' is not one of 'tk', 'tkl'" in done.stderr
+
+
 def _own_index(rerank, cacm_slice, tmp_path, name: str, documents: int = 60) -> Path:  # noqa: F811
     """A Lucene index NAME of one's own, built from the first real CACM documents written to a file."""
     corpus = tmp_path / f"{name}.jsonl"

@@ -116,7 +116,8 @@ def _explained(dataset: str | None, index: str | None, corpus: str | None):
 
 
 @cli.command()
-@click.option("--model", "model_name", required=True, help="tk or tkl.")
+@click.option("--model", "model_name", required=True, type=click.Choice(ENCODABLE),
+              help="The model whose score to take apart.")
 @click.option("--checkpoint", required=True, type=click.Path(), help="Checkpoint folder.")
 @click.option("--dataset", default=None, help="Data set that holds the query and the document.")
 @click.option("--index", "index_name", default=None,
