@@ -675,6 +675,19 @@ def test_sizes_out_of_range_are_refused(bad, message):
         TKConfig.from_dict(bad)
 
 
+def test_minilm_context_sequences_longer_than_minilm_reads_are_refused():
+    """`rerank train tk -O embeddings=minilm-context -O max_doc=600` trained (on short passages), and scoring or
+    explaining a document of more than 510 tokens with it was a RuntimeError traceback from MiniLM (512 positions)."""
+    for bad, message in [({"max_doc": 600}, "so max_doc must be at most 510, not 600"),
+                         ({"max_query": 511}, "so max_query must be at most 510, not 511"),
+                         ({"variant": "tkl", "chunk": 500, "overlap": 6}, "so chunk . 2 x overlap must be at most 510, not 512")]:
+        with pytest.raises(UsageError, match="embeddings=minilm-context: MiniLM's encoder reads at most 510 tokens "
+                                             "a sequence, " + message):
+            TKConfig.from_dict({"embeddings": "minilm-context", **bad})
+    TKConfig.from_dict({"embeddings": "minilm-context", "variant": "tkl", "max_doc": 1000})  # read in chunks of 50
+    TKConfig.from_dict({"embeddings": "minilm", "max_doc": 1000})  # no MiniLM encoder
+
+
 def test_a_size_out_of_range_is_one_line_from_the_cli(rerank, tmp_path):
     """`rerank train tk -O heads=0` was a ZeroDivisionError traceback."""
     done = rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "-O", "heads=0", "-o", str(tmp_path / "ck"),

@@ -75,6 +75,7 @@ STOPWORDS = frozenset("a an and are as at be but by for if in into is it no not 
                       "there these they this to was will with".split())
 
 
+MINILM_TOKENS = 510  # MiniLM's 512 positions less [CLS] and [SEP]
 # The sizes TKConfig takes, each with its least value (projection 0: no projection, the embedding width).
 SIZE_LEAST = {"projection": 0, "layers": 1, "heads": 1, "feedforward": 1, "max_query": 1, "max_doc": 1, "chunk": 1,
               "overlap": 0, "window": 1, "stride": 1, "regions": 1}
@@ -128,6 +129,13 @@ class TKConfig:
                 raise UsageError(f"{name} must be an integer of at least {least}, not {getattr(self, name)}")
         if not 0 <= self.dropout < 1:
             raise UsageError(f"dropout must be in [0, 1), not {self.dropout}")
+        if self.embeddings == "minilm-context":  # MiniLM's encoder reads each sequence whole, as [CLS] text [SEP]
+            longest = {"max_query": self.max_query}
+            longest |= {"max_doc": self.max_doc} if self.variant == "tk" else {"chunk + 2 x overlap": self.chunk + 2 * self.overlap}
+            for name, tokens in longest.items():
+                if tokens > MINILM_TOKENS:
+                    raise UsageError(f"embeddings=minilm-context: MiniLM's encoder reads at most {MINILM_TOKENS} tokens "
+                                     f"a sequence, so {name} must be at most {MINILM_TOKENS}, not {tokens}")
         if self.width % self.heads:
             raise UsageError(f"the model width {self.width} is not divisible by {self.heads} heads")
         return self
