@@ -95,6 +95,92 @@ def test_tkl_regions_do_not_overlap_and_lie_in_the_document(tmp_path):
     assert len(short) == 1 and short[0]["chars"] == [0, 14]
 
 
+@pytest.mark.parametrize("variant", ["tk", "tkl"])
+def test_explain_parts_add_up_to_the_score(tmp_path, variant):
+    """TKL's explain listed its regions' scores, which did not add up to its score (the learned region weights
+    were not shown), and gave no query term a share. Now each region shows its weight and share, and the shares,
+    like the query terms' (TK's and TKL's), add up to the score."""
+    from rerank.models.tk_explain import render_text
+
+    reranker = (load_tk if variant == "tk" else load_tkl)(str(checkpoint(tmp_path, variant)))
+    if variant == "tkl":
+        with torch.no_grad():
+            reranker.module.region_weights.copy_(torch.tensor([0.7, -0.4]))
+    text = " ".join(["kernel ranking"] * 5 + ["bread flour"] * 10 + ["ranking kernel"] * 5)
+    for document in (text, "", "kernel"):
+        shown = reranker.explain(QUERY, "x", document)
+        score = reranker.score(QUERY, ["x"], [document])[0]
+        assert shown["score"] == pytest.approx(score, abs=1e-5)
+        assert len(shown["term_contributions"]) == len(shown["query_terms"])
+        assert sum(shown["term_contributions"]) == pytest.approx(score, abs=1e-4)
+        if variant == "tkl":
+            assert shown["regions"] and sum(r["share"] for r in shown["regions"]) == pytest.approx(score, abs=1e-5)
+    if variant == "tkl":
+        first, second = reranker.explain(QUERY, "x", text)["regions"]
+        assert first["share"] == pytest.approx(0.7 * first["score"]) and second["weight"] == pytest.approx(-0.4)
+        assert f"{second['score']:.4f} x -0.4000 = {second['share']:+.4f}" in render_text(reranker.explain(QUERY, "x", text))
+
+
+def test_explain_says_what_it_ignored_of_a_long_text_and_when_a_text_has_no_token(tmp_path):
+    """A document past max_doc was shown by its first tokens alone, without a word that the rest is not read: its
+    query terms at the end matched nothing and nothing said why. An empty one was shown as a document term
+    "[unk]". explain now says how many tokens the model reads and where the ignored tail starts."""
+    from rerank.models.tk_explain import render_text
+
+    reranker = load_tk(str(checkpoint(tmp_path)))  # max_doc 60, max_query 30
+    text = "bread flour " * 35 + "kernel ranking"
+    shown = reranker.explain(QUERY, "x", text)
+    assert shown["doc_read"] == {"tokens": 72, "read": 60, "limit": "max_doc=60", "ignored_from": 360,
+                                 "ignored_text": "bread flour " * 5}  # its first 60 characters
+    assert shown["query_read"]["ignored_from"] is None and len(shown["doc_terms"]) == 60
+    assert ("the document has 72 tokens; the model reads the first 60 (max_doc=60) and ignores the rest, from "
+            "character 360: 'bread flour bread") in render_text(shown)
+    long_query = " ".join(["kernel"] * 31 + ["ranking"])
+    assert "the query has 32 tokens; the model reads the first 30 (max_query=30) and ignores the rest, from " \
+           "character 210: 'kernel ranking'" in render_text(reranker.explain(long_query, "x", text))
+    empty = render_text(reranker.explain(QUERY, "x", " ?! "))
+    assert "the document has no token the tokenizer reads: it is scored as one unknown token [unk]" in empty
+    assert "ignores" not in render_text(reranker.explain(QUERY, "x", "kernel ranking"))
+
+
+def test_explain_names_the_words_glove_lacks_and_the_plurals_it_folded(tmp_path):
+    """Words GloVe lacks all read as one shared vector, so explain showed a query's "theradermq" matching a document's
+    "zzqxv" as closely as itself, with no word why; a plural folded to its singular (fold_plurals) showed as
+    itself. explain now names both."""
+    from rerank.models.tk_explain import render_text
+
+    shared = load_tk(str(checkpoint(tmp_path, fold_plurals=True)))
+    shown = shared.explain("theradermq kernels", "x", "zzqxv kernel theradermq costs")
+    assert shown["query_words"] == {"unknown": ["theradermq"], "folded": {"kernels": "kernel"}}
+    assert shown["doc_words"] == {"unknown": ["zzqxv", "theradermq"], "folded": {"costs": "cost"}}
+    text = render_text(shown)
+    assert "document words GloVe lacks, read as one shared vector (they match each other): zzqxv, theradermq" in text
+    assert "query plurals read as their singular (fold_plurals): kernels->kernel" in text
+    hashed = load_tk(str(checkpoint(tmp_path, name="hashed", oov_buckets=1000)))  # each its own vector: no note
+    assert hashed.explain("theradermq kernels", "x", "zzqxv")["doc_words"] == {"unknown": [], "folded": {}}
+
+
+def test_glove_spans_are_offsets_in_the_text_even_where_lower_casing_lengthens_it(tmp_path):
+    """GloVe's tokens were found in `text.lower()` and their offsets applied to the text, but lower-casing makes
+    "İ" two characters: after one, explain showed the terms "s", "n", "ul flea", "cycl", and a query's stopwords
+    were looked up at shifted offsets, so query_stopwords=false kept "is" and "the" after an "İ"."""
+    reranker = load_tk(str(checkpoint(tmp_path, query_stopwords=False)))
+    shown = reranker.explain("İzmir is the kernel", "x", "İİ İstanbul kernel ranking")
+    assert shown["doc_terms"] == ["İ", "İ", "İ", "stanbul", "kernel", "ranking"]  # "i", then a combining dot
+    assert shown["query_terms"] == ["İ", "zmir", "kernel"]
+
+
+def test_explain_shows_wordpiece_pieces_as_the_tokenizer_writes_them(tmp_path):
+    """With WordPiece embeddings, "theradermq" was shown as the query terms the, rade, rm, q: a stopword and three
+    words, not the tokenizer's the, ##rade, ##rm, ##q."""
+    reranker = load_tk(str(checkpoint(tmp_path, embeddings="minilm")))
+    shown = reranker.explain("Fleas theradermq", "x", "Theradermq for fleas")
+    tokenizer = reranker.module.vocabulary.tokenizer
+    assert [t.lower() for t in shown["query_terms"]] == tokenizer.tokenize("Fleas theradermq")
+    assert [t.lower() for t in shown["doc_terms"]] == tokenizer.tokenize("Theradermq for fleas")
+    assert shown["doc_terms"][:2] == ["The", "##rade"]  # as the text spells it
+
+
 def test_checkpoint_round_trip_and_wrong_model(tmp_path):
     folder = checkpoint(tmp_path)
     module = tiny()
@@ -333,6 +419,49 @@ def test_stored_encodings_are_used_only_for_the_documents_they_were_made_from(tm
     assert encodings(second).startswith("stored (")
 
 
+@pytest.mark.parametrize("variant", ["tk", "tkl"])
+def test_explain_json_holds_every_part_of_the_score(tmp_path, rerank, variant):
+    """explain had only its text, which left out the query terms' learned weights (term_weights=idf), TK's kernel
+    sums and weights and TKL's region weights: the score could not be recomputed from what it showed. `--format
+    json` gives them, as one object, and the score they make is `rerank score`'s for the same pair."""
+    ck = str(checkpoint(tmp_path, variant, term_weights="idf"))
+    corpus, topics = tmp_path / "c.jsonl", tmp_path / "t.tsv"
+    corpus.write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in DOCS.items()))
+    topics.write_text(f"q1\t{QUERY}\n")
+    files = ("--topics", str(topics), "--corpus", str(corpus))
+    scored = _scores(rerank("score", "--model", variant, "--checkpoint", ck, "--no-cache", *files,
+                            input="".join(f"q1 Q0 {d} {i + 1} {-i} bm25\n" for i, d in enumerate(DOCS))).stdout)
+    shown = json.loads(rerank("explain", "--model", variant, "--checkpoint", ck, *files, "--qid", "q1", "--docid", "d1",
+                              "--format", "json").stdout)
+    assert (shown["qid"], shown["docid"], shown["query"]) == ("q1", "d1", QUERY)
+    weights = np.array(shown["term_weights"])
+    assert len(weights) == len(shown["query_terms"]) == 5 and len(set(weights.round(6))) > 1
+    if variant == "tk":
+        sums = np.array(shown["kernel_sums"])
+        cosine, mus, sigmas = (np.array(shown[k]) for k in ("cosine", "kernel_mus", "kernel_sigmas"))
+        assert np.allclose(np.exp(-0.5 * ((cosine[..., None] - mus) / sigmas) ** 2).sum(1), sums, atol=1e-4)
+        remade = (weights[:, None] * (np.array(shown["log_weights"]) * np.log(np.maximum(sums, 1e-10))
+                                      + np.array(shown["length_weights"])
+                                      * np.log(np.maximum(sums / shown["doc_length"], 1e-10)))).sum()
+    else:
+        saturate = np.log1p if shown["saturation"] == "log1p" else (lambda x: np.log(np.maximum(x, 1e-10)))
+        for region in shown["regions"]:
+            terms = weights * (saturate(np.array(region["kernel_sums"])) @ np.array(shown["region_kernel_weights"]))
+            assert np.allclose(terms, region["term_scores"], atol=1e-5) and terms.sum() == pytest.approx(region["score"], abs=1e-5)
+        remade = sum(r["weight"] * r["score"] for r in shown["regions"])
+    assert remade == pytest.approx(shown["score"], abs=1e-4) and shown["score"] == pytest.approx(scored["q1", "d1"], abs=1e-5)
+    text = rerank("explain", "--model", variant, "--checkpoint", ck, *files, "--qid", "q1", "--docid", "d1").stdout
+    assert "  weight  contribution" in text and f"{weights[0]:8.4f}" in text
+
+
+def test_explain_of_another_model_is_refused_before_anything_is_read(tmp_path, rerank):
+    """`explain --model bert` said bert "has no query-independent document encodings", which is encode's reason, not
+    explain's, and only after reading the query and document: explain takes apart TK and TKL alone."""
+    done = rerank("explain", "--model", "bert", "--checkpoint", str(tmp_path), "--corpus", str(tmp_path / "absent"),
+                  "--query", "x", "--docid", "d", check=False)
+    assert done.returncode == 2 and "Invalid value for '--model': 'bert' is not one of 'tk', 'tkl'" in done.stderr
+
+
 def _own_index(rerank, cacm_slice, tmp_path, name: str, documents: int = 60) -> Path:  # noqa: F811
     """A Lucene index NAME of one's own, built from the first real CACM documents written to a file."""
     corpus = tmp_path / f"{name}.jsonl"
@@ -544,6 +673,19 @@ def test_lexical_options_are_checked():
 def test_sizes_out_of_range_are_refused(bad, message):
     with pytest.raises(UsageError, match=message):
         TKConfig.from_dict(bad)
+
+
+def test_minilm_context_sequences_longer_than_minilm_reads_are_refused():
+    """`rerank train tk -O embeddings=minilm-context -O max_doc=600` trained (on short passages), and scoring or
+    explaining a document of more than 510 tokens with it was a RuntimeError traceback from MiniLM (512 positions)."""
+    for bad, message in [({"max_doc": 600}, "so max_doc must be at most 510, not 600"),
+                         ({"max_query": 511}, "so max_query must be at most 510, not 511"),
+                         ({"variant": "tkl", "chunk": 500, "overlap": 6}, "so chunk . 2 x overlap must be at most 510, not 512")]:
+        with pytest.raises(UsageError, match="embeddings=minilm-context: MiniLM's encoder reads at most 510 tokens "
+                                             "a sequence, " + message):
+            TKConfig.from_dict({"embeddings": "minilm-context", **bad})
+    TKConfig.from_dict({"embeddings": "minilm-context", "variant": "tkl", "max_doc": 1000})  # read in chunks of 50
+    TKConfig.from_dict({"embeddings": "minilm", "max_doc": 1000})  # no MiniLM encoder
 
 
 def test_a_size_out_of_range_is_one_line_from_the_cli(rerank, tmp_path):

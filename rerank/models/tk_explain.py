@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -11,26 +12,54 @@ def render_text(explanation: dict[str, Any], top: int = 3) -> str:
     q_terms, d_terms, cosine = explanation["query_terms"], explanation["doc_terms"], explanation["cosine"]
     lines = [f"model {explanation['model']}  score {explanation['score']:.4f}  document encodings: "
              f"{explanation['encodings']}", ""]
-    contributions = explanation.get("term_contributions")
-    lines.append("query term      " + ("contribution  " if contributions else "") + "best-matching document terms (cosine)")
+    for name in ("query", "document"):
+        read = explanation["query_read" if name == "query" else "doc_read"]
+        if not read["tokens"]:
+            lines.append(f"the {name} has no token the tokenizer reads: it is scored as one unknown token [unk]")
+        elif read["ignored_from"] is not None:
+            lines.append(f"the {name} has {read['tokens']} tokens; the model reads the first {read['read']} "
+                         f"({read['limit']}) and ignores the rest, from character {read['ignored_from']}: "
+                         f"{read['ignored_text']!r}")
+    for name in ("query", "document"):
+        words = explanation["query_words" if name == "query" else "doc_words"]
+        if words["unknown"]:
+            lines.append(f"{name} words GloVe lacks, read as one shared vector (they match each other): "
+                         + ", ".join(dict.fromkeys(words["unknown"])))
+        if words["folded"]:
+            lines.append(f"{name} plurals read as their singular (fold_plurals): "
+                         + ", ".join(f"{plural}->{singular}" for plural, singular in words["folded"].items()))
+    if lines[-1]:
+        lines.append("")
+    contributions, weights = explanation["term_contributions"], explanation["term_weights"]
+    gated = explanation["term_weighting"] != "none"  # else every term weighs 1
+    lines.append("query term      " + ("  weight  " if gated else "") + "contribution  best-matching document terms (cosine)")
     for i, term in enumerate(q_terms):
         row = cosine[i, : len(d_terms)]
         best = np.argsort(-row)[:top]
         matches = ", ".join(f"{d_terms[j]}@{j} ({row[j]:.2f})" for j in best)
-        share = f"{contributions[i]:+12.4f}  " if contributions else ""
-        lines.append(f"{term[:15]:<15} {share}{matches}")
+        weight = f"{weights[i]:8.4f}  " if gated else ""
+        lines.append(f"{term[:15]:<15} {weight}{contributions[i]:+12.4f}  {matches}")
     for rank, region in enumerate(explanation.get("regions", []), 1):
         if rank == 1:
-            lines += ["", "regions (TKL, best first): tokens, characters, score, text"]
+            lines += ["", "regions (TKL, best first; the score is the sum of their shares): tokens, characters, "
+                          "region score x weight = share, text"]
         a, b = region["tokens"]
         c, d = region["chars"]
-        lines.append(f"{rank}. tokens {a}-{b}  chars {c}-{d}  score {region['score']:.4f}  {region['text'][:100]!r}")
+        lines.append(f"{rank}. tokens {a}-{b}  chars {c}-{d}  {region['score']:.4f} x {region['weight']:.4f} = "
+                     f"{region['share']:+.4f}  {region['text'][:100]!r}")
     return "\n".join(lines) + "\n"
 
 
+def render_json(explanation: dict[str, Any], **context: Any) -> str:
+    """The whole explanation (arrays as nested lists) with `context` (ids, texts, checkpoint): enough to
+    recompute the score from its parts."""
+    plain = {key: value.tolist() if isinstance(value, np.ndarray) else value for key, value in explanation.items()}
+    return json.dumps({**context, **plain}, ensure_ascii=False) + "\n"
+
+
 def plot(explanation: dict[str, Any], path: str, title: str) -> None:
-    """Cosine match matrix (query terms x document terms); TK adds each term's contribution, TKL shades
-    its chosen regions."""
+    """Cosine match matrix (query terms x document terms) with each term's contribution; TKL shades its
+    chosen regions."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -45,8 +74,7 @@ def plot(explanation: dict[str, Any], path: str, title: str) -> None:
     fig, ax = plt.subplots(figsize=(width, 1.2 + 0.35 * len(q_terms)))
     image = ax.imshow(cosine, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
     ax.set_yticks(range(len(q_terms)))
-    contributions = explanation.get("term_contributions")
-    ax.set_yticklabels([f"{t} ({c:+.3f})" for t, c in zip(q_terms, contributions)] if contributions else q_terms)
+    ax.set_yticklabels([f"{t} ({c:+.3f})" for t, c in zip(q_terms, explanation["term_contributions"])])
     ax.set_xticks(range(len(d_terms)))
     ax.set_xticklabels(d_terms, rotation=90, fontsize=7)
     for rank, region in enumerate(explanation.get("regions", []), 1):
