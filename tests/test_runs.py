@@ -41,6 +41,24 @@ def test_ties_break_by_docid_descending_like_trec_eval():
     assert [line.split()[3] for line in lines] == ["1", "2", "3"]
 
 
+@pytest.mark.parametrize("docids, scores, expected", [
+    # exact ties (4-decimal scores) already by docid descending: the ranking as it is
+    (["9", "8", "7", "5"], [2.5, 2.5, 2.5, 1.0], ["9", "8", "7", "5"]),
+    # doubles a float apart (one float in C) ranked by the doubles: that run of ties by docid descending, the rest kept
+    (["x", "a", "b", "c", "z", "y"], [200.0, 100.000003, 100.000002, 100.000001, 1.0, 1.0],
+     ["x", "c", "b", "a", "z", "y"]),
+    (["a", "b", "q", "c", "d"], [100.000003, 100.000002, 150.0, 3.0000001, 3.0000002], ["q", "b", "a", "d", "c"]),
+])
+def test_evaluation_order_sorts_runs_of_float_ties_by_docid_descending(docids, scores, expected):
+    """as_trec_eval_reads: trec_eval's order (C floats, ties by docid descending), for rankings in the doubles' order
+    and one in no order at all; a ranking already so is returned as it is."""
+    ranking = QueryRanking("1", docids, scores)
+    got = ranking.as_trec_eval_reads()
+    assert got.docids == expected
+    assert got.scores == [scores[docids.index(d)] for d in expected]
+    assert (got is ranking) == (expected == docids)
+
+
 def test_trec_only_output_has_no_comment_lines():
     ranking = QueryRanking.from_scores("1", ["a"], [1.0])
     ranking.timings.append(Timing("bm25", 1.0, 1))
