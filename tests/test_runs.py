@@ -5,7 +5,7 @@ import io
 import pytest
 
 from rerank.errors import FormatError, UsageError
-from rerank.runs import QueryRanking, RunHeader, RunReader, RunWriter, Stream, Timing, load_run
+from rerank.runs import QueryRanking, RunHeader, RunReader, RunWriter, Stream, Timing, _load_fast, load_run
 
 
 def write(rankings, header=None, trec_only=False) -> str:
@@ -277,6 +277,20 @@ def test_whole_run_loader_agrees_with_streaming_reader(text):
     assert fast.header == header
     assert {q.qid: (q.docids, q.scores, q.timings, q.tag) for q in streamed} == \
         {q.qid: (q.docids, q.scores, q.timings, q.tag) for q in fast.queries.values()}
+
+
+def test_the_fast_loader_reads_scattered_queries_as_the_line_reader_does():
+    """load_run's Arrow path (which drops the q0 column and hands its memory back before making the run's Python
+    objects): queries in the order they first appear, each ranking, tag and timing as the line-by-line reader
+    (strict) gives them, a query with time lines alone as an empty ranking."""
+    text = ("# rerank-run: 2\n# dataset: \"x\"\n# time: 2 s 1.0 3\n2 0 b 1 1.5 u\n1 Q0 a 1 2.5 t\n2 x c 2 1.5 u\n"
+            "# time: 1 s 4.0 2\n1 q0 d 2 0.5 t\n# time: 3 s 1.0 0\n# end of run\n")
+    assert _load_fast(text, "r") is not None
+    fast, slow = load_run(io.StringIO(text), "r"), load_run(io.StringIO(text), "r", strict=True)
+    assert fast.header == slow.header
+    assert list(fast.queries) == list(slow.queries) == ["2", "1", "3"]
+    assert fast.queries == slow.queries
+    assert fast.queries["2"].docids == ["c", "b"] and fast.queries["2"].tag == "u"
 
 
 _SIGNALS_DURING_LOADS = """
