@@ -261,9 +261,12 @@ class RunReader:
 
     def _lines(self) -> Iterator[str]:
         """The handle's lines; bytes that are not UTF-8 become a FormatError naming the file, not a traceback."""
+        lines = iter(self.handle)
         try:
-            for number, line in enumerate(self.handle):
-                yield line.removeprefix(BYTE_ORDER_MARK) if number == 0 else line
+            for line in lines:
+                yield line.removeprefix(BYTE_ORDER_MARK)
+                break
+            yield from lines  # not a loop of its own here
         except UnicodeDecodeError as exc:
             raise _not_utf8(self.source, exc) from None
 
@@ -293,7 +296,7 @@ class RunReader:
                 self._absorb(line, None)
                 closed = closed or self._ended
                 continue
-            parts = trec_columns(line)
+            parts = line.split() if line.isascii() else trec_columns(line)  # trec_columns, less a call per line
             if not parts:
                 continue
             if closed:  # a run appended to a finished one: its records would merge into this run's queries
@@ -307,12 +310,13 @@ class RunReader:
                                   f"expected 6 columns 'qid Q0 docid rank score tag', found {len(parts)}{hint}")
             qid, _, docid, rank, score, tag = parts
             try:
-                score_value = float(no_underscores(score))
+                score_value = float(score if "_" not in score else no_underscores(score))
             except ValueError:
                 raise FormatError(self.source, self._line_no, f"score {score!r} is not a number") from None
             if not math.isfinite(score_value):  # no order or normalisation (z-scores, min-max) can use it
                 raise FormatError(self.source, self._line_no, f"score is {score!r}, not a finite number")
-            rank_value = whole_number(rank)
+            # ASCII digits, the usual rank, read as whole_number reads them, without its calls
+            rank_value = int(rank) if rank.isdigit() and rank.isascii() else whole_number(rank)
             if rank_value is None:  # the likeliest cause: score and rank columns swapped
                 raise FormatError(self.source, self._line_no, f"rank {rank!r} is not an integer")
             yield self._line_no, qid, docid, rank_value, score_value, tag
@@ -404,12 +408,13 @@ def _empty_ranking(qid: str, timings: list[Timing]) -> QueryRanking:
 
 
 def _check_rows(qid: str, rows: list[tuple[int, str, int, float]], source: str, strict: bool) -> None:
-    seen: dict[str, int] = {}
-    for line_no, docid, _, _ in rows:
-        if docid in seen:
-            raise FormatError(source, line_no,
-                              f"duplicate document {docid} for query {qid} (first at line {seen[docid]})")
-        seen[docid] = line_no
+    if len(set(map(operator.itemgetter(1), rows))) < len(rows):  # a duplicate: find its lines to name them
+        seen: dict[str, int] = {}
+        for line_no, docid, _, _ in rows:
+            if docid in seen:
+                raise FormatError(source, line_no,
+                                  f"duplicate document {docid} for query {qid} (first at line {seen[docid]})")
+            seen[docid] = line_no
     if not strict:
         return
     _check_ranks_cover(qid, rows, source)
