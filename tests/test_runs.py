@@ -5,7 +5,7 @@ import io
 import pytest
 
 from rerank.errors import FormatError, UsageError
-from rerank.runs import QueryRanking, RunHeader, RunReader, RunWriter, Stream, Timing, load_run
+from rerank.runs import QueryRanking, RunHeader, RunReader, RunWriter, Stream, Timing, _load_fast, load_run
 
 
 def write(rankings, header=None, trec_only=False) -> str:
@@ -39,6 +39,24 @@ def test_ties_break_by_docid_descending_like_trec_eval():
     assert ranking.docids == ["d3", "d2", "d1"]
     lines = write([ranking], trec_only=True).splitlines()
     assert [line.split()[3] for line in lines] == ["1", "2", "3"]
+
+
+@pytest.mark.parametrize("docids, scores, expected", [
+    # exact ties (4-decimal scores) already by docid descending: the ranking as it is
+    (["9", "8", "7", "5"], [2.5, 2.5, 2.5, 1.0], ["9", "8", "7", "5"]),
+    # doubles a float apart (one float in C) ranked by the doubles: that run of ties by docid descending, the rest kept
+    (["x", "a", "b", "c", "z", "y"], [200.0, 100.000003, 100.000002, 100.000001, 1.0, 1.0],
+     ["x", "c", "b", "a", "z", "y"]),
+    (["a", "b", "q", "c", "d"], [100.000003, 100.000002, 150.0, 3.0000001, 3.0000002], ["q", "b", "a", "d", "c"]),
+])
+def test_evaluation_order_sorts_runs_of_float_ties_by_docid_descending(docids, scores, expected):
+    """as_trec_eval_reads: trec_eval's order (C floats, ties by docid descending), for rankings in the doubles' order
+    and one in no order at all; a ranking already so is returned as it is."""
+    ranking = QueryRanking("1", docids, scores)
+    got = ranking.as_trec_eval_reads()
+    assert got.docids == expected
+    assert got.scores == [scores[docids.index(d)] for d in expected]
+    assert (got is ranking) == (expected == docids)
 
 
 def test_trec_only_output_has_no_comment_lines():
@@ -101,6 +119,15 @@ def test_ranks_written_as_floats_are_read():
     text = "1 Q0 a 1.0 2.5 t\n1 Q0 b 2.0 1.5 t\n"
     assert read(text, strict=True)[1][0].docids == ["a", "b"]
     assert load_run(io.StringIO(text), "r").queries["1"].docids == ["a", "b"]
+
+
+def test_ranks_are_read_as_int_reads_them_and_a_stream_that_turns_to_bytes_is_named():
+    """The line reader's per-line fast paths (ASCII digits; its own loop over the handle) read what it read."""
+    text = "\ufeff1 Q0 a 01 2.5 t\n1 Q0 b +2 1.5 t\n1 Q0 c \u0663 1.0 t\n1 Q0 d 4.0 0.5 t\n"
+    assert read(text, strict=True)[1][0].docids == ["a", "b", "c", "d"]
+    broken = io.TextIOWrapper(io.BytesIO(b"1 Q0 a 1 2.5 t\n" * 10000 + b"1 Q0 \xff 2 1.5 t\n"), encoding="utf-8")
+    with pytest.raises(FormatError, match="run.txt: not UTF-8 text"):
+        list(RunReader(broken, "run.txt"))
 
 
 def test_strict_mode_checks_rank_against_score():
@@ -259,6 +286,20 @@ def test_whole_run_loader_agrees_with_streaming_reader(text):
     assert fast.header == header
     assert {q.qid: (q.docids, q.scores, q.timings, q.tag) for q in streamed} == \
         {q.qid: (q.docids, q.scores, q.timings, q.tag) for q in fast.queries.values()}
+
+
+def test_the_fast_loader_reads_scattered_queries_as_the_line_reader_does():
+    """load_run's Arrow path (which drops the q0 column and hands its memory back before making the run's Python
+    objects): queries in the order they first appear, each ranking, tag and timing as the line-by-line reader
+    (strict) gives them, a query with time lines alone as an empty ranking."""
+    text = ("# rerank-run: 2\n# dataset: \"x\"\n# time: 2 s 1.0 3\n2 0 b 1 1.5 u\n1 Q0 a 1 2.5 t\n2 x c 2 1.5 u\n"
+            "# time: 1 s 4.0 2\n1 q0 d 2 0.5 t\n# time: 3 s 1.0 0\n# end of run\n")
+    assert _load_fast(text, "r") is not None
+    fast, slow = load_run(io.StringIO(text), "r"), load_run(io.StringIO(text), "r", strict=True)
+    assert fast.header == slow.header
+    assert list(fast.queries) == list(slow.queries) == ["2", "1", "3"]
+    assert fast.queries == slow.queries
+    assert fast.queries["2"].docids == ["c", "b"] and fast.queries["2"].tag == "u"
 
 
 _SIGNALS_DURING_LOADS = """
