@@ -75,6 +75,11 @@ def file_state(path: Path) -> str:
     return f"{path.resolve()}:{status.st_size}:{status.st_mtime_ns}"
 
 
+def state_path(state: str) -> str:
+    """The path a `file_state` names (paths may hold ':')."""
+    return state.rsplit(":", 2)[0]
+
+
 def file_sha256(path: Path) -> str:
     """A file's content digest, for what must be recognised byte for byte (stored vectors, a checkpoint's
     training files), where file_state's size and time would not do."""

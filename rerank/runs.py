@@ -682,7 +682,8 @@ def _load_fast(text: str, source: str) -> Run | None:
     scores = _numbers(table["score"]).tolist()
     names = qid_codes.dictionary.to_pylist()
     qids = [names[code] for code in codes[starts].tolist()]
-    tags = [table["tag"][start].as_py() for start in starts]  # not take(starts): a list made into Arrow's imports pandas
+    tag_column = table["tag"]
+    tags = [tag_column[start].as_py() for start in starts]  # not take(starts): a list made into Arrow's imports pandas
     del table, qid_codes
     pool.release_unused()
     queries = {}

@@ -12,7 +12,7 @@ from ..evaluate import report
 from ..evaluate.measures import parse_measures, sort_among
 from ..evaluate.session import evaluate_runs, judgements_for, load_runs
 from . import cli
-from .io import check_dataset_option, open_run_inputs, split_label
+from .io import check_dataset_option, open_run_inputs, split_label, typed
 from .leaderboard import leaderboard_options
 
 
@@ -39,9 +39,7 @@ def _baseline_index(runs, baseline: str | None) -> int:
 def _refuse_tests_without_a_comparison(runs: int, per_query: bool) -> None:
     """--test/--correction mark a leaderboard's differences to its baseline: with one run, or per query, they were
     ignored without a word, and a table without marks read as 'no significant difference'."""
-    context = click.get_current_context()
-    given = [f"--{name}" for name, param in (("test", "tests"), ("correction", "correction"))
-             if context.get_parameter_source(param) is click.core.ParameterSource.COMMANDLINE]
+    given = [{"tests": "--test", "correction": "--correction"}[param] for param in typed("tests", "correction")]
     if given and (runs == 1 or per_query):
         why = "--per-query shows differences without tests" if per_query else "one run has no baseline to test against"
         raise UsageError(f"{'/'.join(given)} marks differences between several runs on a leaderboard; {why}")

@@ -26,6 +26,14 @@ def run_output_options(command: Callable) -> Callable:
                         help="Write the run here instead of stdout (with # lines: see --trec).")(command)
 
 
+def typed(*params: str) -> list[str]:
+    """Which of the current command's `params` were typed on the command line (not left at their default): an
+    option whose default is a value cannot otherwise be told from one given, and some are refused where they would
+    be ignored."""
+    context = click.get_current_context()
+    return [param for param in params if context.get_parameter_source(param) is click.core.ParameterSource.COMMANDLINE]
+
+
 def refuse_replacing_an_input(option: str, output: str | None, what: str,
                               inputs: list[tuple[str, str | None]]) -> None:
     """An output (`-o`, `--plot`) that names a file the command reads is a typo that loses that file: `retrieve

@@ -11,7 +11,8 @@ from ..retrieve import api
 from ..retrieve.store import EMPTY_SKIPPED, REUSED
 from ..runs import RunReader, Stream, cut_stream
 from . import cli
-from .io import open_run_input, refuse_replacing_an_input, run_output_options, write_no_queries, write_stream
+from .io import (open_run_input, refuse_replacing_an_input, run_output_options, typed, write_no_queries,
+                 write_stream)
 
 
 def backend_options(command):
@@ -96,9 +97,7 @@ def retrieve(name, backend_name, k, topics, candidate_run, threads, stage_name, 
     refuse_replacing_an_input("-o", output, "run", [("the --topics file", topics),
                                                     ("the --es-ca-certs file", search_args.get("es_ca_certs"))])
     if candidate_run is not None:
-        threads_given = click.get_current_context().get_parameter_source("threads") is \
-            click.core.ParameterSource.COMMANDLINE  # its default is a number: ignored without a word before
-        given = {"backend": backend_name != "lucene" or None, "threads": threads_given or None, **search_args}
+        given = {"backend": backend_name != "lucene" or None, "threads": typed("threads") or None, **search_args}
         ignored = [api.option_flag(key) for key, value in given.items() if value is not None]
         if ignored:
             raise UsageError(f"--candidates replays the run shipped with {name}; {', '.join(ignored)} "

@@ -15,7 +15,7 @@ from ..errors import UsageError, counted
 from ..models.base import BF16_EMULATED, MODELS, bf16_is_emulated, on_cpu
 from ..runs import RunReader, Stream
 from . import cli
-from .io import (check_dataset_option, open_run_input, refuse_replacing_an_input, run_output_options,
+from .io import (check_dataset_option, open_run_input, refuse_replacing_an_input, run_output_options, typed,
                  write_no_queries, write_stream)
 
 
@@ -178,10 +178,9 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
     from ..train import train as run_training
 
     check_trainable(model_name)
-    typed = [f"--{name.replace('_', '-')}" for name in ("eval_every", "patience", "dev_depth")
-             if click.get_current_context().get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
-    if typed and not (dev_set or dev_fraction or dev_fold):  # they would be ignored: no dev evaluation runs
-        raise UsageError(f"{', '.join(typed)}: options of the dev evaluation, which needs a dev set (--dev, "
+    dev_options = [f"--{name.replace('_', '-')}" for name in typed("eval_every", "patience", "dev_depth")]
+    if dev_options and not (dev_set or dev_fraction or dev_fold):  # they would be ignored: no dev evaluation runs
+        raise UsageError(f"{', '.join(dev_options)}: options of the dev evaluation, which needs a dev set (--dev, "
                          "--dev-fraction or --dev-fold)")
     given = {k: v for k, v in (("max_length", max_length), ("threads", threads)) if v is not None}
     options = checked_model_options(model_name, given)  # TK caps queries and documents apart: no --max-length

@@ -821,9 +821,10 @@ def trained_module(folder: Path, manifest: dict) -> TKModule:
     try:
         module.load_state_dict(state)
     except RuntimeError as error:  # a config edited by hand (layers, projection...) that its weights do not fit
-        first = str(error).splitlines()[1].strip() if len(str(error).splitlines()) > 1 else str(error)
+        lines = str(error).splitlines()  # torch's first line only says that loading failed
+        detail = lines[1 if len(lines) > 1 else 0].strip()
         raise DataError(f"checkpoint {folder}: its weights do not fit the config in its checkpoint.json "
-                           f"({first[:200]}); was the config edited?") from None
+                        f"({detail[:200]}); was the config edited?") from None
     return module
 
 

@@ -33,7 +33,7 @@ from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError
 from ..progress import Progress
 from ..runs import QueryRanking, Timing
-from .store import (EMPTY_SKIPPED, MANIFEST, REUSED, IndexInfo, build_command, has_text, index_folder, made_from,
+from .store import (EMPTY_SKIPPED, MANIFEST, REUSED, IndexInfo, WithText, build_command, index_folder, made_from,
                     source_state)
 
 BACKEND = "dense"
@@ -170,22 +170,6 @@ def _read_vectors(folder: Path, info: IndexInfo) -> tuple[list[str], Any]:
     return docids, vectors
 
 
-class _WithText:
-    """The documents that have text, counting the others: Lucene and Elasticsearch leave them out, and a dense index
-    that held them ranked an empty document first for a query of punctuation, which `rerank score` of the run over
-    the Lucene index's texts then could not find."""
-
-    def __init__(self, documents: Iterable[Document]):
-        self.documents, self.skipped = documents, 0
-
-    def __iter__(self) -> Iterator[Document]:
-        for doc in self.documents:
-            if has_text(doc):
-                yield doc
-            else:
-                self.skipped += 1
-
-
 def _shards(documents: Iterable[Document]) -> Iterator[list[Document]]:
     shard: list[Document] = []
     for doc in documents:
@@ -256,7 +240,7 @@ def build(name: str, documents: Iterable[Document], source: dict, threads: int =
         docids, matrix, skipped = stored
         resumed = len(docids)
     else:
-        texts = _WithText(documents)
+        texts = WithText(documents)
         docids, matrix, resumed = _encode(name, texts, path, threads, partial)
         skipped = texts.skipped
     import faiss

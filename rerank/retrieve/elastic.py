@@ -28,7 +28,7 @@ from ..data import Document
 from ..errors import BackendError, MissingIndexError, UsageError
 from ..progress import Progress
 from ..runs import QueryRanking, Timing
-from .store import MANIFEST, IndexInfo, build_command, empty_skipped, has_text, index_folder
+from .store import MANIFEST, IndexInfo, WithText, build_command, empty_skipped, index_folder
 
 BACKEND = "elasticsearch"
 _CONNECTION = {"es_url", "index_name", "es_ca_certs", "es_verify_certs"}
@@ -245,16 +245,11 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
                     mappings={"_meta": meta, "dynamic": "strict",
                               "properties": {FIELD: {"type": "text", "analyzer": "rerank_english",
                                                      "similarity": "rerank_bm25"}}})
-    empty = 0
+    texts = WithText(documents)  # documents without text are skipped and counted, as Anserini skips them
 
     def actions() -> Iterator[dict]:
-        """Documents without text are skipped and counted, as Anserini does, so both back ends hold the same."""
-        nonlocal empty
-        for doc in documents:
-            if has_text(doc):
-                yield {"_index": index_name, "_id": doc.docid, "_source": {FIELD: doc.contents}}
-            else:
-                empty += 1
+        for doc in texts:
+            yield {"_index": index_name, "_id": doc.docid, "_source": {FIELD: doc.contents}}
 
     def load() -> tuple[int, int, list[str]]:
         loaded, failed, reasons = 0, 0, []
@@ -280,7 +275,7 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
     if counted != loaded:
         raise BackendError(f"{where} holds {counted} documents after loading {loaded}; the index is incomplete — "
                            "rebuild with --overwrite (repeated docids collapse into one)")
-    source = {**source, **empty_skipped(empty)}
+    source = {**source, **empty_skipped(texts.skipped)}
     meta["rerank"].update(complete=True, documents=loaded, source=source)
     connection.call(f"finish {index_name}", connection.client.indices.put_mapping, index=index_name, meta=meta)
     # the bulk-load settings (no refreshes, no replicas, as Elasticsearch's indexing-speed guide advises) go

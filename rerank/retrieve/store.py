@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import DataError, MissingIndexError, UsageError
 from ..locks import exclusive
-from ..paths import file_state, indexes_dir, read_json_object
+from ..paths import file_state, indexes_dir, read_json_object, state_path
 
 MANIFEST = "rerank-index.json"
 EMPTY_SKIPPED = "empty_documents_skipped"
@@ -75,7 +75,7 @@ def outdated(index: str, documents: dict, backend: str = "lucene") -> str | None
     now = source_state(documents, skip=("qrels", "topics"))
     if "files" in documents and documents["files"] != now:
         rebuild = f"rerank index {index}{which}{f' --corpus {corpus}' if corpus else ''} --overwrite"
-        then_paths, now_paths = ([state.rsplit(":", 2)[0] for state in states] for states in (documents["files"], now))
+        then_paths, now_paths = ([state_path(state) for state in states] for states in (documents["files"], now))
         if then_paths != now_paths:  # another copy of the data set (another --data-root), not an edit
             return (f"{described(documents)} is read from other files than index {index} was built from "
                     f"({', '.join(now_paths)}; built from {', '.join(then_paths)}); if their documents differ, "
@@ -111,10 +111,21 @@ def made_from(recorded: dict, documents: dict) -> bool:
     return bool(origin(documents)) and origin(recorded) == origin(documents) and recorded.get("files") == texts_state
 
 
-def has_text(document) -> bool:
-    """Anserini's test of a document worth indexing (something is left after Java's String.trim(), which strips
-    characters up to ' '): every back end leaves the others out, so all hold the same documents."""
-    return any(character > " " for character in document.contents)
+class WithText:
+    """The documents that have text, counting the others (`skipped`): Anserini leaves out a document with nothing
+    left after Java's String.trim() (which strips characters up to ' '), and every back end does the same, so all
+    hold the same documents (a dense index that held them ranked an empty document first for a query of
+    punctuation, which `rerank score` of the run over the Lucene index's texts then could not find)."""
+
+    def __init__(self, documents):
+        self.documents, self.skipped = documents, 0
+
+    def __iter__(self):
+        for doc in self.documents:
+            if any(character > " " for character in doc.contents):
+                yield doc
+            else:
+                self.skipped += 1
 
 
 def empty_skipped(count: int) -> dict:
