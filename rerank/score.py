@@ -303,7 +303,13 @@ def check_score_stage(_dataset: str, params: dict) -> None:
 
         check_unloaded(params["model"], params.get("checkpoint"), options)
     check_score_options(int(params.get("depth", 100)), params.get("interpolate"))
-    files_dataset(corpus=params.get("corpus"), topics=params.get("topics"))  # names a file that is not there
+    named = files_dataset(corpus=params.get("corpus"), topics=params.get("topics"))  # names a file that is not there
+    # a file of another format fails at its first record here, not after the stages before this one have run:
+    # the topics whole (they are small), the corpus up to its first document
+    if "topics" in named.files:
+        named.topics()
+    if "corpus" in named.files:
+        next(iter(named.documents()), None)
 
 
 def score_stage(dataset: str, params: dict, input: Stream | None) -> Stream:

@@ -158,6 +158,7 @@ def test_pipeline_shape_mistakes_are_refused_when_read(tmp_path, top, extra, mes
     ('kind = "retrieve"\nbackend = "dense"', "stage 's': no complete dense index at .*; build it with: rerank index vaswani --backend dense"),
     ('kind = "retrieve"\nbackend = "nosuch"', "stage 's': unknown back end 'nosuch'"),
     ('kind = "retrieve"\nbackend = "dense"\nexact = true\nef_search = 64', "stage 's': ef_search tunes the HNSW"),
+    ('kind = "retrieve"\nbackend = "dense"\nthreads = 5000', "stage 's': threads must be between 1 and 1024"),
     ('kind = "retrieve"\nk = -5', "stage 's': k must be a positive number"),
     ('kind = "retrieve"\nfb_docs = 3', "stage 's': fb_docs set RM3 feedback: add rm3 = true"),
     ('kind = "retrieve"\nes_verify_certs = false', "stage 's': backend lucene does not take es_verify_certs$"),
@@ -177,6 +178,22 @@ def test_stage_mistakes_stop_the_pipeline_before_any_stage_runs(rerank, vaswani_
     done = rerank("run", str(spec), check=False)
     assert done.returncode != 0 and re.search(message, done.stderr) and "Traceback" not in done.stderr
     assert "running" not in done.stderr and not (session_home / "runs" / "early").exists()
+
+
+def test_a_score_stages_topics_or_corpus_of_another_format_stops_the_pipeline_before_any_stage_runs(
+        rerank, vaswani_index, session_home, tmp_path):
+    """Only their existence was checked: the retrieval before the stage ran, then the stage failed on line 1."""
+    (tmp_path / "topics.tsv").write_text("a query without its id\n")
+    (tmp_path / "corpus.jsonl").write_text('{"id": "1", "contents": "x"\n')
+    for key, message in ("topics", r"topics.tsv:1: expected 'qid<TAB>query text'"), \
+                        ("corpus", r"corpus.jsonl:1: invalid JSON"):
+        spec = tmp_path / f"{key}.toml"
+        spec.write_text(f'dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nk = 10\n[[stage]]\n'
+                        f'name = "s"\nkind = "score"\ninput = "bm25"\nmodel = "minilm-bi"\n'
+                        f'{key} = "{tmp_path / (key + (".tsv" if key == "topics" else ".jsonl"))}"\n')
+        done = rerank("run", str(spec), check=False)
+        assert done.returncode != 0 and re.search(f"stage 's': .*{message}", done.stderr), done.stderr
+        assert "running" not in done.stderr and not (session_home / "runs" / key).exists()
 
 
 def test_text_an_error_quotes_from_the_users_files_is_not_put_in_the_files_words(rerank, vaswani_index, tmp_path):

@@ -31,6 +31,7 @@ from typing import Any, Iterable, Iterator
 from ..atomic import replace_folder
 from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError
+from ..models.base import check_threads
 from ..progress import Progress
 from ..runs import QueryRanking, Timing
 from .store import (EMPTY_SKIPPED, MANIFEST, REUSED, IndexInfo, WithText, build_command, index_folder, made_from,
@@ -399,9 +400,11 @@ class DenseIndex:
         return scores, rows
 
 
-def check_search_options(ef_search: int | None = None, exact: bool | None = None, **_options) -> None:
+def check_search_options(ef_search: int | None = None, exact: bool | None = None, threads: int | None = None,
+                         **_options) -> None:
     """What a search refuses in its options alone, before any index opens: a pipeline checks its stages with
     it before the first runs, instead of failing at this stage after the ones before it."""
+    check_threads(threads)  # torch's and faiss's threads: Lucene's bound lets through counts that crash them
     if ef_search is not None and ef_search < 1:
         raise UsageError(f"--ef-search must be a positive number, not {ef_search}")
     if ef_search is not None and exact:
@@ -413,7 +416,7 @@ def open_index(name: str, encoder: str | None = None, threads: int = 2, ef_searc
     path = index_folder(name) / BACKEND
     if not path.is_dir():
         raise MissingIndexError(f"no dense index {name!r} at {path}; build it with: {build_command(name, ' --backend dense')}")
-    check_search_options(ef_search, exact)
+    check_search_options(ef_search, exact, threads)
     index = DenseIndex(name, encoder, threads, bool(exact))
     if ef_search is not None and not hasattr(index.index, "hnsw"):
         raise UsageError(f"--ef-search tunes an HNSW index; {name}'s is exact (build one with --hnsw M)")
