@@ -882,11 +882,19 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     texts = training.texts
     if not any(q.positives and q.negatives for q in queries):
         raise DataError(f"{training.name} has no training query with both relevant and non-relevant candidates")
+    most = max(len(q.negatives) for q in queries)
+    if args.negatives > most:  # groups of repeated negatives only; a huge count would fill memory sampling them
+        raise UsageError(f"--negatives {args.negatives}: no training query of {training.name} has more than "
+                         f"{most} non-relevant candidates; give at most {most}")
     judged = {q.qid for q in queries} | set(training.qrels)
     teacher = (read_teacher(args.teacher, args, queries, judged, log, training.name, dev.source if args.dev else None)
                if args.teacher else None)
     if teacher is not None and teacher.extra:
         log(f"distilling also on {len(teacher.extra)} unjudged queries of the teacher run")
+    epoch_size = sum(len(q.positives) for q in queries if q.negatives) + (len(teacher.extra) if teacher else 0)
+    if args.batch_groups > epoch_size:
+        log(f"note: an epoch has {counted(epoch_size, 'group')}, fewer than --batch-groups {args.batch_groups}: "
+            "each step trains on a whole epoch")
     model = new_trainable(model_name, **args.model_options)
     device = torch.device(args.device)
     model.to(device).train()

@@ -528,6 +528,21 @@ def test_a_continuation_keeps_the_pair_length_of_its_init(tiny_checkpoint, tmp_p
         assert read_checkpoint(out, "bert")["config"]["max_length"] == kept
 
 
+def test_more_negatives_than_any_query_has_are_refused_and_an_epoch_smaller_than_a_batch_is_said(tiny_bert, tmp_path):
+    """--negatives 100000000 filled memory sampling repeats (or hung) before training began; --batch-groups above an
+    epoch's group count made every step a whole epoch without a word."""
+    common = dict(train="trecqa-dev", steps=1, model_options={"base": str(tiny_bert), "max_length": 32})
+    with pytest.raises(UsageError, match=r"--negatives 100000000: no training query of trecqa-dev has more than "
+                                         r"\d+ non-relevant candidates; give at most \d+"):
+        train("bert", TrainArgs(output=str(tmp_path / "a"), negatives=100_000_000, **common))
+    assert not (tmp_path / "a").exists()
+    messages: list[str] = []
+    train("bert", TrainArgs(output=str(tmp_path / "b"), batch_groups=100_000, negatives=1, **common),
+          log=messages.append)
+    assert any(re.fullmatch(r"note: an epoch has \d+ groups, fewer than --batch-groups 100000: each step trains on "
+                            r"a whole epoch", m) for m in messages), messages
+
+
 def test_an_interrupt_while_the_replaced_checkpoint_is_deleted_says_what_it_kept(tiny_checkpoint, tmp_path,
                                                                                    monkeypatch):
     """A dev evaluation's checkpoint takes -o's place, then the one it replaced (an older run's, with --overwrite;
