@@ -213,9 +213,11 @@ def check_score_options(depth: int, interpolate: float | None) -> None:
 def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool = True,
                  skip_missing: bool = False, stage: str | None = None, topics: str | None = None,
                  corpus: str | None = None, store: DocStore | None = None, queries: dict[str, str] | None = None,
-                 stats: ScoreStats | None = None, interpolate: float | None = None, total: int | None = None) -> Stream:
+                 stats: ScoreStats | None = None, interpolate: float | None = None, total: int | None = None,
+                 say_training_overlap: bool = True) -> Stream:
     """A new stream whose rankings are re-scored lazily, query by query, as it is written (with progress on
-    stderr; `total` queries, where known).
+    stderr; `total` queries, where known). `say_training_overlap`: warn of the queries the checkpoint trained on or
+    chose its step by (budget's passes over the same queries at other depths say it once).
 
     Query and document texts come from `queries`/`store` when given, else from what the stream's
     header (or the `topics`/`corpus` files) name.
@@ -260,7 +262,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
                                 f"{counted(stats.missing - missing, 'candidate')} skipped, none re-scored); is it the "
                                 "run's document store? Pass the right --corpus, or a run whose header names its index "
                                 "or data set")
-            if seen or picked:
+            if say_training_overlap and (seen or picked):
                 import click
 
                 checkpoint, of = model.provenance()["checkpoint"], f"({stream.header.dataset}'s)"

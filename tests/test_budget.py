@@ -347,6 +347,13 @@ def test_cli_report_plot_and_errors(tmp_path, rerank):
     bad = rerank("budget", slow, "--budgets", "10,-1", check=False)
     assert bad.returncode == 2 and "--budgets must be positive numbers, not '-1'" in bad.stderr
     assert "Traceback" not in bad.stderr
+    for option, value, message in (("--budgets", "1_0", "--budgets must be positive numbers separated by commas, "
+                                                        "not '1_0'"),
+                                   ("--depths", "10.5", "--depths must be positive integers separated by commas, "
+                                                        "not '10.5'")):
+        given = ("--model", "minilm-bi") if option == "--depths" else (slow,)  # --model reads stdin
+        refused = rerank("budget", *given, option, value, input=Path(slow).read_text(), check=False)  # 1_0 read as 10
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
     # no runs named: the one piped in, as eval reads it (it said "no runs given"); at a terminal, what to give
     piped = rerank("budget", "--format", "json", "--budgets", "10,200", input=Path(slow).read_text())
     assert {p["model"] for p in json.loads(piped.stdout)["points"]} == {"slow"}

@@ -829,6 +829,8 @@ def test_scoring_the_queries_a_checkpoint_trained_on_is_warned_of(tmp_path, rera
     trained = len(get_dataset("trecqa-dev").qrels()) - len(held)
     assert (f"rerank: warning: tk: its checkpoint {ck} was trained on {trained} of the 81 queries re-scored here "
             "(trecqa-dev's): figures on them are not held out") in done.stderr
+    at_depths = rerank("budget", "--model", "tk", "--checkpoint", str(ck), "--depths", "2,5", input=candidates)
+    assert at_depths.stderr.count("was trained on") == 1  # once, not once per depth
     topics = get_dataset("trecqa-dev").topics()
     (tmp_path / "held.tsv").write_text("".join(f"{qid}\t{topics[qid]}\n" for qid in held))
     held_out = rerank("retrieve", "trecqa-dev", "--candidates", "--topics", str(tmp_path / "held.tsv")).stdout

@@ -130,15 +130,18 @@ def _ms(value: float) -> str:
 
 
 def positive_numbers(text: str, what: str, kind: type = float) -> list:
-    """Parse '5,10,20' into positive numbers, or say which item is wrong."""
+    """Parse '5,10,20' into positive numbers (integers where `kind` is int), or say which item is wrong."""
+    noun = "positive integers" if kind is int else "positive numbers"
     values = []
     for item in (part.strip() for part in str(text).split(",")):
         try:
+            if "_" in item:  # Python reads 1_0 as 10; no number is written so on a command line
+                raise ValueError(item)
             value = kind(item)
         except ValueError:
-            raise UsageError(f"{what} must be positive numbers separated by commas, not {item!r}") from None
+            raise UsageError(f"{what} must be {noun} separated by commas, not {item!r}") from None
         if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
-            raise UsageError(f"{what} must be positive numbers, not {item!r}")
+            raise UsageError(f"{what} must be {noun}, not {item!r}")
         values.append(value)
     if not values:
         raise UsageError(f"{what}: give at least one positive number")

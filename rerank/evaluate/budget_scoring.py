@@ -37,7 +37,7 @@ def score_at_depths(handle: IO[str], source: str, model_name: str, checkpoint: s
         model.forget()  # else a deeper pass would reuse the passages a shallower one embedded, and look cheap
         copies = [QueryRanking(r.qid, list(r.docids), list(r.scores), r.tag, list(r.timings)) for r in candidates]
         stream = score_stream(Stream(reader.header, copies), model, depth, cache=False, stage=label,
-                              interpolate=interpolate, total=len(copies))
+                              interpolate=interpolate, total=len(copies), say_training_overlap=depth == depths[0])
         queries = {r.qid: r for r in stream.rankings}
         runs.append(Run(stream.header, queries, f"{label}@{depth}", label=label))
     return runs
