@@ -175,6 +175,17 @@ def test_a_budget_equal_to_a_points_time_fits_it(tmp_path):
     assert report.budget_rows()[0]["fast"] == {"effectiveness": points[0].effectiveness, "depth": 20}
 
 
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+def test_a_budget_is_shown_as_given(tmp_path, fmt):
+    """CACM's minilm-bi at depth 10 took a median of 1556.696 ms: `--budgets 1556.6955,1556.696` gave two rows both
+    labelled 1556.7 (six significant digits), one with the model and one without; 1234567.5 showed as 1.23457e+06."""
+    points, label = budget.measure_points([_load(_write_run(tmp_path, "fast", 20, 4.0, 1))], "nDCG@10")
+    report = budget.build_report(points, label, "p95", [5.06649, 5.0665, 1234567.5])
+    lines = budget.render(report, fmt).splitlines()
+    labels = [line.strip("| ").split()[0] for line in lines if line.strip("| ").startswith(("5.066", "123"))]
+    assert labels == ["5.06649", "5.0665", "1234567.5"]
+
+
 def test_a_run_is_timed_over_the_queries_it_is_evaluated_on(tmp_path):
     """Beside a run cut to its first 2 queries (rerank cat --first 2), a whole run was evaluated on those 2 but
     timed over all 8: on DL 2019, minilm-bi at depth 10 showed a median of 756 ms over 43 queries beside its

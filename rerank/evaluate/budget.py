@@ -422,7 +422,7 @@ def render(report: BudgetReport, fmt: str) -> str:
     budget_header = [f"budget_ms ({report.statistic}; {report.pick} depth that fits)", *models]
     budget_rows = []
     for row in report.budget_rows():
-        cells = [f"{row['budget_ms']:g}"]
+        cells = [f"{row['budget_ms']:.15g}"]  # as given: 1556.6955 is not 1556.696, though both are 1556.7 at :g
         for model in models:
             best = row[model]
             cells.append("-" if best is None else f"{best['effectiveness']:.4f} (@{best['depth']})")
