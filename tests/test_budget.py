@@ -483,6 +483,14 @@ def test_runs_of_one_name_but_other_checkpoints_are_not_one_curve(tmp_path):
     assert {p.model for p in budget.measure_points(runs, "nDCG@10")[0]} == {"tk"}
 
 
+def test_a_curve_named_like_the_budget_column_is_refused(tmp_path):
+    """`rerank budget budget_ms=cacm.run bi.run` ended in a TypeError traceback: each budget's row is keyed by the
+    curves' names beside its `budget_ms`, which the curve's result replaced."""
+    runs = [_load(_write_run(tmp_path, "fast", 20, 4.0, 1), "budget_ms"), _load(_write_run(tmp_path, "slow", 5, 29.0, 1))]
+    with pytest.raises(UsageError, match=r"fast-20.run: a curve cannot be named 'budget_ms'"):
+        budget.measure_points(runs, "nDCG@10")
+
+
 def test_a_measure_name_standing_for_several_is_refused(tmp_path):
     run = _load(_write_run(tmp_path, "bert", 20, 5.0, 2))
     with pytest.raises(UsageError, match="names 2 measures"):

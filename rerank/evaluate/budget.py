@@ -215,6 +215,9 @@ def check_one_model_per_curve(runs: list[Run]) -> None:
     different checkpoints or models, whose points would be drawn as one line. Refused, naming both."""
     seen: dict[str, tuple[Run, dict]] = {}
     for run in runs:
+        if (run.label or run.name) == "budget_ms":  # each budget's row keys its curves by name beside its budget_ms
+            raise UsageError(f"{run.source}: a curve cannot be named 'budget_ms', the name of the budget column; "
+                             "label it otherwise (LABEL=FILE)")
         last = run.header.stages[-1] if run.header.stages else {}
         identity = {key: last.get(key) for key in MODEL_IDENTITY}
         first = seen.setdefault(run.label or run.name, (run, identity))
