@@ -314,6 +314,23 @@ def test_the_plot_marks_where_the_best_model_changes_not_every_crossing(tmp_path
     assert list(frontier.get_ydata()) == pytest.approx([none_found] * 2 + [1.0] * 3)
 
 
+def test_a_free_point_is_labelled_free_on_the_plot(tmp_path, monkeypatch):
+    """With --zero-untimed, DL 2019's replayed BM25 candidates (0 ms in the table) were drawn at half the cheapest
+    time, 624 ms beside minilm-bi's 1248 ms p95, labelled "100" alone: the plot read as BM25 costing 624 ms."""
+    import matplotlib.pyplot as plt
+
+    free = _load(_write_run(tmp_path, "bm25x", 20, 0.0, 1))
+    for ranking in free.queries.values():
+        ranking.timings = []
+    points, label = budget.measure_points([free, _load(_write_run(tmp_path, "slow", 5, 29.0, 2))], "nDCG@10",
+                                          zero_untimed=True)
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    budget.plot(budget.build_report(points, label), str(tmp_path / "budget.png"))
+    labels = sorted(text.get_text() for text in figures[0].axes[0].texts)
+    assert labels == ["20 (0 ms)", "5"]
+
+
 def test_crossings_in_milliseconds_are_never_in_scientific_notation():
     assert budget.Crossing("deep", "bm25", 2103.4, 12.25).sentence() == \
         "deep is better than bm25 from 12.2 to 2103 ms per query"

@@ -484,7 +484,8 @@ def plot(report: BudgetReport, path: str, title: str | None = None) -> None:
         line, = ax.step(steps, values, where="post", label=model)
         for p in pts:
             ax.plot(x(p), p.effectiveness, "o", color=line.get_color(), ms=4)
-            ax.annotate(str(p.depth), (x(p), p.effectiveness), fontsize=7,
+            free = " (0 ms)" if p.cost(report.statistic) <= 0 else ""  # drawn at `floor`, not where it costs
+            ax.annotate(f"{p.depth}{free}", (x(p), p.effectiveness), fontsize=7,
                         textcoords="offset points", xytext=(3, -9), color=line.get_color())
     # what the text says, the best that fits and where it changes, not every pairwise crossing (25 lines on DL 2019)
     costs = sorted({p.cost(report.statistic) for p in report.points})
