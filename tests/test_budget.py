@@ -500,6 +500,19 @@ def test_runs_of_one_name_but_other_checkpoints_are_not_one_curve(tmp_path):
     assert {p.model for p in budget.measure_points(runs, "nDCG@10")[0]} == {"tk"}
 
 
+def test_runs_of_one_model_with_other_options_are_not_one_curve(tmp_path):
+    """On CACM, minilm-bi at depth 5 with --max-length 32 (117 ms) and at depth 10 as it comes (2456 ms) were drawn as
+    one curve, 'minilm-bi', saying nothing: the options that change a model's scores or speed (rerank score's
+    --max-length, --precision, --quantize, --compile, --device) make another curve, as another checkpoint does."""
+    runs = [_load(_write_run(tmp_path, "minilm-bi", depth, 5.0 * depth, 2)) for depth in (5, 10)]
+    for run, max_length in zip(runs, (32, 256)):
+        run.header.stages[-1].update(model="minilm-bi", max_length=max_length)
+    with pytest.raises(UsageError, match="both curve 'minilm-bi' but were made differently .max_length 32 vs 256"):
+        budget.measure_points(runs, "nDCG@10")
+    runs[0].header.stages[-1]["max_length"] = 256
+    assert {p.model for p in budget.measure_points(runs, "nDCG@10")[0]} == {"minilm-bi"}
+
+
 def test_a_curve_named_like_the_budget_column_is_refused(tmp_path):
     """`rerank budget budget_ms=cacm.run bi.run` ended in a TypeError traceback: each budget's row is keyed by the
     curves' names beside its `budget_ms`, which the curve's result replaced."""

@@ -21,6 +21,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import DataError, UsageError
+from ..models.base import RESTRICTED_OPTIONS
 from ..runs import CUT_KEY, Run, nested_stages
 from .measures import is_count, parse_measure
 from .report import markdown_table, text_table
@@ -207,7 +208,10 @@ def run_depth(run: Run) -> int:
     return max((len(r) for r in run.queries.values()), default=0)
 
 
-MODEL_IDENTITY = ("stage", "model", "checkpoint_hash", "interpolate")  # what a run's last stage scored with
+# What a run's last stage scored with: the model, its weights, and the options that change its scores or speed (a
+# stage writes the device only off the CPU: an option it leaves out had its default)
+MODEL_IDENTITY = {"stage": None, "model": None, "checkpoint_hash": None, "interpolate": None,
+                  **{option: default for option, (_models, default) in RESTRICTED_OPTIONS.items()}}
 
 
 def check_one_model_per_curve(runs: list[Run]) -> None:
@@ -219,7 +223,7 @@ def check_one_model_per_curve(runs: list[Run]) -> None:
             raise UsageError(f"{run.source}: a curve cannot be named 'budget_ms', the name of the budget column; "
                              "label it otherwise (LABEL=FILE)")
         last = run.header.stages[-1] if run.header.stages else {}
-        identity = {key: last.get(key) for key in MODEL_IDENTITY}
+        identity = {key: last.get(key, default) for key, default in MODEL_IDENTITY.items()}
         first = seen.setdefault(run.label or run.name, (run, identity))
         if first[1] != identity:
             differ = ", ".join(f"{key} {first[1][key]} vs {identity[key]}" for key in MODEL_IDENTITY
