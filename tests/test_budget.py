@@ -513,6 +513,22 @@ def test_runs_of_one_model_with_other_options_are_not_one_curve(tmp_path):
     assert {p.model for p in budget.measure_points(runs, "nDCG@10")[0]} == {"minilm-bi"}
 
 
+def test_runs_from_stored_vectors_and_on_the_fly_are_not_one_curve(tmp_path):
+    """On CACM, TK at depth 10 from its stored encodings (53 ms) and at depth 50 encoding the documents on the fly
+    (387 ms, where stored ones took 190) were one curve, 'tk'. Same scores, another cost: refused, as other
+    options are; two runs from stored vectors, wherever those are, stay one curve."""
+    runs = [_load(_write_run(tmp_path, "tk", depth, 5.0 * depth, 2)) for depth in (10, 50)]
+    runs[0].header.stages[-1]["encodings"] = "stored (/home/a/indexes/cacm/tk-ccdfa8f92a59)"
+    runs[1].header.stages[-1]["encodings"] = "on the fly (no stored encodings for cacm or cacm)"
+    with pytest.raises(UsageError, match="both curve 'tk' but were made differently .document vectors stored vs on "
+                                         "the fly"):
+        budget.measure_points(runs, "nDCG@10")
+    runs[1].header.stages[-1]["encodings"] = "stored (/home/b/indexes/cacm/tk-ccdfa8f92a59)"
+    assert {p.model for p in budget.measure_points(runs, "nDCG@10")[0]} == {"tk"}
+    runs[0].header.stages[-1].update(encodings=None, passages="stored (/home/a/indexes/cacm/dense)")  # minilm-bi's
+    assert {p.model for p in budget.measure_points(runs, "nDCG@10")[0]} == {"tk"}
+
+
 def test_a_curve_named_like_the_budget_column_is_refused(tmp_path):
     """`rerank budget budget_ms=cacm.run bi.run` ended in a TypeError traceback: each budget's row is keyed by the
     curves' names beside its `budget_ms`, which the curve's result replaced."""

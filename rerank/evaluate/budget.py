@@ -214,6 +214,13 @@ MODEL_IDENTITY = {"stage": None, "model": None, "checkpoint_hash": None, "interp
                   **{option: default for option, (_models, default) in RESTRICTED_OPTIONS.items()}}
 
 
+def _document_vectors(stage: dict) -> str:
+    """Whether a score stage read its documents' vectors from a store (TK's `encodings`, minilm-bi's `passages`) or
+    computed them while timed: the same scores at another cost (wherever the store is)."""
+    notes = (str(stage.get(key) or "") for key in ("encodings", "passages"))
+    return "stored" if any(note.startswith("stored") for note in notes) else "on the fly"
+
+
 def check_one_model_per_curve(runs: list[Run]) -> None:
     """A curve is one model at several depths; runs grouped by name alone (the last stage's, `tk`) may be of
     different checkpoints or models, whose points would be drawn as one line. Refused, naming both."""
@@ -224,9 +231,10 @@ def check_one_model_per_curve(runs: list[Run]) -> None:
                              "label it otherwise (LABEL=FILE)")
         last = run.header.stages[-1] if run.header.stages else {}
         identity = {key: last.get(key, default) for key, default in MODEL_IDENTITY.items()}
+        identity["document vectors"] = _document_vectors(last)
         first = seen.setdefault(run.label or run.name, (run, identity))
         if first[1] != identity:
-            differ = ", ".join(f"{key} {first[1][key]} vs {identity[key]}" for key in MODEL_IDENTITY
+            differ = ", ".join(f"{key} {first[1][key]} vs {identity[key]}" for key in identity
                                if first[1][key] != identity[key])
             raise UsageError(f"{first[0].source} and {run.source} are both curve {run.label or run.name!r} but were "
                              f"made differently ({differ}): a curve is one model at several depths; label them "
