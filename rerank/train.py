@@ -768,15 +768,23 @@ def build_dev(args: TrainArgs, training: Judged,
 def trained_qids(training: dict) -> set[str] | None:
     """The ids of the judged queries a checkpoint trained on, from its checkpoint.json's `training` record: those
     of its training data less the ones it held out (`held_out_qids`); None where that data cannot be read again
-    (a candidate run file since moved or changed, or read from a pipe)."""
+    (a candidate run file, or its --qrels, since moved or changed, or read from a pipe)."""
+    from .evaluate.session import judgements_for
+
     files = training.get("file_sha256") or {}
     candidates, name = training.get("candidates"), training.get("train")
     if "candidates" in files:
         path = Path(candidates)
-        if not path.is_file() or file_sha256(path) != files["candidates"]:
+        if any(not Path(training[key]).is_file() or file_sha256(Path(training[key])) != files[key]
+               for key in ("candidates", "qrels") if key in files):
             return None
         with open_run_file(path) as handle:
-            qids = set(load_run(handle, str(path)).queries)
+            run = load_run(handle, str(path))
+        try:  # judged as training judged it (judged_run_file): a query without judgements made no training group
+            qrels = judgements_for([run], training.get("qrels"), training.get("min_rel"), fallback_dataset=name).qrels
+        except RerankError:
+            return None
+        qids = {qid for qid in run.queries if qrels.get(qid)}
     elif name in dataset_names() and (candidates is None or candidates in get_dataset(name).run_files):
         qids = set(get_dataset(name).qrels())  # a run it ships holds its judged queries, or a subset of them
     else:

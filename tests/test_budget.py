@@ -175,6 +175,17 @@ def test_a_budget_equal_to_a_points_time_fits_it(tmp_path):
     assert report.budget_rows()[0]["fast"] == {"effectiveness": points[0].effectiveness, "depth": 20}
 
 
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+def test_a_budget_is_shown_as_given(tmp_path, fmt):
+    """CACM's minilm-bi at depth 10 took a median of 1556.696 ms: `--budgets 1556.6955,1556.696` gave two rows both
+    labelled 1556.7 (six significant digits), one with the model and one without; 1234567.5 showed as 1.23457e+06."""
+    points, label = budget.measure_points([_load(_write_run(tmp_path, "fast", 20, 4.0, 1))], "nDCG@10")
+    report = budget.build_report(points, label, "p95", [5.06649, 5.0665, 1234567.5])
+    lines = budget.render(report, fmt).splitlines()
+    labels = [line.strip("| ").split()[0] for line in lines if line.strip("| ").startswith(("5.066", "123"))]
+    assert labels == ["5.06649", "5.0665", "1234567.5"]
+
+
 def test_a_run_is_timed_over_the_queries_it_is_evaluated_on(tmp_path):
     """Beside a run cut to its first 2 queries (rerank cat --first 2), a whole run was evaluated on those 2 but
     timed over all 8: on DL 2019, minilm-bi at depth 10 showed a median of 756 ms over 43 queries beside its
@@ -301,6 +312,23 @@ def test_the_plot_marks_where_the_best_model_changes_not_every_crossing(tmp_path
     frontier, = (line for line in lines if line.get_label() == "best that fits")
     none_found = next(p.effectiveness for p in points if p.model == "y")  # at 3, 4, 6, 11 ms and the right edge
     assert list(frontier.get_ydata()) == pytest.approx([none_found] * 2 + [1.0] * 3)
+
+
+def test_a_free_point_is_labelled_free_on_the_plot(tmp_path, monkeypatch):
+    """With --zero-untimed, DL 2019's replayed BM25 candidates (0 ms in the table) were drawn at half the cheapest
+    time, 624 ms beside minilm-bi's 1248 ms p95, labelled "100" alone: the plot read as BM25 costing 624 ms."""
+    import matplotlib.pyplot as plt
+
+    free = _load(_write_run(tmp_path, "bm25x", 20, 0.0, 1))
+    for ranking in free.queries.values():
+        ranking.timings = []
+    points, label = budget.measure_points([free, _load(_write_run(tmp_path, "slow", 5, 29.0, 2))], "nDCG@10",
+                                          zero_untimed=True)
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    budget.plot(budget.build_report(points, label), str(tmp_path / "budget.png"))
+    labels = sorted(text.get_text() for text in figures[0].axes[0].texts)
+    assert labels == ["20 (0 ms)", "5"]
 
 
 def test_crossings_in_milliseconds_are_never_in_scientific_notation():
@@ -477,6 +505,43 @@ def test_runs_of_one_name_but_other_checkpoints_are_not_one_curve(tmp_path):
     runs[1].header.stages[-1]["checkpoint_hash"] = "aaaa"  # one checkpoint at two depths: one curve, as before
     runs[1].label = None
     assert {p.model for p in budget.measure_points(runs, "nDCG@10")[0]} == {"tk"}
+
+
+def test_runs_of_one_model_with_other_options_are_not_one_curve(tmp_path):
+    """On CACM, minilm-bi at depth 5 with --max-length 32 (117 ms) and at depth 10 as it comes (2456 ms) were drawn as
+    one curve, 'minilm-bi', saying nothing: the options that change a model's scores or speed (rerank score's
+    --max-length, --precision, --quantize, --compile, --device) make another curve, as another checkpoint does."""
+    runs = [_load(_write_run(tmp_path, "minilm-bi", depth, 5.0 * depth, 2)) for depth in (5, 10)]
+    for run, max_length in zip(runs, (32, 256)):
+        run.header.stages[-1].update(model="minilm-bi", max_length=max_length)
+    with pytest.raises(UsageError, match="both curve 'minilm-bi' but were made differently .max_length 32 vs 256"):
+        budget.measure_points(runs, "nDCG@10")
+    runs[0].header.stages[-1]["max_length"] = 256
+    assert {p.model for p in budget.measure_points(runs, "nDCG@10")[0]} == {"minilm-bi"}
+
+
+def test_runs_from_stored_vectors_and_on_the_fly_are_not_one_curve(tmp_path):
+    """On CACM, TK at depth 10 from its stored encodings (53 ms) and at depth 50 encoding the documents on the fly
+    (387 ms, where stored ones took 190) were one curve, 'tk'. Same scores, another cost: refused, as other
+    options are; two runs from stored vectors, wherever those are, stay one curve."""
+    runs = [_load(_write_run(tmp_path, "tk", depth, 5.0 * depth, 2)) for depth in (10, 50)]
+    runs[0].header.stages[-1]["encodings"] = "stored (/home/a/indexes/cacm/tk-ccdfa8f92a59)"
+    runs[1].header.stages[-1]["encodings"] = "on the fly (no stored encodings for cacm or cacm)"
+    with pytest.raises(UsageError, match="both curve 'tk' but were made differently .document vectors stored vs on "
+                                         "the fly"):
+        budget.measure_points(runs, "nDCG@10")
+    runs[1].header.stages[-1]["encodings"] = "stored (/home/b/indexes/cacm/tk-ccdfa8f92a59)"
+    assert {p.model for p in budget.measure_points(runs, "nDCG@10")[0]} == {"tk"}
+    runs[0].header.stages[-1].update(encodings=None, passages="stored (/home/a/indexes/cacm/dense)")  # minilm-bi's
+    assert {p.model for p in budget.measure_points(runs, "nDCG@10")[0]} == {"tk"}
+
+
+def test_a_curve_named_like_the_budget_column_is_refused(tmp_path):
+    """`rerank budget budget_ms=cacm.run bi.run` ended in a TypeError traceback: each budget's row is keyed by the
+    curves' names beside its `budget_ms`, which the curve's result replaced."""
+    runs = [_load(_write_run(tmp_path, "fast", 20, 4.0, 1), "budget_ms"), _load(_write_run(tmp_path, "slow", 5, 29.0, 1))]
+    with pytest.raises(UsageError, match=r"fast-20.run: a curve cannot be named 'budget_ms'"):
+        budget.measure_points(runs, "nDCG@10")
 
 
 def test_a_measure_name_standing_for_several_is_refused(tmp_path):

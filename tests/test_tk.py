@@ -844,6 +844,23 @@ def test_scoring_the_queries_a_checkpoint_trained_on_is_warned_of(tmp_path, rera
     assert "warning" not in on_dev and "chose its best training step by 65 of the 81 queries" in on_dev
 
 
+def test_the_queries_a_checkpoint_trained_on_are_the_judged_ones_of_its_candidate_run(tmp_path):
+    """`train tk --candidates cacm.run --dev-fraction 0.2` trained on 42 queries (CACM judges 52 of the run's 64,
+    10 held out), yet `score` warned that it "was trained on 54 of the 64 queries": the 12 unjudged ones, which
+    made no training group, were counted as trained on."""
+    from rerank.paths import file_sha256
+    from rerank.train import trained_qids
+
+    run, qrels = tmp_path / "candidates.run", tmp_path / "qrels.txt"
+    run.write_text("".join(f"{q} Q0 d{i} {i} {10 - i} bm25\n" for q in ("q1", "q2", "q3", "q4") for i in (1, 2)))
+    qrels.write_text("q1 0 d1 1\nq1 0 d2 0\nq2 0 d2 1\nq3 0 d1 1\n")  # q4 is not judged
+    training = {"candidates": str(run), "qrels": str(qrels), "min_rel": None, "held_out_qids": ["q3"],
+                "file_sha256": {"candidates": file_sha256(run), "qrels": file_sha256(qrels)}}
+    assert trained_qids(training) == {"q1", "q2"}
+    qrels.write_text("q4 0 d1 1\n")  # judged otherwise since: which queries it trained on can no longer be told
+    assert trained_qids(training) is None
+
+
 def test_training_into_a_folder_another_training_writes_is_refused(tmp_path, rerank):
     """Two `rerank train -o CK` at once replaced each other's checkpoint at their dev evaluations and each wrote how
     its training ended into whichever checkpoint CK held, both reporting success. While one trains into CK (it holds

@@ -21,6 +21,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import DataError, UsageError
+from ..models.base import RESTRICTED_OPTIONS
 from ..runs import CUT_KEY, Run, nested_stages
 from .measures import is_count, parse_measure
 from .report import markdown_table, text_table
@@ -210,7 +211,17 @@ def run_depth(run: Run) -> int:
     return max((len(r) for r in run.queries.values()), default=0)
 
 
-MODEL_IDENTITY = ("stage", "model", "checkpoint_hash", "interpolate")  # what a run's last stage scored with
+# What a run's last stage scored with: the model, its weights, and the options that change its scores or speed (a
+# stage writes the device only off the CPU: an option it leaves out had its default)
+MODEL_IDENTITY = {"stage": None, "model": None, "checkpoint_hash": None, "interpolate": None,
+                  **{option: default for option, (_models, default) in RESTRICTED_OPTIONS.items()}}
+
+
+def _document_vectors(stage: dict) -> str:
+    """Whether a score stage read its documents' vectors from a store (TK's `encodings`, minilm-bi's `passages`) or
+    computed them while timed: the same scores at another cost (wherever the store is)."""
+    notes = (str(stage.get(key) or "") for key in ("encodings", "passages"))
+    return "stored" if any(note.startswith("stored") for note in notes) else "on the fly"
 
 
 def check_one_model_per_curve(runs: list[Run]) -> None:
@@ -218,11 +229,15 @@ def check_one_model_per_curve(runs: list[Run]) -> None:
     different checkpoints or models, whose points would be drawn as one line. Refused, naming both."""
     seen: dict[str, tuple[Run, dict]] = {}
     for run in runs:
+        if (run.label or run.name) == "budget_ms":  # each budget's row keys its curves by name beside its budget_ms
+            raise UsageError(f"{run.source}: a curve cannot be named 'budget_ms', the name of the budget column; "
+                             "label it otherwise (LABEL=FILE)")
         last = run.header.stages[-1] if run.header.stages else {}
-        identity = {key: last.get(key) for key in MODEL_IDENTITY}
+        identity = {key: last.get(key, default) for key, default in MODEL_IDENTITY.items()}
+        identity["document vectors"] = _document_vectors(last)
         first = seen.setdefault(run.label or run.name, (run, identity))
         if first[1] != identity:
-            differ = ", ".join(f"{key} {first[1][key]} vs {identity[key]}" for key in MODEL_IDENTITY
+            differ = ", ".join(f"{key} {first[1][key]} vs {identity[key]}" for key in identity
                                if first[1][key] != identity[key])
             raise UsageError(f"{first[0].source} and {run.source} are both curve {run.label or run.name!r} but were "
                              f"made differently ({differ}): a curve is one model at several depths; label them "
@@ -425,7 +440,7 @@ def render(report: BudgetReport, fmt: str) -> str:
     budget_header = [f"budget_ms ({report.statistic}; {report.pick} depth that fits)", *models]
     budget_rows = []
     for row in report.budget_rows():
-        cells = [f"{row['budget_ms']:g}"]
+        cells = [f"{row['budget_ms']:.15g}"]  # as given: 1556.6955 is not 1556.696, though both are 1556.7 at :g
         for model in models:
             best = row[model]
             cells.append("-" if best is None else f"{best['effectiveness']:.4f} (@{best['depth']})")
@@ -484,7 +499,8 @@ def plot(report: BudgetReport, path: str, title: str | None = None) -> None:
         line, = ax.step(steps, values, where="post", label=model)
         for p in pts:
             ax.plot(x(p), p.effectiveness, "o", color=line.get_color(), ms=4)
-            ax.annotate(str(p.depth), (x(p), p.effectiveness), fontsize=7,
+            free = " (0 ms)" if p.cost(report.statistic) <= 0 else ""  # drawn at `floor`, not where it costs
+            ax.annotate(f"{p.depth}{free}", (x(p), p.effectiveness), fontsize=7,
                         textcoords="offset points", xytext=(3, -9), color=line.get_color())
     # what the text says, the best that fits and where it changes, not every pairwise crossing (25 lines on DL 2019)
     costs = sorted({p.cost(report.statistic) for p in report.points})
