@@ -113,6 +113,30 @@ def test_retrieve_eval_equals_trec_eval(name, qrels, rerank, data_root, session_
 
 
 @pytest.mark.data
+def test_trec_format_gives_trec_evals_lines(rerank, data_root):
+    """`--format trec` prints what `trec_eval -q -c` prints, line for line but the measures' names, so scripts
+    written against trec_eval's output read it; the tables before it were rerank's own layout alone."""
+    import subprocess
+
+    from rerank.evaluate.reference import trec_eval_binary
+
+    run = str(data_root / "trec-dl" / "bm25" / "trec_results_dl19.txt")
+    qrels = str(data_root / "trec-dl" / "qrels" / "qrels.dl19-passage.txt")
+    ours = rerank("eval", run, "--qrels", qrels, "--min-rel", "2", "-m", "AP", "-m", "nDCG@10", "-m", "RR",
+                  "--format", "trec", "-q").stdout.splitlines()
+    theirs = subprocess.run([str(trec_eval_binary()), "-c", "-q", "-l", "2", "-m", "map", "-m", "ndcg_cut.10", "-m",
+                             "recip_rank", qrels, run], capture_output=True, text=True, check=True).stdout.splitlines()
+    named = {"MAP": "map", "nDCG@10": "ndcg_cut_10", "MRR": "recip_rank"}  # rerank's labels of AP and RR
+    renamed = [f"{named[measure.strip()]:<22}\t{qid}\t{value}" for measure, qid, value in (l.split("\t") for l in ours)]
+    assert sorted(renamed) == sorted(theirs) and len(ours) == 3 * 44
+    assert [line.split("\t")[1] for line in renamed] == [line.split("\t")[1] for line in theirs]  # trec_eval's order
+    assert rerank("eval", run, "--qrels", qrels, "--min-rel", "2", "-m", "AP", "--format", "trec").stdout == \
+        "MAP                   \tall\t" + theirs[-3].split("\t")[2] + "\n"  # without -q, the means alone
+    twice = rerank("eval", run, f"again={run}", "--qrels", qrels, "--format", "trec", check=False)
+    assert twice.returncode == 2 and "--format trec gives one run's lines" in twice.stderr
+
+
+@pytest.mark.data
 def test_gzipped_runs_are_read(rerank, data_root, tmp_path):
     """TREC's archived runs come gzipped; eval reads them as it reads gzipped topics and qrels."""
     plain = data_root / "trec-dl" / "bm25" / "trec_results_dl19.txt"

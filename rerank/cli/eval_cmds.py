@@ -55,7 +55,8 @@ def _refuse_tests_without_a_comparison(runs: int, per_query: bool) -> None:
 @click.option("--min-rel", type=int, default=None, help="Lowest grade that counts as relevant (trec_eval -l).")
 @click.option("-q", "--per-query", is_flag=True,
               help="One row per query and run; with several runs, each query's difference to the baseline too.")
-@click.option("--format", "fmt", type=click.Choice(report.FORMATS), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice((*report.FORMATS, "trec")), default="table", show_default=True,
+              help="trec: trec_eval's 'measure qid value' lines, of one run.")
 @click.option("-M", "--depth", type=click.IntRange(min=1), default=None,
               help="Evaluate each query's top DEPTH documents alone (trec_eval -M), e.g. a 1000-deep run at 100.")
 @click.option("--run-queries", is_flag=True,
@@ -87,11 +88,17 @@ def eval_command(runs, qrels, dataset_name, measures, min_rel, per_query, fmt, b
     # them prints: the error alone
     base = _baseline_index(loaded, baseline)
     _refuse_tests_without_a_comparison(len(loaded), per_query)
+    if fmt == "trec" and (len(loaded) > 1 or sort_by is not None):
+        raise UsageError("--format trec gives one run's lines in trec_eval's order, as trec_eval does: "
+                         + ("leave out --sort" if len(loaded) == 1 else "evaluate the runs one at a time"))
     labels = [m.label for m in parse_measures(list(measures or judgements.measures), judgements.min_rel)]
     sort_label = sort_among(sort_by, labels) if sort_by is not None else None
     evaluations, named, warnings = evaluate_runs(loaded, judgements, list(measures), run_queries=run_queries)
     for warning in warnings:
         click.echo(f"rerank: note: {warning}", err=True)
+    if fmt == "trec":
+        click.echo(report.render_trec(evaluations[0], named, per_query), nl=False)
+        return
     if per_query:
         click.echo(report.render_per_query(evaluations, named, fmt, base, sort_label), nl=False)
         return
