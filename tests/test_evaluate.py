@@ -409,6 +409,16 @@ def test_a_plain_run_of_a_qa_set_is_judged_by_naming_the_data_set(rerank, tmp_pa
 
 
 @pytest.mark.data
+def test_a_plain_run_of_another_wikiqa_split_is_refused(rerank, tmp_path):
+    """WikiQA's Sent files carry no ids and each split's questions were numbered Q1, Q2, ... with sentences Q1-0,
+    ...: a train run judged as dev matched dev's questions by number and got MAP 0.66, a figure of nothing."""
+    train = rerank("cat", "--trec", input=rerank("retrieve", "wikiqa-train", "--candidates").stdout).stdout
+    (tmp_path / "train.run").write_text(train)
+    done = rerank("eval", str(tmp_path / "train.run"), "--dataset", "wikiqa-dev", check=False)
+    assert done.returncode != 0 and "none of its 2118 queries is judged in wikiqa-dev" in done.stderr
+
+
+@pytest.mark.data
 def test_missing_and_unjudged_queries_are_reported(rerank, data_root, tmp_path):
     lines = (data_root / "trec-dl" / "bm25" / "trec_results_dl19.txt").read_text().splitlines()
     first_qid = lines[0].split()[0]
