@@ -830,6 +830,23 @@ def test_cat_cuts_a_run_to_its_first_queries_and_top_documents_and_eval_counts_t
 
 
 @pytest.mark.data
+def test_depths_are_compared_on_the_queries_evaluated(rerank, tmp_path):
+    """Needs ../shared/data (TrecQA). A QA board of all candidates against a run cut to its first questions (each
+    question's whole list) said the runs were of different depths (20 against 92: the longest list of each run's
+    own questions) and that MAP read past rank 20 where the shallower run had no documents, which was false on
+    the question both were evaluated on."""
+    stream = rerank("retrieve", "trecqa-dev", "--candidates").stdout
+    (tmp_path / "all.run").write_text(stream)
+    (tmp_path / "first.run").write_text(rerank("cat", "--first", "2", input=stream).stdout)
+    done = rerank("eval", "first.run", "all.run", "-m", "MAP", cwd=tmp_path)
+    assert "evaluated on the 1 judged query every run was made for" in done.stderr
+    assert "different depths" not in done.stderr
+    shallow = rerank("eval", "first.run", "-", "-m", "MAP", cwd=tmp_path,
+                     input=rerank("cat", "--depth", "3", input=stream).stdout)
+    assert "different depths (candidates:first.run 20, candidates:<stdin> 3)" in shallow.stderr
+
+
+@pytest.mark.data
 def test_runs_of_different_depths_are_said_to_be_when_a_measure_reads_past_the_shallower(rerank, vaswani_index,
                                                                                           tmp_path):
     """Needs ../shared/data (Vaswani). A user study's board of BM25 at k = 100 against RM3 at 1000 marked RM3
