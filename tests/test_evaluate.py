@@ -60,6 +60,8 @@ def test_the_tests_and_corrections_a_leaderboard_can_use():
     assert c.effect_size == pytest.approx((candidate - baseline).mean() / (candidate - baseline).std(ddof=1))
     same = compare(baseline + 0.1, baseline)  # every difference equal: a point, and no finite d_z
     assert same.ci95 == pytest.approx((0.1, 0.1)) and same.effect_size is None
+    one = compare(np.array([0.5]), np.array([0.2]))  # one query: no spread to estimate, so no interval at all
+    assert one.ci95 is None and one.t_p == 1.0  # it was (0.3, 0.3), as sure as a point
     assert correct([0.01, 0.04, 0.5], "bonferroni") == pytest.approx([0.03, 0.12, 1.0])
     assert correct([0.01, 0.04, 0.5], "none") == [0.01, 0.04, 0.5]
     assert correct([0.01, 0.04, 0.5], "holm") == holm([0.01, 0.04, 0.5])
