@@ -60,6 +60,8 @@ def test_the_tests_and_corrections_a_leaderboard_can_use():
     assert c.effect_size == pytest.approx((candidate - baseline).mean() / (candidate - baseline).std(ddof=1))
     same = compare(baseline + 0.1, baseline)  # every difference equal: a point, and no finite d_z
     assert same.ci95 == pytest.approx((0.1, 0.1)) and same.effect_size is None
+    one = compare(np.array([0.5]), np.array([0.2]))  # one query: no spread to estimate, so no interval at all
+    assert one.ci95 is None and one.t_p == 1.0  # it was (0.3, 0.3), as sure as a point
     assert correct([0.01, 0.04, 0.5], "bonferroni") == pytest.approx([0.03, 0.12, 1.0])
     assert correct([0.01, 0.04, 0.5], "none") == [0.01, 0.04, 0.5]
     assert correct([0.01, 0.04, 0.5], "holm") == holm([0.01, 0.04, 0.5])
@@ -430,6 +432,16 @@ def test_a_plain_run_of_a_qa_set_is_judged_by_naming_the_data_set(rerank, tmp_pa
     assert "takes --dataset trecqa-dev" in rerank("eval", plain, "--qrels", "trecqa-dev", check=False).stderr
     other = rerank("eval", "--dataset", "wikiqa-dev", input=stream, check=False)
     assert other.returncode != 0 and "header names the data set trecqa-dev" in other.stderr
+
+
+@pytest.mark.data
+def test_a_plain_run_of_another_wikiqa_split_is_refused(rerank, tmp_path):
+    """WikiQA's Sent files carry no ids and each split's questions were numbered Q1, Q2, ... with sentences Q1-0,
+    ...: a train run judged as dev matched dev's questions by number and got MAP 0.66, a figure of nothing."""
+    train = rerank("cat", "--trec", input=rerank("retrieve", "wikiqa-train", "--candidates").stdout).stdout
+    (tmp_path / "train.run").write_text(train)
+    done = rerank("eval", str(tmp_path / "train.run"), "--dataset", "wikiqa-dev", check=False)
+    assert done.returncode != 0 and "none of its 2118 queries is judged in wikiqa-dev" in done.stderr
 
 
 @pytest.mark.data
@@ -841,6 +853,23 @@ def test_cat_cuts_a_run_to_its_first_queries_and_top_documents_and_eval_counts_t
     assert refused.returncode == 1 and "rerank cat --first N or --depth K" in refused.stderr
     for bad in ("0", "-1", "x"):
         assert rerank("cat", "--first", bad, input=run, check=False).returncode == 2
+
+
+@pytest.mark.data
+def test_depths_are_compared_on_the_queries_evaluated(rerank, tmp_path):
+    """Needs ../shared/data (TrecQA). A QA board of all candidates against a run cut to its first questions (each
+    question's whole list) said the runs were of different depths (20 against 92: the longest list of each run's
+    own questions) and that MAP read past rank 20 where the shallower run had no documents, which was false on
+    the question both were evaluated on."""
+    stream = rerank("retrieve", "trecqa-dev", "--candidates").stdout
+    (tmp_path / "all.run").write_text(stream)
+    (tmp_path / "first.run").write_text(rerank("cat", "--first", "2", input=stream).stdout)
+    done = rerank("eval", "first.run", "all.run", "-m", "MAP", cwd=tmp_path)
+    assert "evaluated on the 1 judged query every run was made for" in done.stderr
+    assert "different depths" not in done.stderr
+    shallow = rerank("eval", "first.run", "-", "-m", "MAP", cwd=tmp_path,
+                     input=rerank("cat", "--depth", "3", input=stream).stdout)
+    assert "different depths (candidates:first.run 20, candidates:<stdin> 3)" in shallow.stderr
 
 
 @pytest.mark.data

@@ -193,6 +193,18 @@ def test_searching_a_candidates_data_sets_own_passages_says_they_are_its_pool(re
     assert "note" not in rerank("retrieve", "trec-dl-2019", "--candidates", env=env).stderr
 
 
+def test_searching_a_qa_sets_sentences_says_it_is_not_answer_selection(rerank, tmp_path):
+    """Needs ../shared/data (TrecQA). A QA study indexed trecqa-dev and took BM25 over the candidate sentences of
+    every question (MAP 0.4058) for an answer-selection figure, which ranks each question's own candidates."""
+    env = {"RERANK_HOME": str(tmp_path)}
+    built = rerank("index", "trecqa-dev", env=env)
+    note = ("rerank: note: trecqa-dev's documents are the candidate sentences of all its questions: a search over "
+            "them ranks other questions' sentences too, where answer selection, and its published figures, rank "
+            "each question's own (rerank retrieve trecqa-dev --candidates, then score)\n")
+    assert built.stderr == "indexed 1148 documents into index 'trecqa-dev' (lucene)\n" + note
+    assert rerank("retrieve", "trecqa-dev", "--k", "5", env=env).stderr == note
+
+
 def test_own_corpus_edge_cases(rerank, session_home, tmp_path):
     """Documents without text are skipped (as Anserini does) and said so; a query of more than 1,024 distinct
     terms used to come back empty with a Java stack trace; a damaged index gave a jnius traceback after the

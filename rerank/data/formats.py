@@ -578,11 +578,12 @@ def read_jacana(path: str | Path) -> AnswerSelection:
     return out
 
 
-def read_wikiqa(path: str | Path) -> AnswerSelection:
+def read_wikiqa(path: str | Path, numbered: str) -> AnswerSelection:
     """WikiQA: `WikiQA-*.tsv` (with QuestionID/SentenceID) or `WikiQASent-*.txt` (question, sentence, label).
 
-    The Sent files carry no ids, so questions are numbered `Q1, Q2, ...` in order of appearance
-    (consecutive rows with the same question text form one question).
+    The Sent files carry no ids, so questions are numbered after `numbered` in order of appearance (`dev-Q1`,
+    `dev-Q2`, ..., their sentences `dev-Q1-0`, ...; consecutive rows with the same question text form one question).
+    Every split's file starts at 1: numbered after its split, a run of one split matches no question of another.
     """
     out = AnswerSelection({}, {}, {}, {})
     grouped: dict[str, tuple[str, list[tuple[str, int]], list[str]]] = {}
@@ -604,7 +605,7 @@ def read_wikiqa(path: str | Path) -> AnswerSelection:
                     if question != previous_question:
                         counter += 1
                         previous_question = question
-                    qid, sid = f"Q{counter}", None
+                    qid, sid = f"{numbered}{counter}", None
                 grade = int(label)
             except ValueError:
                 raise FormatError(str(path), line_no, "expected question<TAB>sentence<TAB>label (or the 7-column TSV)") from None

@@ -151,13 +151,16 @@ class AnswerSelectionDataset(Dataset):
 
 
 class WikiQADataset(AnswerSelectionDataset):
-    reader = staticmethod(formats.read_wikiqa)
     unjudged_rule = "questions without a right answer, as Yang et al. (2015) count them"
 
     def qrels(self) -> Qrels:
         """Judged questions as WikiQA's published evaluations count them (Yang et al., 2015): questions with at
         least one right answer (126 in dev), those whose every candidate is right included."""
         return {qid: labels for qid, labels in self._pairs.qrels.items() if any(labels.values())}
+
+    def reader(self, path: Path) -> AnswerSelection:
+        """Questions numbered after the split (`dev-Q1`, sentences `dev-Q1-0`): every split's file starts at 1."""
+        return formats.read_wikiqa(path, numbered=f"{self.name.removeprefix('wikiqa-')}-Q")
 
 
 def _vaswani(root: Path) -> Dataset:

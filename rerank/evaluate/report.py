@@ -166,7 +166,8 @@ def _leaderboard_csv(rows: list[Row], measures: list[NamedMeasure], significance
         versus = [(r.versus or {}).get(label) for label in labels]
         cells = [r.run, str(r.versus is None).lower(), *[_exact(r.means[m.label], m) for m in measures],
                  *[_exact(r.means[m.label] - base.means[m.label], m) if c else "" for c, m in zip(versus, measures)]]
-        for part in (lambda c: c.ci95[0], lambda c: c.ci95[1], lambda c: c.effect_size):  # of per-query differences
+        for part in (lambda c: c.ci95 and c.ci95[0], lambda c: c.ci95 and c.ci95[1],  # of per-query differences
+                     lambda c: c.effect_size):
             cells += [repr(part(c)) if c and not is_count(m) and part(c) is not None else ""
                       for c, m in zip(versus, measures)]
         cells += [_mark(c, m) for c, m in zip(versus, measures)]

@@ -150,11 +150,14 @@ def _made_for(runs: list[Run], judgements: Judgements, warnings: list[str], run_
     return replace(judgements, qrels=kept)
 
 
-def _uneven_depths(runs: list[Run], measures: list[NamedMeasure]) -> str | None:
+def _uneven_depths(runs: list[Run], measures: list[NamedMeasure], evaluated: Qrels) -> str | None:
     """A note when runs compared are of different depths and a measure reads below the shallower one's (MAP,
     Recall@1000): a board of BM25 at k = 100 against RM3 at 1000 marked RM3 significantly better, depth for the
-    most part. trec_eval's -M (here -M/--depth) evaluates each at one depth."""
-    depths = [(run.name, max((len(ranking) for ranking in run.queries.values()), default=0)) for run in runs]
+    most part. trec_eval's -M (here -M/--depth) evaluates each at one depth. Depths are over the `evaluated`
+    queries alone: a QA set's candidate lists differ in length, so a run of its first questions was shallower than
+    all of them, where both hold every candidate of the questions evaluated."""
+    depths = [(run.name, max((len(ranking) for qid, ranking in run.queries.items() if qid in evaluated), default=0))
+              for run in runs]
     shallowest = min(depth for _, depth in depths)
     if len({depth for _, depth in depths}) < 2 or shallowest == 0:
         return None
@@ -176,11 +179,12 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
     `_made_for`."""
     measures = parse_measures(measure_names or list(judgements.measures), judgements.min_rel)
     evaluations, warnings = [], [judgements.note] if judgements.note else []
-    uneven = _uneven_depths(runs, measures) if compare_depths else None
-    if uneven:
-        warnings.append(uneven)
     judged_anywhere = set(judgements.qrels)
+    said_before = len(warnings)
     judgements = _made_for(runs, judgements, warnings, run_queries)
+    uneven = _uneven_depths(runs, measures, judgements.qrels) if compare_depths else None
+    if uneven:
+        warnings.insert(said_before, uneven)
     skipped = trec_names_skipped(measure_names or [])
     if skipped:
         warnings.append(f"trec_eval's {', '.join(skipped)} cannot be computed by ir_measures: left out")

@@ -35,8 +35,9 @@ class Comparison:
     holm_p: float = float("nan")  # the t-test's, Holm-corrected over the runs compared (whatever --correction says)
     # How large, not only whether: the t-based 95% confidence interval of the mean difference, and the paired
     # effect size (Cohen's d_z: the mean difference over its standard deviation; None where that is 0), which
-    # Sakai's guidelines for IR experiments ask a comparison to report beside p.
-    ci95: tuple[float, float] = (0.0, 0.0)
+    # Sakai's guidelines for IR experiments ask a comparison to report beside p. No interval from one query: it has
+    # no spread to estimate.
+    ci95: tuple[float, float] | None = (0.0, 0.0)
     effect_size: float | None = None
     wilcoxon_p: float | None = None  # computed where asked for
     corrected: dict[str, float] = field(default_factory=dict)  # test -> p after the leaderboard's correction
@@ -78,7 +79,7 @@ def compare(candidate: np.ndarray, baseline: np.ndarray, tests: tuple[str, ...] 
     """`candidate` against `baseline` on the same queries; the Wilcoxon test only where `tests` asks for it."""
     diff = candidate - baseline
     delta = float(diff.mean()) if diff.size else 0.0
-    t_p, ci95 = 1.0, (delta, delta)
+    t_p, ci95 = 1.0, ((delta, delta) if diff.size >= 2 else None)
     if diff.size >= 2 and diff.any():
         from scipy import stats  # imported here: it costs ~1 s, and a single-run eval never needs it
 

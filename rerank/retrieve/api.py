@@ -74,10 +74,15 @@ def _check_backend_options(backend_name: str, options: dict, allowed: frozenset[
 
 
 def pool_note(name: str, source: dict) -> str | None:
-    """What a user searching a candidates data set's own documents should know: they are the pool of its shipped
-    candidate runs (TREC DL's 5,492 passages of 8.8 million), where BM25 finds other passages, and scores otherwise,
-    than the published first stage it is easily taken for."""
+    """What a user searching a candidates or QA data set's own documents should know: they are the pool of its
+    shipped candidate runs (TREC DL's 5,492 passages of 8.8 million), where BM25 finds other passages, and scores
+    otherwise, than the published first stage it is easily taken for; a QA set's are every question's candidate
+    sentences, where answer selection ranks each question's own."""
     dataset = get_dataset(name) if "corpus" not in source and name in dataset_names() else None
+    if dataset is not None and dataset.kind == "qa":
+        return (f"{name}'s documents are the candidate sentences of all its questions: a search over them ranks other "
+                f"questions' sentences too, where answer selection, and its published figures, rank each question's "
+                f"own (rerank retrieve {name} --candidates, then score)")
     if dataset is None or dataset.kind != "candidates":
         return None
     runs = ", ".join(dataset.run_files)
