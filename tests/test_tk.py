@@ -95,6 +95,26 @@ def test_tkl_regions_do_not_overlap_and_lie_in_the_document(tmp_path):
     assert len(short) == 1 and short[0]["chars"] == [0, 14]
 
 
+def test_tkl_windows_reach_every_documents_last_token(tmp_path):
+    """Windows started every `stride` tokens and had to fit in the document: where its length less the window was
+    odd, none reached its last token, and a document ending in the query's word scored as if the word were absent."""
+    module = tiny("tkl", regions=1)
+    with torch.no_grad():
+        module.region_kernels.weight.fill_(1.0)  # a window scores higher the more it matches
+    for length in (11, 12, 5, 20):
+        kernels = torch.zeros(2, 1, 20, module.region_kernels.in_features)
+        kernels[:, 0, length - 1] = 1.0  # the last token alone matches
+        doc_mask = torch.zeros(2, 20)
+        doc_mask[:, :length] = 1
+        _, starts, _ = module.region_scores(kernels[:, :, :length] if length < 20 else kernels, torch.ones(2, 1),
+                                            doc_mask[:, :length])
+        alone = starts[0, 0].item()
+        _, padded, _ = module.region_scores(kernels, torch.ones(2, 1), doc_mask)  # beside a longer document
+        assert alone <= length - 1 < alone + TINY["window"] and padded[0, 0].item() == alone, (length, alone)
+    reranker = load_tkl(str(checkpoint(tmp_path, "tkl")))
+    assert reranker.provenance()["windows"] == "to the last token"  # keys its cached scores apart from the old
+
+
 @pytest.mark.parametrize("variant", ["tk", "tkl"])
 def test_explain_parts_add_up_to_the_score(tmp_path, variant):
     """TKL's explain listed its regions' scores, which did not add up to its score (the learned region weights

@@ -532,7 +532,10 @@ class TKModule(nn.Module):
         return (self.log_weights(log_features) + self.length_weights(length_features))[:, 0]
 
     def window_starts(self, length: int) -> list[int]:
-        return list(range(0, max(length - self.config.window, 0) + 1, self.config.stride))
+        """Every `stride` tokens, up to the first start whose window reaches the last token: where the length less
+        the window is no multiple of the stride, that window runs past the end (into padding, which matches
+        nothing), as the published TKL's windows over its padded chunks do."""
+        return list(range(0, max(length - self.config.window, 0) + self.config.stride, self.config.stride))
 
     def window_kernel_sums(self, kernels: torch.Tensor) -> torch.Tensor:
         """TKL: each query term's kernel activations summed over each window [B, Lq, W, K] (at `window_starts`)."""
@@ -559,7 +562,8 @@ class TKModule(nn.Module):
         features = self.window_term_features(kernels, query_mask).sum(1)  # saturation, then over terms
         region = self.region_kernels(features)[..., 0]  # [B, W]
         doc_lengths = doc_mask.sum(1)
-        valid = (starts[None, :] <= (doc_lengths[:, None] - window).clamp(min=0))
+        # a document's windows: those that start before one reaching its last token would have to
+        valid = starts[None, :] < (doc_lengths[:, None] - window).clamp(min=0) + self.config.stride
         chosen_starts, chosen_scores = [], []
         available = valid.clone()
         for _ in range(regions):
@@ -663,8 +667,11 @@ class TKReranker(Reranker):
             self.store_note = note
 
     def provenance(self) -> dict[str, Any]:
+        # TKL's windows reach every document's last token since 2026-11-27; recorded, so that scores cached before
+        # (whose windows could stop a token short) are keyed apart and a run's header tells the two apart
+        windows = {"windows": "to the last token"} if self.module.config.variant == "tkl" else {}
         return {"model": self.name, "checkpoint": str(self.folder), "checkpoint_hash": self.checkpoint_hash,
-                "encodings": self.store_note}
+                "encodings": self.store_note, **windows}
 
     def forget(self) -> None:
         if self.module.contextual:  # MiniLM's vectors of the texts encoded on the fly
