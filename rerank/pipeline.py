@@ -273,6 +273,11 @@ def load_pipeline(path: str | Path, overrides: dict | None = None) -> dict:
     if "dataset" not in spec or not spec.get("stage"):
         raise DataError(f"{p}: a pipeline needs 'dataset' and at least one [[stage]]")
     _check_types(f"{p}: [index]", spec.get("index", {}), {"backend": str})
+    if spec.get("index", {}).get("backend") == "elasticsearch":  # it would build at $RERANK_ES_URL, once per machine
+        raise UsageError(f"{p}: [index] builds an index under indexes/ ({' or '.join(LOCAL_BACKENDS)}); an "
+                         "Elasticsearch index lives on its server: build it once with "
+                         f"{build_command(spec['dataset'], ' --backend elasticsearch --es-url URL')}, and leave the "
+                         "[index] table out")
     for key in ("measures", "stage"):
         if not all(isinstance(item, str if key == "measures" else dict) for item in spec.get(key, [])):
             raise DataError(f"{p}: {key} must be a list of {'strings' if key == 'measures' else '[[stage]] tables'}")

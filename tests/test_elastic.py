@@ -285,10 +285,15 @@ def test_a_url_that_is_not_http_or_https_is_refused(rerank, cacm_slice, url):
     ([], {"RERANK_ES_API_KEY": "k3y", "RERANK_ES_USER": "alice", "RERANK_ES_PASSWORD": "s3cret"},
      "both $RERANK_ES_API_KEY and $RERANK_ES_USER are set: unset one of them"),
     ([], {"RERANK_ES_PASSWORD": "s3cret"}, "$RERANK_ES_PASSWORD is set without $RERANK_ES_USER"),
+    (["--es-url", "http://bob:s3cret@127.0.0.1:9"], {"RERANK_ES_API_KEY": "k3y"},
+     "--es-url 'http://127.0.0.1:9' names a user and $RERANK_ES_API_KEY is set too: give the credentials one way"),
+    ([], {"RERANK_ES_URL": "http://bob:s3cret@127.0.0.1:9", "RERANK_ES_USER": "alice", "RERANK_ES_PASSWORD": "pw"},
+     "$RERANK_ES_URL 'http://127.0.0.1:9' names a user and $RERANK_ES_USER is set too: give the credentials one way"),
 ])
 def test_connection_settings_that_would_be_ignored_are_refused(rerank, cacm_slice, given, env, says):
     """An empty --es-url (an unset shell variable) searched the default server; an API key silently won over a user
-    and password, and a password without a user went unsent."""
+    and password, a password without a user went unsent, and credentials from the environment silently replaced a
+    URL's user:password@ (the server's 401 then blamed credentials the user had not meant to send)."""
     done = rerank("retrieve", "slice", "--backend", "elasticsearch", *given, "--topics", str(cacm_slice / "topics.tsv"),
                   env=env, check=False)
     assert done.returncode == 2 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1

@@ -499,3 +499,20 @@ def test_run_help_gives_evals_leaderboard_options_with_the_files_keys_as_default
         assert option in run_help and option in eval_help and default in run_help
     shared = "MAP, MRR[@k], P@k, HITS@k, nDCG[@k], Recall@k, an ir_measures name (Rprec, Bpref)"
     assert shared in run_help and shared in eval_help
+
+
+def test_an_index_table_cannot_build_an_elasticsearch_index(tmp_path):
+    """`[index] backend = "elasticsearch"` built at $RERANK_ES_URL (or 127.0.0.1:9200), not at the stages'
+    es_url, and only where this machine had no indexes/<dataset>/elasticsearch folder: on a second machine the
+    server's index made every run fail with "pass --overwrite", which `rerank run` has not got."""
+    from rerank.errors import UsageError
+    from rerank.pipeline import load_pipeline
+
+    spec = tmp_path / "es.toml"
+    spec.write_text('dataset = "cacm"\n[index]\nbackend = "elasticsearch"\n[[stage]]\nname = "es"\nkind = "retrieve"\n'
+                    'backend = "elasticsearch"\nes_url = "http://127.0.0.1:9277"\n')
+    with pytest.raises(UsageError) as raised:
+        load_pipeline(spec)
+    assert str(raised.value) == (f"{spec}: [index] builds an index under indexes/ (lucene or dense); an "
+                                 "Elasticsearch index lives on its server: build it once with rerank index cacm "
+                                 "--backend elasticsearch --es-url URL, and leave the [index] table out")

@@ -10,7 +10,7 @@ NAME, is refused), and a copy of the manifest is kept under indexes/NAME/elastic
 
 Searching sends queries in `msearch` batches; per-query times are the batch's wall time shared out
 evenly, as for Lucene. Credentials come from RERANK_ES_API_KEY, or RERANK_ES_USER and
-RERANK_ES_PASSWORD, and never reach the run's provenance.
+RERANK_ES_PASSWORD, or the URL's user:password@ (one of these), and never reach the run's provenance.
 
 What differs between servers lives in `server_profile` only. CI tests against noida-db, an
 Elasticsearch-REST-compatible server; point `--es-url` at a real cluster for production.
@@ -106,6 +106,10 @@ class Connection:
             raise UsageError(f"both ${API_KEY_ENV} and ${USER_ENV} are set: unset one of them")
         if os.environ.get(PASSWORD_ENV) and not os.environ.get(USER_ENV):  # else it would go unsent
             raise UsageError(f"${PASSWORD_ENV} is set without ${USER_ENV}")
+        from_env = next((name for name in (API_KEY_ENV, USER_ENV) if os.environ.get(name)), None)
+        if from_env and "@" in parts.netloc:  # the client sends the environment's and drops the URL's, unsaid
+            raise UsageError(f"{given} {self.shown!r} names a user and ${from_env} is set too: give the credentials "
+                             "one way")
         if os.environ.get(API_KEY_ENV):
             kwargs["api_key"] = os.environ[API_KEY_ENV]
         elif os.environ.get(USER_ENV):
