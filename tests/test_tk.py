@@ -188,6 +188,12 @@ def test_glove_spans_are_offsets_in_the_text_even_where_lower_casing_lengthens_i
     shown = reranker.explain("İzmir is the kernel", "x", "İİ İstanbul kernel ranking")
     assert shown["doc_terms"] == ["İ", "İ", "İ", "stanbul", "kernel", "ranking"]  # "i", then a combining dot
     assert shown["query_terms"] == ["İ", "zmir", "kernel"]
+    assert shown["query_stopwords_removed"] == ["is", "the"]  # explain named neither: they were simply not there
+    from rerank.models.tk_explain import render_text
+
+    assert "query stopwords left out (query_stopwords=false): is, the" in render_text(shown)
+    kept = load_tk(str(checkpoint(tmp_path, name="kept"))).explain("İzmir is the kernel", "x", "kernel")
+    assert kept["query_stopwords_removed"] == [] and "stopwords left out" not in render_text(kept)
 
 
 def test_explain_shows_wordpiece_pieces_as_the_tokenizer_writes_them(tmp_path):

@@ -20,6 +20,9 @@ def render_text(explanation: dict[str, Any], top: int = 3) -> str:
             lines.append(f"the {name} has {read['tokens']} tokens; the model reads the first {read['read']} "
                          f"({read['limit']}) and ignores the rest, from character {read['ignored_from']}: "
                          f"{read['ignored_text']!r}")
+    if explanation["query_stopwords_removed"]:
+        lines.append("query stopwords left out (query_stopwords=false): "
+                     + ", ".join(explanation["query_stopwords_removed"]))
     for name in ("query", "document"):
         words = explanation["query_words" if name == "query" else "doc_words"]
         if words["unknown"]:
