@@ -180,29 +180,25 @@ def test_custom_corpus_and_topics(rerank, data_root, tmp_path):
     assert [line.split()[:3] for line in out] == [["q1", "Q0", "p2"], ["q2", "Q0", "p2"]]
 
 
-def test_searching_a_candidates_data_sets_own_passages_says_they_are_its_pool(rerank, tmp_path):
-    """Needs ../shared/data (TREC DL 2019). A user study indexed trec-dl-2019 and took BM25 over its 5,492 pool
-    passages (nDCG@10 0.46) for the published first stage (0.5058 over 8.8 million), with nothing said."""
+@pytest.mark.parametrize("name, documents, note", [
+    # A user study indexed trec-dl-2019 and took BM25 over its 5,492 pool passages (nDCG@10 0.46) for the published
+    # first stage (0.5058 over 8.8 million), with nothing said.
+    ("trec-dl-2019", 5492, "trec-dl-2019's documents are the passages of its candidate runs (bm25, bm25-rm3), not the "
+     "whole collection they came from: a search over them is not comparable with those runs or a published first "
+     "stage (replay one: rerank retrieve trec-dl-2019 --candidates)"),
+    # A QA study indexed trecqa-dev and took BM25 over the candidate sentences of every question (MAP 0.4058) for an
+    # answer-selection figure, which ranks each question's own candidates.
+    ("trecqa-dev", 1148, "trecqa-dev's documents are the candidate sentences of all its questions: a search over them "
+     "ranks other questions' sentences too, where answer selection, and its published figures, rank each question's "
+     "own (rerank retrieve trecqa-dev --candidates, then score)"),
+])
+def test_searching_a_data_sets_own_candidates_says_what_the_search_is_not(rerank, tmp_path, name, documents, note):
+    """Needs ../shared/data (TREC DL 2019, TrecQA)."""
     env = {"RERANK_HOME": str(tmp_path)}
-    built = rerank("index", "trec-dl-2019", env=env)
-    note = ("rerank: note: trec-dl-2019's documents are the passages of its candidate runs (bm25, bm25-rm3), not the "
-            "whole collection they came from: a search over them is not comparable with those runs or a published "
-            "first stage (replay one: rerank retrieve trec-dl-2019 --candidates)\n")
-    assert built.stderr == "indexed 5492 documents into index 'trec-dl-2019' (lucene)\n" + note
-    assert rerank("retrieve", "trec-dl-2019", "--k", "5", env=env).stderr == note
-    assert "note" not in rerank("retrieve", "trec-dl-2019", "--candidates", env=env).stderr
-
-
-def test_searching_a_qa_sets_sentences_says_it_is_not_answer_selection(rerank, tmp_path):
-    """Needs ../shared/data (TrecQA). A QA study indexed trecqa-dev and took BM25 over the candidate sentences of
-    every question (MAP 0.4058) for an answer-selection figure, which ranks each question's own candidates."""
-    env = {"RERANK_HOME": str(tmp_path)}
-    built = rerank("index", "trecqa-dev", env=env)
-    note = ("rerank: note: trecqa-dev's documents are the candidate sentences of all its questions: a search over "
-            "them ranks other questions' sentences too, where answer selection, and its published figures, rank "
-            "each question's own (rerank retrieve trecqa-dev --candidates, then score)\n")
-    assert built.stderr == "indexed 1148 documents into index 'trecqa-dev' (lucene)\n" + note
-    assert rerank("retrieve", "trecqa-dev", "--k", "5", env=env).stderr == note
+    built = rerank("index", name, env=env)
+    assert built.stderr == f"indexed {documents} documents into index '{name}' (lucene)\nrerank: note: {note}\n"
+    assert rerank("retrieve", name, "--k", "5", env=env).stderr == f"rerank: note: {note}\n"
+    assert "note" not in rerank("retrieve", name, "--candidates", env=env).stderr
 
 
 def test_own_corpus_edge_cases(rerank, session_home, tmp_path):
