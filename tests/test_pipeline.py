@@ -31,6 +31,20 @@ def test_changed_stage_is_recomputed(rerank, session_home, tmp_path):
     assert again.stdout.splitlines()[1].startswith("c ")  # the stage's name labels its row, not the shipped run's
 
 
+def test_a_retrieve_stage_writes_the_run_rerank_retrieve_writes(rerank, vaswani_index, session_home, tmp_path):
+    """A user diffed a pipeline's run against the same stage typed as a command: the header's stage line lacked the
+    search threads (2, used by both) that the command's records. Only the fingerprint and timings may differ."""
+    spec = tmp_path / "typed.toml"
+    spec.write_text('dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nk = 5\n')
+    rerank("run", str(spec))
+    typed = rerank("retrieve", "vaswani", "--k", "5", "--name", "bm25").stdout
+
+    def kept(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not line.startswith(("# time:", "# fingerprint:"))]
+
+    assert kept((session_home / "runs" / "typed" / "bm25.run").read_text()) == kept(typed)
+
+
 def test_a_run_of_a_renamed_stage_left_in_the_pipelines_folder_is_pointed_out(rerank, session_home, tmp_path):
     """A user study renamed a stage (fused -> rrf): fused.run stayed beside rrf.run, and `rerank budget
     runs/study/*.run` read both, with nothing said."""
