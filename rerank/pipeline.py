@@ -82,6 +82,7 @@ EVERY_STAGE = {"name": str, "kind": str, "input": str, "evaluate": bool}
 LEADERBOARD_KEYS = ("measures", "baseline", "sort", "tests", "correction")
 PIPELINE_KEYS = {"dataset": str, "stage": list, "measures": list, "baseline": str, "sort": str, "qrels": str,
                  "min_rel": int, "index": dict, "tests": list, "correction": str}
+RUNS_OWNER = ".pipeline"  # in runs/<pipeline>/: the path of the pipeline file whose runs these are
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")  # a file name in runs/<pipeline>/ and a run tag
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
                dict: "a table"}
@@ -383,6 +384,21 @@ def leaderboard_spec(spec: dict, overrides: dict) -> dict:
     return board
 
 
+def _claim_runs_folder(folder: Path, pipeline: Path) -> None:
+    """runs/<name>/ is named by the pipeline file's name alone: a second file of that name elsewhere would re-run its
+    stages over the first's runs, with nothing changed, and be told to delete the first's other runs as stale. It
+    is refused while the first file is there; a file that moved (the first gone) takes the runs over."""
+    owner_file = folder / RUNS_OWNER
+    ours = str(pipeline.resolve())
+    owner = owner_file.read_text(encoding="utf-8").strip() if owner_file.is_file() else None
+    if owner and owner != ours and Path(owner).is_file():
+        raise DataError(f"{pipeline}: {folder} holds the runs of {owner}, a pipeline file of the same name; rename "
+                        "one of them (a pipeline's runs go to runs/<its file name>/)")
+    if owner != ours:
+        with atomic_output(owner_file) as out:
+            out.write(f"{ours}\n")
+
+
 def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_query: bool = False,
                  overrides: dict | None = None) -> str:
     """Run the stages that are not up to date; the leaderboard, or with `per_query` eval --per-query's table (each
@@ -395,6 +411,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
     check_stages(spec, Path(path).parent)
     dataset = spec["dataset"]
     folder = runs_dir() / Path(path).stem
+    _claim_runs_folder(folder, Path(path))
     if "index" in spec and not (indexes_dir() / dataset / spec["index"].get("backend", "lucene")).is_dir():
         api.build_index(dataset, spec["index"].get("backend", "lucene"))
     fingerprints: dict[str, str] = {}
