@@ -41,7 +41,7 @@ from .evaluate.session import evaluate_runs, judgements_for
 from .evaluate.significance import CORRECTIONS, TESTS
 from .paths import file_state, indexes_dir, runs_dir
 from .retrieve import api
-from .retrieve.store import MANIFEST, build_command, source_state
+from .retrieve.store import MANIFEST, IndexInfo, build_command, source_state
 from .runs import END_TEXT, Run, RunReader, Stream, load_run
 from .score import MODEL_OPTIONS
 
@@ -143,11 +143,14 @@ def stage_function(kind: str) -> StageKind:
 
 
 def _check_index_there(spec: dict, backend_name: str) -> None:
-    """A local index the pipeline searches is built, or its [index] table builds it (an Elasticsearch index
-    lives on its server, and is found when the stage opens it)."""
+    """A local index the pipeline searches is built, or its [index] table builds it: a missing one only, so a
+    folder there must be a complete index (an Elasticsearch index lives on its server, and is found when the stage
+    opens it)."""
     built = spec["index"].get("backend", "lucene") if "index" in spec else None
     folder = indexes_dir() / spec["dataset"] / backend_name
-    if backend_name in LOCAL_BACKENDS and backend_name != built and not (folder / MANIFEST).is_file():
+    if backend_name in LOCAL_BACKENDS and folder.exists():
+        IndexInfo.read(folder, spec["dataset"], backend_name)
+    elif backend_name in LOCAL_BACKENDS and backend_name != built:
         options = "" if backend_name == "lucene" else f" --backend {backend_name}"
         table = (f" (the pipeline's [index] table builds its {built} index: one back end per pipeline)" if built
                  else ", or give the pipeline an [index] table")

@@ -316,6 +316,18 @@ def test_a_missing_index_of_another_back_end_than_the_index_table_builds(tmp_pat
         _check_index_there({"dataset": "vaswani"}, "dense")
 
 
+def test_an_unfinished_index_the_index_table_would_not_build_stops_the_pipeline_before_any_stage(rerank, tmp_path):
+    """`[index]` builds a missing index only: with an index folder there but no manifest (copied in, not built by
+    rerank), the check passed it and the error came after "bm25: running retrieve"."""
+    home = tmp_path / "home"
+    (home / "indexes" / "vaswani" / "lucene").mkdir(parents=True)
+    spec = tmp_path / "unfinished.toml"
+    spec.write_text('dataset = "vaswani"\n[index]\nbackend = "lucene"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n')
+    done = rerank("run", str(spec), check=False, env={"RERANK_HOME": str(home)})
+    assert done.returncode == 1 and done.stderr.count("\n") == 1 and "running" not in done.stderr
+    assert "is not a complete lucene index" in done.stderr and "rerank index vaswani" in done.stderr
+
+
 def test_a_number_written_as_an_integer_is_the_same_stage(tmp_path):
     """`mu = 50` and `mu = 50.0` fingerprinted differently: the same run was computed again under another name."""
     from rerank.pipeline import load_pipeline
