@@ -41,7 +41,7 @@ from .evaluate.session import evaluate_runs, judgements_for
 from .evaluate.significance import CORRECTIONS, TESTS
 from .paths import file_state, indexes_dir, runs_dir
 from .retrieve import api
-from .retrieve.store import MANIFEST, build_command, source_state
+from .retrieve.store import MANIFEST, IndexInfo, build_command, source_state
 from .runs import END_TEXT, Run, RunReader, Stream, load_run
 from .score import MODEL_OPTIONS
 
@@ -82,6 +82,7 @@ EVERY_STAGE = {"name": str, "kind": str, "input": str, "evaluate": bool}
 LEADERBOARD_KEYS = ("measures", "baseline", "sort", "tests", "correction")
 PIPELINE_KEYS = {"dataset": str, "stage": list, "measures": list, "baseline": str, "sort": str, "qrels": str,
                  "min_rel": int, "index": dict, "tests": list, "correction": str}
+RUNS_OWNER = ".pipeline"  # in runs/<pipeline>/: the path of the pipeline file whose runs these are
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")  # a file name in runs/<pipeline>/ and a run tag
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
                dict: "a table"}
@@ -142,11 +143,14 @@ def stage_function(kind: str) -> StageKind:
 
 
 def _check_index_there(spec: dict, backend_name: str) -> None:
-    """A local index the pipeline searches is built, or its [index] table builds it (an Elasticsearch index
-    lives on its server, and is found when the stage opens it)."""
+    """A local index the pipeline searches is built, or its [index] table builds it: a missing one only, so a
+    folder there must be a complete index (an Elasticsearch index lives on its server, and is found when the stage
+    opens it)."""
     built = spec["index"].get("backend", "lucene") if "index" in spec else None
     folder = indexes_dir() / spec["dataset"] / backend_name
-    if backend_name in LOCAL_BACKENDS and backend_name != built and not (folder / MANIFEST).is_file():
+    if backend_name in LOCAL_BACKENDS and folder.exists():
+        IndexInfo.read(folder, spec["dataset"], backend_name)
+    elif backend_name in LOCAL_BACKENDS and backend_name != built:
         options = "" if backend_name == "lucene" else f" --backend {backend_name}"
         table = (f" (the pipeline's [index] table builds its {built} index: one back end per pipeline)" if built
                  else ", or give the pipeline an [index] table")
@@ -388,6 +392,21 @@ def leaderboard_spec(spec: dict, overrides: dict) -> dict:
     return board
 
 
+def _claim_runs_folder(folder: Path, pipeline: Path) -> None:
+    """runs/<name>/ is named by the pipeline file's name alone: a second file of that name elsewhere would re-run its
+    stages over the first's runs, with nothing changed, and be told to delete the first's other runs as stale. It
+    is refused while the first file is there; a file that moved (the first gone) takes the runs over."""
+    owner_file = folder / RUNS_OWNER
+    ours = str(pipeline.resolve())
+    owner = owner_file.read_text(encoding="utf-8").strip() if owner_file.is_file() else None
+    if owner and owner != ours and Path(owner).is_file():
+        raise DataError(f"{pipeline}: {folder} holds the runs of {owner}, a pipeline file of the same name; rename "
+                        "one of them (a pipeline's runs go to runs/<its file name>/)")
+    if owner != ours:
+        with atomic_output(owner_file) as out:
+            out.write(f"{ours}\n")
+
+
 def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_query: bool = False,
                  overrides: dict | None = None) -> str:
     """Run the stages that are not up to date; the leaderboard, or with `per_query` eval --per-query's table (each
@@ -400,6 +419,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
     check_stages(spec, Path(path).parent)
     dataset = spec["dataset"]
     folder = runs_dir() / Path(path).stem
+    _claim_runs_folder(folder, Path(path))
     if "index" in spec and not (indexes_dir() / dataset / spec["index"].get("backend", "lucene")).is_dir():
         api.build_index(dataset, spec["index"].get("backend", "lucene"))
     fingerprints: dict[str, str] = {}

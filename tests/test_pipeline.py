@@ -22,13 +22,47 @@ def test_dl19_candidates_pipeline_reuses_runs(rerank, session_home):
 
 
 def test_changed_stage_is_recomputed(rerank, session_home, tmp_path):
-    spec = tmp_path / "p.toml"
+    spec = tmp_path / "recomputed.toml"
     spec.write_text('dataset = "trecqa-dev"\n[[stage]]\nname = "c"\nkind = "candidates"\nk = 5\n')
     rerank("run", str(spec))
     spec.write_text('dataset = "trecqa-dev"\n[[stage]]\nname = "c"\nkind = "candidates"\nk = 3\n')
     again = rerank("run", str(spec))
     assert "running candidates" in again.stderr
     assert again.stdout.splitlines()[1].startswith("c ")  # the stage's name labels its row, not the shipped run's
+
+
+def test_a_retrieve_stage_writes_the_run_rerank_retrieve_writes(rerank, vaswani_index, session_home, tmp_path):
+    """A user diffed a pipeline's run against the same stage typed as a command: the header's stage line lacked the
+    search threads (2, used by both) that the command's records. Only the fingerprint and timings may differ."""
+    spec = tmp_path / "typed.toml"
+    spec.write_text('dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nk = 5\n')
+    rerank("run", str(spec))
+    typed = rerank("retrieve", "vaswani", "--k", "5", "--name", "bm25").stdout
+
+    def kept(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not line.startswith(("# time:", "# fingerprint:"))]
+
+    assert kept((session_home / "runs" / "typed" / "bm25.run").read_text()) == kept(typed)
+
+
+def test_two_pipeline_files_of_one_name_do_not_share_a_runs_folder(rerank, vaswani_index, session_home, tmp_path):
+    """A user ran a/exp.toml and b/exp.toml: both wrote runs/exp/, each re-ran the other's stage of the same name
+    with nothing changed, and the stale-run note told them to delete the other experiment's run. The second file
+    is refused while the first is there; a moved file (the first gone) takes its runs over."""
+    first, second = tmp_path / "a" / "exp.toml", tmp_path / "b" / "exp.toml"
+    for spec, k in ((first, 5), (second, 3)):
+        spec.parent.mkdir()
+        spec.write_text(f'dataset = "vaswani"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\nk = {k}\n')
+    rerank("run", str(first))
+    run_file = session_home / "runs" / "exp" / "bm25.run"
+    stamp = run_file.stat().st_mtime_ns
+    refused = rerank("run", str(second), check=False)
+    assert refused.returncode != 0 and "running" not in refused.stderr
+    assert refused.stderr.count("\n") == 1 and str(first) in refused.stderr and "rename" in refused.stderr
+    assert run_file.stat().st_mtime_ns == stamp
+    first.rename(tmp_path / "a" / "gone.toml")
+    second.write_text(first.parent.joinpath("gone.toml").read_text())
+    assert "up to date" in rerank("run", str(second)).stderr
 
 
 def test_a_run_of_a_renamed_stage_left_in_the_pipelines_folder_is_pointed_out(rerank, session_home, tmp_path):
@@ -219,20 +253,20 @@ def test_a_relative_path_beside_the_pipeline_file_but_not_in_the_working_directo
     folder.mkdir()
     (folder / "mine.tsv").write_text("1\tmeasurement of dielectric constant\n")
     (folder / "mine.qrels").write_text("1 0 1239 1\n")
-    spec = folder / "p.toml"
+    spec = folder / "beside.toml"
     stage = '[[stage]]\nname = "bm25"\nkind = "retrieve"\nk = 10\ntopics = "mine.tsv"\n'
     spec.write_text(f'dataset = "vaswani"\n{stage}')
-    done = rerank("run", "exp/p.toml", cwd=tmp_path, check=False)
+    done = rerank("run", "exp/beside.toml", cwd=tmp_path, check=False)
     assert done.returncode == 1 and done.stderr.splitlines()[-1] == (
         "rerank: error: stage 'bm25': file not found: mine.tsv (mine.tsv is beside the pipeline file, but its paths "
         "are read from the working directory, as the command line's are: run it from exp or give exp/mine.tsv)")
     spec.write_text(f'dataset = "vaswani"\nqrels = "mine.qrels"\n{stage.replace("mine.tsv", "exp/mine.tsv")}')
-    done = rerank("run", "exp/p.toml", cwd=tmp_path, check=False)
+    done = rerank("run", "exp/beside.toml", cwd=tmp_path, check=False)
     assert done.returncode == 1 and done.stderr.splitlines()[-1].endswith(
         "file not found: mine.qrels (mine.qrels is beside the pipeline file, but its paths are read from the working "
         "directory, as the command line's are: run it from exp or give exp/mine.qrels)")
     spec.write_text(f'dataset = "vaswani"\nqrels = "mine.qrels"\n{stage}')
-    assert rerank("run", "p.toml", cwd=folder).stdout.startswith("run   MAP")  # from there, it runs
+    assert rerank("run", "beside.toml", cwd=folder).stdout.startswith("run   MAP")  # from there, it runs
 
 
 def test_an_error_found_only_by_running_a_stage_names_the_stage(rerank, vaswani_index, session_home, tmp_path):
@@ -297,6 +331,18 @@ def test_a_missing_index_of_another_back_end_than_the_index_table_builds(tmp_pat
                                       "table builds its lucene index: one back end per pipeline)")
     with pytest.raises(MissingIndexError, match=r"--backend dense, or give the pipeline an \[index\] table$"):
         _check_index_there({"dataset": "vaswani"}, "dense")
+
+
+def test_an_unfinished_index_the_index_table_would_not_build_stops_the_pipeline_before_any_stage(rerank, tmp_path):
+    """`[index]` builds a missing index only: with an index folder there but no manifest (copied in, not built by
+    rerank), the check passed it and the error came after "bm25: running retrieve"."""
+    home = tmp_path / "home"
+    (home / "indexes" / "vaswani" / "lucene").mkdir(parents=True)
+    spec = tmp_path / "unfinished.toml"
+    spec.write_text('dataset = "vaswani"\n[index]\nbackend = "lucene"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n')
+    done = rerank("run", str(spec), check=False, env={"RERANK_HOME": str(home)})
+    assert done.returncode == 1 and done.stderr.count("\n") == 1 and "running" not in done.stderr
+    assert "is not a complete lucene index" in done.stderr and "rerank index vaswani" in done.stderr
 
 
 def test_a_number_written_as_an_integer_is_the_same_stage(tmp_path):

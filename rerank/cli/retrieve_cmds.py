@@ -82,7 +82,7 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
                    "With --candidates, some of NAME's queries, whose candidates alone are replayed.")
 @click.option("--candidates", "candidate_run", is_flag=False, flag_value="", default=None, metavar="[RUN]",
               help="Replay a candidate run shipped with the data set (bm25, bm25-rm3; default its first) instead of searching.")
-@click.option("--threads", default=2, show_default=True, help="Search threads.")
+@click.option("--threads", default=api.SEARCH_THREADS, show_default=True, help="Search threads.")
 @click.option("--name", "stage_name", default=None,
               help="Run tag for this stage (default bm25, bm25+rm3, qld or qld+rm3; dense for --backend dense; "
                    "the candidate run's name for --candidates).")

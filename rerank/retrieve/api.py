@@ -47,6 +47,7 @@ def _check_k(k: int) -> None:
 # Anserini searches in a Java ForkJoinPool, whose parallelism stops here: above it SearchCollection wrote no run and
 # said why only in the log rerank keeps quiet.
 MAX_THREADS = 32767
+SEARCH_THREADS = 2  # rerank retrieve's --threads default, and a pipeline stage's without `threads`: one header for both
 
 
 def _check_options(options: dict) -> None:
@@ -140,6 +141,7 @@ def _run_fields(name: str, topics: str | None, queries: dict[str, str]) -> dict:
 
 def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str | None = None,
              stage_name: str | None = None, **options) -> Stream:
+    options = {"threads": SEARCH_THREADS, **options}
     module, collection = check_retrieve(name, backend_name, k, topics, options)
     queries = collection.topics()
     try:
