@@ -68,11 +68,52 @@ def data_root(explicit: str | os.PathLike | None = None) -> Path:
     return root
 
 
+DIGESTS_FILE = "file-digests.json"  # in .cache/: content digests by (path, size, modification time)
+_digests: dict[Path, dict[str, str]] = {}  # each digest file as this process has read and extended it
+
+
+def _known_digests(where: Path) -> dict[str, str]:
+    if where not in _digests:
+        try:
+            loaded = json.loads(where.read_text())
+        except (OSError, ValueError):  # none yet, or damaged: digests are computed again
+            loaded = {}
+        _digests[where] = loaded if isinstance(loaded, dict) else {}
+    return _digests[where]
+
+
+def _remember_digest(where: Path, key: str, digest: str) -> None:
+    """Add a digest to the file, merged with what other processes wrote there since it was read (a lost race
+    loses a digest, which is computed again)."""
+    known = _known_digests(where)
+    known[key] = digest
+    try:
+        on_disk = json.loads(where.read_text()) if where.is_file() else {}
+        merged = {**(on_disk if isinstance(on_disk, dict) else {}), **known}
+        where.parent.mkdir(parents=True, exist_ok=True)
+        partial = where.with_name(f".{where.name}.{os.getpid()}.partial")
+        partial.write_text(json.dumps(merged))
+        os.replace(partial, where)
+    except (OSError, ValueError):  # a read-only home: digests are computed again next time
+        pass
+
+
 def file_state(path: Path) -> str:
-    """A file's identity for 'has it changed?': path, size and modification time, as make uses (corpora are
-    too large to hash on every run)."""
-    status = path.stat()
-    return f"{path.resolve()}:{status.st_size}:{status.st_mtime_ns}"
+    """A file's identity for 'has it changed?': its path, size and a digest of its content. The digest is computed
+    once per size and modification time, as make would look, and remembered under .cache/ (a corpus is too large
+    to hash on every run): a file copied, downloaded again or touched with the same bytes is the same file, which a
+    state of size and time (make's) took for an edit and rebuilt everything made from it."""
+    resolved = path.resolve()
+    before = resolved.stat()
+    key = f"{resolved}:{before.st_size}:{before.st_mtime_ns}"
+    where = cache_dir() / DIGESTS_FILE
+    digest = _known_digests(where).get(key)
+    if digest is None:
+        digest = file_sha256(resolved)[:16]
+        after = resolved.stat()
+        if (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns):  # not written meanwhile
+            _remember_digest(where, key, digest)
+    return f"{resolved}:{before.st_size}:{digest}"
 
 
 def state_path(state: str) -> str:

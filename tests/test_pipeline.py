@@ -108,6 +108,8 @@ def test_a_topics_file_is_followed_and_scored_against_the_pipeline_data_set(rera
     assert ("rerank: note: bm25: from a topics file whose queries are not all vaswani's (their ids with the same "
             "words), judged by vaswani's qrels, the pipeline's data set; set qrels = FILE if they are not its "
             "queries") in first.stderr  # eval would have asked for qrels: the pipeline says which it took
+    os.utime(topics, ns=(topics.stat().st_atime_ns, topics.stat().st_mtime_ns + 10**9))  # touched, the same bytes
+    assert "up to date" in rerank("run", str(spec)).stderr  # it ran the stage again
     topics.write_text("1\tmeasurement of dielectric constant of liquids\n")
     os.utime(topics, ns=(topics.stat().st_atime_ns, topics.stat().st_mtime_ns + 10**9))  # a later edit, surely
     again = rerank("run", str(spec))
