@@ -106,6 +106,8 @@ class Connection:
             raise UsageError(f"both ${API_KEY_ENV} and ${USER_ENV} are set: unset one of them")
         if os.environ.get(PASSWORD_ENV) and not os.environ.get(USER_ENV):  # else it would go unsent
             raise UsageError(f"${PASSWORD_ENV} is set without ${USER_ENV}")
+        if os.environ.get(USER_ENV) and not os.environ.get(PASSWORD_ENV):  # an empty one is no Elasticsearch password
+            raise UsageError(f"${USER_ENV} is set without ${PASSWORD_ENV}")
         from_env = next((name for name in (API_KEY_ENV, USER_ENV) if os.environ.get(name)), None)
         if from_env and "@" in parts.netloc:  # the client sends the environment's and drops the URL's, unsaid
             raise UsageError(f"{given} {self.shown!r} names a user and ${from_env} is set too: give the credentials "
@@ -113,7 +115,7 @@ class Connection:
         if os.environ.get(API_KEY_ENV):
             kwargs["api_key"] = os.environ[API_KEY_ENV]
         elif os.environ.get(USER_ENV):
-            kwargs["basic_auth"] = (os.environ[USER_ENV], os.environ.get(PASSWORD_ENV, ""))
+            kwargs["basic_auth"] = (os.environ[USER_ENV], os.environ[PASSWORD_ENV])
         if es_ca_certs:
             kwargs["ca_certs"] = es_ca_certs
         if es_verify_certs is False:
