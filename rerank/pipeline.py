@@ -282,6 +282,9 @@ def load_pipeline(path: str | Path, overrides: dict | None = None) -> dict:
                          "Elasticsearch index lives on its server: build it once with "
                          f"{build_command(spec['dataset'], ' --backend elasticsearch --es-url URL')}, and leave the "
                          "[index] table out")
+    built = spec["index"].get("backend", "lucene") if "index" in spec else None
+    if built is not None and built not in LOCAL_BACKENDS:  # it said "unknown back end", naming neither file nor table
+        raise DataError(f"{p}: [index] backend {built!r} is unknown; known: {', '.join(LOCAL_BACKENDS)}")
     for key in ("measures", "stage"):
         if not all(isinstance(item, str if key == "measures" else dict) for item in spec.get(key, [])):
             raise DataError(f"{p}: {key} must be a list of {'strings' if key == 'measures' else '[[stage]] tables'}")
@@ -304,6 +307,11 @@ def load_pipeline(path: str | Path, overrides: dict | None = None) -> dict:
         if stage["name"] in names:
             raise DataError(f"{p}: two stages are named {stage['name']!r}")
         names.add(stage["name"])
+    searched = sorted({stage.get("backend", "lucene") for stage in spec["stage"] if stage["kind"] == "retrieve"})
+    if built is not None and built not in searched:  # it was built all the same: minutes to hours, for nothing
+        raise DataError(f"{p}: [index] builds a {built} index, which no retrieve stage searches ("
+                        + (f"they search {', '.join(searched)}" if searched else "no stage retrieves")
+                        + "); leave the [index] table out, or give it the back end a stage searches")
     _check_leaderboard(str(p), leaderboard_spec(spec, overrides or {}))
     return spec
 
@@ -332,6 +340,9 @@ def _check_leaderboard(source: str, spec: dict) -> None:
         check_min_rel(spec.get("min_rel"), "min_rel")
     except UsageError as error:
         raise DataError(f"{source}: {error}") from None
+    if spec.get("measures") == []:  # it fell back to the data set's measures, where `tests = []` is refused
+        raise DataError(f"{source}: measures []: name one or more (e.g. [\"MAP\", \"nDCG@10\"]), or leave the key "
+                        "out for the data set's")
     try:
         labels = _measure_labels(spec)
     except UsageError as error:  # the -m message, named by the file's key

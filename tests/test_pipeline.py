@@ -171,6 +171,12 @@ def test_an_unreadable_saved_run_is_run_again(tmp_path):
     ("", '[[stage]]\nname = "f"\nkind = "fuse"\ninputs = ["bm25"]\n', "a fuse stage reads `inputs`, a list of two"),
     ("", '[[stage]]\nname = "b2"\nkind = "retrieve"\ninput = "bm25"\n', "a retrieve stage reads no earlier stage's run"),
     ("", '[[stage]]\nname = "s"\nkind = "score"\nmodel = "minilm-bi"\n', "a score stage needs `input`"),
+    ("measures = []\n", "", r"p.toml: measures \[\]: name one or more"),  # it fell back to the data set's
+    # said "unknown back end 'solr'", naming neither the file nor its table
+    ('[index]\nbackend = "solr"\n', "", r"p.toml: \[index\] backend 'solr' is unknown; known: lucene, dense"),
+    # built a dense index (7 minutes on vaswani) that nothing read
+    ('[index]\nbackend = "dense"\n', "", r"p.toml: \[index\] builds a dense index, which no retrieve stage searches (they "
+                                         r"search lucene); leave the \[index\] table out"),
 ])
 def test_pipeline_shape_mistakes_are_refused_when_read(tmp_path, top, extra, message):
     """A sort without measures and fuse inputs that are not names gave tracebacks (the sort one after every stage
