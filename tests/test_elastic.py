@@ -286,6 +286,7 @@ def test_a_url_that_is_not_http_or_https_is_refused(rerank, cacm_slice, url):
      "both $RERANK_ES_API_KEY and $RERANK_ES_USER are set: unset one of them"),
     ([], {"RERANK_ES_PASSWORD": "s3cret"}, "$RERANK_ES_PASSWORD is set without $RERANK_ES_USER"),
     ([], {"RERANK_ES_USER": "alice"}, "$RERANK_ES_USER is set without $RERANK_ES_PASSWORD"),  # sent '' as one
+    (["--threads", "4"], {}, "--backend elasticsearch does not take --threads"),  # ignored, unsaid
     (["--es-url", "http://bob:s3cret@127.0.0.1:9"], {"RERANK_ES_API_KEY": "k3y"},
      "--es-url 'http://127.0.0.1:9' names a user and $RERANK_ES_API_KEY is set too: give the credentials one way"),
     ([], {"RERANK_ES_URL": "http://bob:s3cret@127.0.0.1:9", "RERANK_ES_USER": "alice", "RERANK_ES_PASSWORD": "pw"},
