@@ -280,6 +280,16 @@ def test_a_url_that_is_not_http_or_https_is_refused(rerank, cacm_slice, url):
     assert "s3cret" not in done.stderr
 
 
+def test_an_https_url_at_a_plain_http_server_says_so(rerank, es_slice, es_server, cacm_slice):  # noqa: F811
+    """It said "[SSL: UNEXPECTED_EOF_WHILE_READING] EOF occurred in violation of protocol (_ssl.c:1006)"."""
+    url = es_server.replace("http://", "https://")
+    done = rerank("retrieve", es_slice, "--backend", "elasticsearch", "--es-url", url, "--topics",
+                  str(cacm_slice / "topics.tsv"), check=False)
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr == (f"rerank: error: cannot reach Elasticsearch at {url}: the TLS handshake failed; if the "
+                           "server speaks plain HTTP, give an http:// URL\n")
+
+
 @pytest.mark.parametrize("given, env, says", [
     (["--es-url", ""], {}, "--es-url is empty; give the server's URL, or leave the option out for $RERANK_ES_URL"),
     ([], {"RERANK_ES_API_KEY": "k3y", "RERANK_ES_USER": "alice", "RERANK_ES_PASSWORD": "s3cret"},

@@ -159,8 +159,14 @@ def _api_reason(exc) -> str:
     return f": {_error_reason(error)}" if error else ""
 
 
+# What Python's ssl says when an https URL reaches a server that answers in plain HTTP
+PLAIN_HTTP_ANSWERS = ("[SSL: UNEXPECTED_EOF_WHILE_READING]", "[SSL: WRONG_VERSION_NUMBER]", "[SSL: RECORD_LAYER_FAILURE]")
+
+
 def _reason(exc: Exception) -> str:
     text = str(getattr(exc, "message", "") or exc)
+    if any(marker in text for marker in PLAIN_HTTP_ANSWERS):
+        return "the TLS handshake failed; if the server speaks plain HTTP, give an http:// URL"
     for marker in ("Connection refused", "Name or service not known", "timed out", "certificate verify failed",
                    "Connection reset by peer", "Remote end closed connection without response"):  # (lost mid-run)
         if marker in text:
