@@ -201,6 +201,8 @@ def test_pipeline_shape_mistakes_are_refused_when_read(tmp_path, top, extra, mes
     ('kind = "retrieve"\nbackend = "nosuch"', "stage 's': unknown back end 'nosuch'"),
     ('kind = "retrieve"\nbackend = "dense"\nexact = true\nef_search = 64', "stage 's': ef_search tunes the HNSW"),
     ('kind = "retrieve"\nbackend = "dense"\nthreads = 5000', "stage 's': threads must be between 1 and 1024"),
+    ('kind = "retrieve"\nbackend = "elasticsearch"\nthreads = 4', "stage 's': backend elasticsearch does not take "
+                                                                  "threads: the server"),  # ignored, unsaid
     ('kind = "retrieve"\nk = -5', "stage 's': k must be a positive number"),
     ('kind = "retrieve"\nfb_docs = 3', "stage 's': fb_docs set RM3 feedback: add rm3 = true"),
     ('kind = "retrieve"\nes_verify_certs = false', "stage 's': backend lucene does not take es_verify_certs$"),

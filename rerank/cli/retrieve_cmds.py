@@ -33,14 +33,6 @@ def backend_options(command):
     return command
 
 
-def _refuse_threads_for_a_server(backend_name: str) -> None:
-    """Elasticsearch indexes and searches with its own threads: a --threads typed for it was ignored without a word,
-    where every other option a back end does not take is refused."""
-    if backend_name == "elasticsearch" and typed("threads"):
-        raise UsageError("--backend elasticsearch does not take --threads: the server indexes and searches with its "
-                         "own threads")
-
-
 @cli.command()
 @click.argument("name")
 @click.option("--backend", "backend_name", default="lucene", show_default=True, help="Index back end.")
@@ -55,7 +47,7 @@ def _refuse_threads_for_a_server(backend_name: str) -> None:
               help="Dense: approximate HNSW graph with M links per node instead of exact inner product.")
 def index(name: str, backend_name: str, corpus: str | None, threads: int, overwrite: bool, **backend_args) -> None:
     """Build the index NAME under indexes/NAME/ from a data set or a corpus file."""
-    _refuse_threads_for_a_server(backend_name)
+    api.refuse_threads_for_a_server(backend_name, typed("threads"))
     options = {key: value for key, value in backend_args.items() if value is not None}
     info = api.build_index(name, backend_name, corpus=corpus, threads=threads, overwrite=overwrite, **options)
     skipped = info.source.get(EMPTY_SKIPPED)
@@ -113,7 +105,7 @@ def retrieve(name, backend_name, k, topics, candidate_run, threads, stage_name, 
                              "would be ignored: drop them, or search instead")
         stream = api.candidates(name, candidate_run or None, k if k != 1000 else None, stage_name, topics)
     else:
-        _refuse_threads_for_a_server(backend_name)
+        api.refuse_threads_for_a_server(backend_name, typed("threads"))
         options = {key: value for key, value in search_args.items() if value is not None}
         stream = api.retrieve(name, backend_name, k=k, topics=topics, stage_name=stage_name, threads=threads, **options)
     write_stream(stream, output, trec_only)

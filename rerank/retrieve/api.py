@@ -208,8 +208,17 @@ def _retrieve_arguments(params: dict) -> tuple[str, int, dict]:
     return params.get("backend", "lucene"), params.get("k", 1000), options
 
 
+def refuse_threads_for_a_server(backend_name: str, given: bool) -> None:
+    """Elasticsearch indexes and searches with its own threads: threads given for it were ignored without a word,
+    where every other option a back end does not take is refused."""
+    if backend_name == "elasticsearch" and given:
+        raise UsageError("--backend elasticsearch does not take --threads: the server indexes and searches with its "
+                         "own threads")
+
+
 def check_retrieve_stage(dataset: str, params: dict) -> None:
     backend_name, k, options = _retrieve_arguments(params)
+    refuse_threads_for_a_server(backend_name, "threads" in params)
     check_retrieve(dataset, backend_name, k, options.pop("topics", None), options)
 
 
