@@ -142,11 +142,16 @@ def stage_function(kind: str) -> StageKind:
     return _function(STAGE_KINDS[kind])
 
 
+def _index_table_backend(spec: dict) -> str | None:
+    """The back end whose index the pipeline's [index] table builds (lucene unless it says), or None without one."""
+    return spec["index"].get("backend", "lucene") if "index" in spec else None
+
+
 def _check_index_there(spec: dict, backend_name: str) -> None:
     """A local index the pipeline searches is built, or its [index] table builds it: a missing one only, so a
     folder there must be a complete index (an Elasticsearch index lives on its server, and is found when the stage
     opens it)."""
-    built = spec["index"].get("backend", "lucene") if "index" in spec else None
+    built = _index_table_backend(spec)
     folder = indexes_dir() / spec["dataset"] / backend_name
     if backend_name in LOCAL_BACKENDS and folder.exists():
         IndexInfo.read(folder, spec["dataset"], backend_name)
@@ -277,12 +282,12 @@ def load_pipeline(path: str | Path, overrides: dict | None = None) -> dict:
     if "dataset" not in spec or not spec.get("stage"):
         raise DataError(f"{p}: a pipeline needs 'dataset' and at least one [[stage]]")
     _check_types(f"{p}: [index]", spec.get("index", {}), {"backend": str})
-    if spec.get("index", {}).get("backend") == "elasticsearch":  # it would build at $RERANK_ES_URL, once per machine
+    built = _index_table_backend(spec)
+    if built == "elasticsearch":  # it would build at $RERANK_ES_URL, once per machine
         raise UsageError(f"{p}: [index] builds an index under indexes/ ({' or '.join(LOCAL_BACKENDS)}); an "
                          "Elasticsearch index lives on its server: build it once with "
                          f"{build_command(spec['dataset'], ' --backend elasticsearch --es-url URL')}, and leave the "
                          "[index] table out")
-    built = spec["index"].get("backend", "lucene") if "index" in spec else None
     if built is not None and built not in LOCAL_BACKENDS:  # it said "unknown back end", naming neither file nor table
         raise DataError(f"{p}: [index] backend {built!r} is unknown; known: {', '.join(LOCAL_BACKENDS)}")
     for key in ("measures", "stage"):
@@ -431,8 +436,9 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
     dataset = spec["dataset"]
     folder = runs_dir() / Path(path).stem
     _claim_runs_folder(folder, Path(path))
-    if "index" in spec and not (indexes_dir() / dataset / spec["index"].get("backend", "lucene")).is_dir():
-        api.build_index(dataset, spec["index"].get("backend", "lucene"))
+    built = _index_table_backend(spec)
+    if built is not None and not (indexes_dir() / dataset / built).is_dir():
+        api.build_index(dataset, built)
     fingerprints: dict[str, str] = {}
     for stage in spec["stage"]:
         params = {k: v for k, v in stage.items() if k not in ("kind", "input", "evaluate")}

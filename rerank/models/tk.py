@@ -311,11 +311,10 @@ def _without_stopwords(tokens: Tokens, text: str) -> Tokens:
     return Tokens([tokens.ids[k] for k in kept], [tokens.spans[k] for k in kept])
 
 
-def removed_stopwords(module: "TKModule", query: str) -> list[str]:
-    """The query's words that `query_stopwords=false` leaves out (none where it keeps them all)."""
-    tokens = module.tokenize(query, module.config.max_query)
-    kept = set(module.query_ids([query])[0].spans)
-    return [query[a:b] for a, b in tokens.spans if (a, b) not in kept]
+def removed_stopwords(module: "TKModule", query: str, read: Tokens) -> list[str]:
+    """The query's words that `query_stopwords=false` left out of `read`, its `query_ids` (none where it keeps them)."""
+    kept = set(read.spans)
+    return [query[a:b] for a, b in module.tokenize(query, module.config.max_query).spans if (a, b) not in kept]
 
 
 def singular_candidates(word: str) -> list[str]:
@@ -733,7 +732,7 @@ class TKReranker(Reranker):
         q_tokens, d_tokens = module.query_ids([query])[0], module.doc_ids([text])[0]
         readings = {"query_read": reading(module, query, "max_query"), "doc_read": reading(module, text, "max_doc"),
                     "query_words": glove_lookups(module, query, q_tokens), "doc_words": glove_lookups(module, text, d_tokens),
-                    "query_stopwords_removed": removed_stopwords(module, query)}
+                    "query_stopwords_removed": removed_stopwords(module, query, q_tokens)}
         with torch.inference_mode():
             q_enc, q_weights = self.query_vectors(query)
             d_vec = self.doc_vectors([docid], [text])[0]
