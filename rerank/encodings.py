@@ -5,9 +5,9 @@ Layout of `indexes/NAME/<model>-<checkpoint hash[:12]>/`:
     vectors.f16    every document's term vectors, float16, row-major [tokens, dim], documents in order
     lengths.i32    tokens per document (int32), so offsets are their running sum
     docids.txt     one docid per line, in the same order
-    manifest.json  model, checkpoint hash and path, the documents' source (data set or corpus file, with the
-                   files' states), dim, documents/tokens written so far, complete flag, and at completion the
-                   sha256 of vectors.f16
+    manifest.json  model, checkpoint hash and path, the model's scores version (base.SCORES_VERSIONS), the
+                   documents' source (data set or corpus file, with the files' states), dim, documents/tokens
+                   written so far, complete flag, and at completion the sha256 of vectors.f16
 
 Encoding appends chunk by chunk and rewrites the manifest (atomically) after each chunk, so an
 interrupted `rerank encode` resumes where the manifest says it stopped (anything written past that is
@@ -27,6 +27,7 @@ import numpy as np
 from .atomic import atomic_output
 from .errors import DataError, MissingIndexError, UsageError
 from .locks import exclusive
+from .models.base import SCORES_VERSIONS
 from .paths import file_sha256, indexes_dir, read_json_object
 from .progress import Progress
 from .retrieve.store import described, made_from, origin, outdated, source_state
@@ -117,13 +118,25 @@ def check_files(folder: Path, manifest: dict, verify_checksum: bool = True) -> N
                         f"{_rebuild_hint(manifest, folder)}")
 
 
+def _other_computation(manifest: dict) -> str | None:
+    """Why a store's vectors are not what this rerank computes for its model: encoded under another scores version.
+    Stores written before versions were numbered are version 1, what TK's documents encoded to until then."""
+    recorded, current = manifest.get("scores_version", 1), SCORES_VERSIONS.get(str(manifest.get("model")))
+    if recorded == current:
+        return None
+    return (f"computed by a rerank whose {manifest.get('model')} is scores version {recorded}, and this one computes "
+            f"version {current}")
+
+
 def open_store(folder: Path, checkpoint_hash: str, model: str) -> EncodingStore:
-    """A complete, intact store built by this very checkpoint — else a clear error."""
+    """A complete, intact store built by this very checkpoint and computation — else a clear error."""
     manifest = read_manifest(folder)
     if manifest.get("checkpoint_hash") != checkpoint_hash or manifest.get("model") != model:
         raise UsageError(f"encodings in {folder} were built by {manifest.get('model')} checkpoint "
                          f"{manifest.get('checkpoint')} (hash {manifest.get('checkpoint_hash')}), not by this "
                          f"{model} checkpoint (hash {checkpoint_hash}); encode again with this checkpoint")
+    if other := _other_computation(manifest):
+        raise UsageError(f"encodings in {folder} are not used: they were {other}; {_rebuild_hint(manifest, folder)}")
     if not manifest.get("complete"):
         raise DataError(f"stored encodings in {folder} are incomplete ({manifest.get('documents')} of "
                         f"{manifest.get('total')} documents); resume with: rerank encode --model {model} "
@@ -156,6 +169,10 @@ def find_store(header: Any, documents: dict, checkpoint_hash: str, model: str) -
         folder = store_folder(name, model, checkpoint_hash)
         if (folder / MANIFEST).is_file():
             manifest = read_manifest(folder)
+            if other := _other_computation(manifest):
+                refused = refused or (f"on the fly (stored encodings in {folder} are not used: they were {other}; "
+                                      f"to store them again: {_encode_command(manifest, name, documents)})")
+                continue
             if made_from(manifest.get("source", {}), documents):
                 return open_store(folder, checkpoint_hash, model), f"stored ({folder})"
             stale = outdated(str(header.get("index")), documents) if header.get("index") else None
@@ -202,6 +219,8 @@ def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], 
         if manifest.get("source") != source:  # resumed or kept, they would score other texts under the same docids
             raise UsageError(f"{folder} holds encodings of other documents: "
                              f"{_other_documents(manifest, origin(source))}; pass --overwrite to replace them")
+        if other := _other_computation(manifest):  # resumed or kept, they would mix two computations in one store
+            raise UsageError(f"{folder} holds encodings {other}; pass --overwrite to replace them")
         if manifest.get("complete"):
             check_files(folder, manifest)
             return manifest
@@ -212,8 +231,9 @@ def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], 
     folder.mkdir(parents=True, exist_ok=True)
     dim = reranker.module.config.width
     manifest = {"version": STORE_VERSION, "name": name, "model": model, "checkpoint": str(reranker.folder),
-                "checkpoint_hash": checkpoint_hash, "source": source, "dim": dim, "dtype": "float16",
-                "documents": done_docs, "tokens": done_tokens, "total": total, "complete": False}
+                "checkpoint_hash": checkpoint_hash, "scores_version": reranker.scores_version, "source": source,
+                "dim": dim, "dtype": "float16", "documents": done_docs, "tokens": done_tokens, "total": total,
+                "complete": False}
     _truncate(folder, manifest)
     bar = Progress(f"encoding {name} with {model}", "doc", total, initial=done_docs, enabled=progress)
     pending: list[tuple[str, str]] = []

@@ -39,6 +39,7 @@ from .evaluate import report
 from .evaluate.measures import label_among, parse_measures, sort_among
 from .evaluate.session import evaluate_runs, judgements_for
 from .evaluate.significance import CORRECTIONS, TESTS
+from .models.base import SCORES_VERSIONS
 from .paths import file_state, indexes_dir, runs_dir
 from .retrieve import api
 from .retrieve.store import MANIFEST, IndexInfo, build_command, source_state
@@ -225,10 +226,12 @@ def _beside_the_file(values, pipeline_folder: Path) -> str:
 
 
 def _fingerprint(dataset: str, stage: dict, upstream: str) -> str:
-    """What a run depends on: its parameters, its upstream runs, and the files it reads. A checkpoint retrained,
-    a topics file edited, the data set's files changed (or another --data-root), or the index rebuilt must
-    invalidate it."""
+    """What a run depends on: its parameters, its upstream runs, the files it reads, and for a score stage what its
+    model computes. A checkpoint retrained, a topics file edited, the data set's files changed (or another
+    --data-root), the index rebuilt, or a model's scores version bumped must invalidate it."""
     blob = json.dumps({"dataset": dataset, "params": stage, "upstream": upstream}, sort_keys=True)
+    if stage["kind"] == "score":  # a run scored by code that computed otherwise (its scores version bumped since)
+        blob += f"scores version {SCORES_VERSIONS.get(str(stage.get('model')))}"
     for value in stage.values():
         if not isinstance(value, str):
             continue

@@ -6,9 +6,9 @@ with scores placed strictly below the lowest model score (one unit apart, by ori
 order survives any evaluator's re-sort.
 
 Scores are cached on disk (sqlite under `cache_dir()`), keyed on a hash of (model provenance, which
-includes the checkpoint hash and score-changing options, query text, document text); re-running a
-pipeline scores nothing twice. Each query gets a `Timing` for the work actually done for it: model
-scoring of the cache misses plus the cache look-ups. A fully cached query therefore costs ~0 ms; the
+includes the checkpoint hash, score-changing options and the model's scores version, query text, document
+text); re-running a pipeline scores nothing twice. Each query gets a `Timing` for the work actually done
+for it: model scoring of the cache misses plus the cache look-ups. A fully cached query therefore costs ~0 ms; the
 `# stage:` line says `"cache": true` so nobody mistakes those times for model latency — measure
 latency budgets with `--no-cache` (cache disabled: every pair is scored by the model).
 
@@ -92,13 +92,19 @@ class ScoreCache:
 SCORE_NEUTRAL = ("checkpoint", "compile")
 
 
+def stage_provenance(model: Reranker) -> dict[str, Any]:
+    """The model's part of its stage's header line: its provenance and the version of what it computes."""
+    return {**model.provenance(), "scores_version": model.scores_version}
+
+
 def cache_namespace(model: Reranker) -> str:
-    """Everything that changes a model's scores: its provenance (name, checkpoint hash, options).
+    """Everything that changes a model's scores: its provenance (name, checkpoint hash, options) and the version
+    of what rerank computes with them.
 
     Left out: the checkpoint's path (a moved checkpoint with the same hash scores the same) and whether
     the model was compiled (compiled scores equal eager ones to 1e-5).
     """
-    return json.dumps({k: v for k, v in model.provenance().items() if k not in SCORE_NEUTRAL}, sort_keys=True)
+    return json.dumps({k: v for k, v in stage_provenance(model).items() if k not in SCORE_NEUTRAL}, sort_keys=True)
 
 
 @dataclass
@@ -237,7 +243,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     # Files given for the texts go into the header, so the next stage (or eval) finds them as this one did
     files = {key: str(Path(value).resolve()) for key, value in (("topics", topics), ("corpus", corpus)) if value}
     header = stream.header.with_stage({"name": stage, "stage": "score", "depth": depth, "cache": cache,
-                                       "skip_missing": skip_missing, **model.provenance(),
+                                       "skip_missing": skip_missing, **stage_provenance(model),
                                        **({"interpolate": interpolate} if interpolate is not None else {})}, **files)
 
     def rankings() -> Iterator[QueryRanking]:

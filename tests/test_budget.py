@@ -518,6 +518,9 @@ def test_runs_of_one_model_with_other_options_are_not_one_curve(tmp_path):
         budget.measure_points(runs, "nDCG@10")
     runs[0].header.stages[-1]["max_length"] = 256
     assert {p.model for p in budget.measure_points(runs, "nDCG@10")[0]} == {"minilm-bi"}
+    runs[1].header.stages[-1]["scores_version"] = 2  # scored by a rerank that computes the model otherwise
+    with pytest.raises(UsageError, match="made differently .scores_version None vs 2"):
+        budget.measure_points(runs, "nDCG@10")
 
 
 def test_runs_from_stored_vectors_and_on_the_fly_are_not_one_curve(tmp_path):

@@ -616,3 +616,30 @@ def test_an_exact_index_stores_its_vectors_once(home, cacm_slice, tiny_encoder):
     dense.build("graph", iter(docs), {"corpus": "slice"}, encoder=tiny_encoder, hnsw=8, overwrite=True)
     graph = list(dense.open_index("graph", encoder=tiny_encoder, k=5, exact=True).search({"q": docs[3].contents}, k=5))
     assert graph[0].docids == exact.docids and graph[0].scores == exact.scores
+
+
+def test_vectors_embedded_by_another_version_of_the_code_are_neither_searched_nor_reused(home, cacm_slice,  # noqa: F811
+                                                                                         tiny_encoder, monkeypatch,
+                                                                                         tmp_path):
+    """A dense index records its encoder's weights; vectors embedded by code that embedded otherwise (minilm-bi's
+    scores version bumped since) were searched with today's query vectors, looked up by score --model minilm-bi, and
+    taken over by an --overwrite, as if comparable."""
+    from rerank.models.base import SCORES_VERSIONS
+    from rerank.retrieve import dense
+    from rerank.runs import RunHeader
+
+    docs = _documents(cacm_slice, 20)
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"id": d.docid, "contents": d.contents}) + "\n" for d in docs))
+    source = {"corpus": str(corpus)}
+    info = dense.build("versioned", iter(docs), source, encoder=tiny_encoder)
+    encoder_hash = info.source["encoder"]["hash"]
+    assert dense.stored_passages(RunHeader({"index": "versioned"}), source, encoder_hash, dense.MAX_LENGTH) is not None
+    monkeypatch.setitem(SCORES_VERSIONS, "minilm-bi", SCORES_VERSIONS["minilm-bi"] + 1)
+    with pytest.raises(dense.BackendError, match="embedded by a rerank whose embedding is version 1, and this one "
+                                                 "embeds as version 2: its vectors are not comparable; rebuild"):
+        dense.open_index("versioned", encoder=tiny_encoder)
+    assert dense.stored_passages(RunHeader({"index": "versioned"}), source, encoder_hash, dense.MAX_LENGTH) is None
+    info = dense.build("versioned", iter(docs), source, encoder=tiny_encoder, overwrite=True)
+    assert not info.source[dense.REUSED] and info.source["encoder"]["scores_version"] == 2
+    assert len(list(dense.open_index("versioned", encoder=tiny_encoder).search({"q": "time sharing"}, k=3))[0]) == 3

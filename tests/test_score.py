@@ -17,6 +17,7 @@ class OverlapReranker(Reranker):
 
     name = "overlap"
     checkpoint_hash = "overlap-v1"
+    scores_version = 1  # not a registered model, so not in SCORES_VERSIONS
 
     def __init__(self):
         self.scored = 0

@@ -211,9 +211,9 @@ def run_depth(run: Run) -> int:
     return max((len(r) for r in run.queries.values()), default=0)
 
 
-# What a run's last stage scored with: the model, its weights, and the options that change its scores or speed (a
-# stage writes the device only off the CPU: an option it leaves out had its default)
-MODEL_IDENTITY = {"stage": None, "model": None, "checkpoint_hash": None, "interpolate": None,
+# What a run's last stage scored with: the model, its weights, the version of rerank's computation, and the options
+# that change its scores or speed (a stage writes the device only off the CPU: an option it leaves out had its default)
+MODEL_IDENTITY = {"stage": None, "model": None, "checkpoint_hash": None, "scores_version": None, "interpolate": None,
                   **{option: default for option, (_models, default) in RESTRICTED_OPTIONS.items()}}
 
 

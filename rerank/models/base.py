@@ -25,6 +25,12 @@ MODELS: dict[str, str] = {
     "tkl": "rerank.models.tk:load_tkl",
 }
 
+# What each model computes, numbered. A change to rerank that alters a model's scores for the same checkpoint, query
+# and text (a tokenizer fix, a kernel, TKL's windows) bumps its number, so that nothing the old code computed is
+# reused: the number keys the score cache, a pipeline's score stage and TK's stored encodings, and a run's header
+# records it. tests/test_scores_version.py fails when a model's scores change and its number does not.
+SCORES_VERSIONS: dict[str, int] = {"bert": 1, "minilm-bi": 1, "tk": 1, "tkl": 1}
+
 
 # bf16 pays only where the CPU computes it (AVX512 or AMX); elsewhere oneDNN emulates it, several times slower
 # than fp32 (an AVX2-only EPYC scored 1,000 DL 2019 pairs in 145 s against fp32's 28 s): train and score say so.
@@ -102,6 +108,10 @@ class Reranker(abc.ABC):
     def provenance(self) -> dict[str, Any]:
         """Extra fields for the stage's `# stage:` header line (checkpoint, encodings used, ...)."""
         return {"model": self.name, "checkpoint_hash": self.checkpoint_hash}
+
+    @property
+    def scores_version(self) -> int:
+        return SCORES_VERSIONS[self.name]
 
     def forget(self) -> None:
         """Drop what earlier queries left in memory (embedded passages), so that the next timed pass pays for

@@ -673,11 +673,8 @@ class TKReranker(Reranker):
             self.store_note = note
 
     def provenance(self) -> dict[str, Any]:
-        # TKL's windows reach every document's last token since 2026-11-27; recorded, so that scores cached before
-        # (whose windows could stop a token short) are keyed apart and a run's header tells the two apart
-        windows = {"windows": "to the last token"} if self.module.config.variant == "tkl" else {}
         return {"model": self.name, "checkpoint": str(self.folder), "checkpoint_hash": self.checkpoint_hash,
-                "encodings": self.store_note, **windows}
+                "encodings": self.store_note}
 
     def forget(self) -> None:
         if self.module.contextual:  # MiniLM's vectors of the texts encoded on the fly

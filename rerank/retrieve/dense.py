@@ -10,8 +10,9 @@ Vectors are L2-normalised mean-pooled token embeddings (the sentence-transformer
 all-MiniLM-L6-v2), so inner product = cosine. The default index is exact (IndexFlatIP); `hnsw=M`
 builds an approximate HNSW graph with M links per node. The vectors are kept beside the graph, so one
 build serves both searches (`exact=True` searches them all): an approximate run and its exact reference
-come from the same vectors. The manifest records the encoder's content hash: an index built with another
-encoder is refused rather than searched with mismatched vectors.
+come from the same vectors. The manifest records the encoder's content hash and the version of rerank's
+embedding code (minilm-bi's scores version): an index built with another encoder, or embedded by code that
+embedded otherwise, is refused rather than searched with mismatched vectors.
 
 GPU: with the `gpu` extra (`pip install 'rerank[gpu]'`, which adds faiss-gpu-cu12; faiss-cpu, a dependency,
 provides the same `faiss` module) exact indexes are searched on every visible GPU; nothing else changes.
@@ -31,7 +32,7 @@ from typing import Any, Iterable, Iterator
 from ..atomic import replace_folder
 from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError
-from ..models.base import check_threads
+from ..models.base import SCORES_VERSIONS, check_threads
 from ..progress import Progress
 from ..runs import QueryRanking, Timing
 from .store import (EMPTY_SKIPPED, MANIFEST, REUSED, IndexInfo, WithText, build_command, index_folder, made_from,
@@ -53,8 +54,8 @@ def default_encoder_path() -> str:
 
 
 def encoder_identity(path: str) -> dict:
-    """What makes vectors comparable: the model folder's content hash (as `rerank score` records it) and the
-    pooling recipe."""
+    """What makes vectors comparable: the model folder's content hash (as `rerank score` records it), the
+    pooling recipe, and the version of rerank's embedding (minilm-bi's scores version, whose code embeds)."""
     from ..train import content_hash
 
     folder = Path(path)
@@ -63,7 +64,15 @@ def encoder_identity(path: str) -> dict:
     config = _settings(folder, "config.json")
     _check_recipe(folder, config)
     return {"path": str(folder), "hash": content_hash(folder), "architecture": config.get("model_type"),
-            "pooling": "mean", "normalised": True, "max_length": MAX_LENGTH}
+            "pooling": "mean", "normalised": True, "max_length": MAX_LENGTH,
+            "scores_version": SCORES_VERSIONS["minilm-bi"]}
+
+
+def same_vectors(recorded: dict, encoder_hash: str) -> bool:
+    """Whether an index's vectors (its manifest's `encoder`) are what this encoder embeds today: the same weights,
+    embedded by the same version of the code. Indexes recorded before versions were numbered are version 1."""
+    return (recorded.get("hash") == encoder_hash
+            and recorded.get("scores_version", 1) == SCORES_VERSIONS["minilm-bi"])
 
 
 def _settings(folder: Path, name: str, kind: type = dict) -> Any:
@@ -141,7 +150,7 @@ def stored_passages(header: Any, documents: dict, encoder_hash: str, max_length:
             if not made_from(info.source, documents):
                 continue
             encoder = info.source.get("encoder", {})
-            if encoder.get("hash") != encoder_hash or encoder.get("max_length") != max_length:
+            if not same_vectors(encoder, encoder_hash) or encoder.get("max_length") != max_length:
                 return None
             docids, vectors = _read_vectors(folder, info)
         except (OSError, ValueError, TypeError, AttributeError, DataError):
@@ -229,7 +238,8 @@ def build(name: str, documents: Iterable[Document], source: dict, threads: int =
     identity = encoder_identity(path)
     partial = index_folder(name) / f".{BACKEND}.partial"
     files = source_state(source, skip=("qrels", "topics"))
-    state = {"encoder": identity["hash"], "source": source, "files": files, "shard": SHARD}
+    state = {"encoder": identity["hash"], "scores_version": identity["scores_version"], "source": source,
+             "files": files, "shard": SHARD}
     state_file = partial / BUILD_STATE
     if partial.is_dir() and (not state_file.is_file() or json.loads(state_file.read_text()) != state):
         shutil.rmtree(partial)  # made from other documents or another encoder: nothing to resume
@@ -305,7 +315,7 @@ def _stored_vectors(name: str, folder: Path, source: dict, files: list[str], enc
     except (MissingIndexError, DataError):  # none there, or a manifest that is not one: build afresh
         return None
     stored = info.source
-    if (stored.get("files") != files or stored.get("encoder", {}).get("hash") != encoder_hash
+    if (stored.get("files") != files or not same_vectors(stored.get("encoder", {}), encoder_hash)
             or EMPTY_SKIPPED not in stored
             or any(stored.get(key) != value for key, value in source.items())):
         return None
@@ -327,11 +337,13 @@ class DenseIndex:
         self.encoder_path = encoder or default_encoder_path()
         built_with = self.info.source.get("encoder", {})
         current = encoder_identity(self.encoder_path)
-        if built_with.get("hash") != current["hash"]:
-            raise BackendError(
-                f"dense index {name!r} was built with encoder {built_with.get('path')} (hash {built_with.get('hash')}), "
-                f"not {current['path']} (hash {current['hash']}): its vectors are not comparable; rebuild with "
-                f"rerank index {name} --backend dense --overwrite" + (f" --encoder {encoder}" if encoder else ""))
+        if not same_vectors(built_with, current["hash"]):
+            built = (f"built with encoder {built_with.get('path')} (hash {built_with.get('hash')}), not {current['path']} "
+                     f"(hash {current['hash']})" if built_with.get("hash") != current["hash"] else
+                     f"embedded by a rerank whose embedding is version {built_with.get('scores_version', 1)}, and this "
+                     f"one embeds as version {current['scores_version']}")
+            raise BackendError(f"dense index {name!r} was {built}: its vectors are not comparable; rebuild with rerank "
+                               f"index {name} --backend dense --overwrite" + (f" --encoder {encoder}" if encoder else ""))
         import faiss
 
         faiss.omp_set_num_threads(threads)

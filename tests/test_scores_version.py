@@ -1,0 +1,137 @@
+"""Each model's scores on fixed pairs, recorded with its scores version (`rerank.models.base.SCORES_VERSIONS`).
+
+The version keys the score cache, a pipeline score stage's fingerprint, TK's stored encodings and dense vectors:
+a change to what a model computes that leaves its number alone lets scores computed by the old code pass for the
+new code's. This test fails when a model's scores move and its number did not. After a deliberate change, bump
+the model's number and record the scores the failure prints.
+
+The weights are fixed without training (MiniLM's packaged encoder with a seeded head; tiny seeded TK modules), so
+only scoring code moves these numbers; the texts reach the corners where fixes were made (TKL's last window, a
+capital İ, stop words, an empty passage, a passage past the length limits).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rerank.models.base import SCORES_VERSIONS, load_model
+from rerank.models.bert import new_trainable
+from rerank.models.tk import TKConfig, TKModule
+from rerank.train import write_checkpoint
+
+QUERIES = ["how does kernel ranking work", "İzmir is the KERNEL of ranked models?"]
+TEXTS = [
+    "the transformer kernel model ranks passages by soft term matches",
+    "kernel pooling counts cosine similarities between query and document terms " * 6,
+    "",
+    "a recipe for bread with flour water salt and yeast",
+    "ranking ranking ranking kernel",
+    "bread and flour " * 13 + "kernel ranking",  # 41 tokens: TKL's 8-token windows by 2 reach the last only now
+    "Istanbul kernels: the models were ranked",
+]
+TINY_TK = {"layers": 1, "heads": 2, "feedforward": 16, "dropout": 0.0, "max_doc": 60, "window": 8, "stride": 2,
+           "chunk": 10, "overlap": 2, "regions": 2}
+
+# configuration -> (the scores version recorded with, its scores: each query's TEXTS in order)
+RECORDED: dict[str, tuple[int, list[float]]] = {
+    'bert': (1, [0.350994, 0.511502, 0.357576, 0.275929, 0.238486, 0.235594, 0.282808, 0.413621, 0.503559, 0.42866, 0.291024, 0.351958, 0.287037, 0.325207]),
+    'minilm-bi': (1, [0.552407, 0.404445, 0.020424, 0.039753, 0.838896, 0.411537, 0.438577, 0.40693, 0.236411, 0.08161, 0.048493, 0.54645, 0.250657, 0.514814]),
+    'tk': (1, [-4.056103, -4.598112, -39.963791, -8.570865, -18.556179, -2.19105, -5.160953, -11.936012, -17.430931, -56.464844, -20.804836, -33.632206, -12.543522, -11.939107]),
+    'tk, minilm-context': (1, [-7.641547, -19.02916, -38.652622, -38.013527, -5.800934, -11.426371, -11.410784, -28.80632, -43.746441, -53.859215, -53.642197, -34.18697, -38.547249, -25.954103]),
+    'tk, idf gate': (1, [-3.750671, -4.326197, -34.848465, -11.148323, -9.89825, -2.238982, -3.12562, -26.311508, -30.859463, -55.074661, -35.01289, -32.439785, -25.261021, -24.827095]),
+    'tkl': (1, [0.255017, 0.240591, 0.0, 0.24485, 0.360969, 0.424643, 0.120441, 0.650864, 0.426142, 0.124984, 0.495072, 0.216687, 0.527235, 0.575912]),
+}
+
+CONFIGURATIONS = {
+    "bert": {},
+    "minilm-bi": {},
+    "tk": {},
+    "tk, minilm-context": {"embeddings": "minilm-context", "query_stopwords": False},
+    "tk, idf gate": {"term_weights": "idf", "query_stopwords": False, "fold_plurals": True, "oov_buckets": 4},
+    "tkl": {},
+}
+
+
+def model_of(configuration: str) -> str:
+    return configuration.split(",")[0]
+
+
+def scorer(configuration: str, folder):
+    """The configuration's re-ranker, loaded as `rerank score` loads it, from weights made without training."""
+    model, options = model_of(configuration), CONFIGURATIONS[configuration]
+    if model == "minilm-bi":
+        return load_model(model)
+    folder.mkdir()
+    if model == "bert":
+        trainable = new_trainable(max_length=64)
+        with torch.no_grad():  # the head seeded here, not by transformers' initialisation, which may change
+            generator = torch.Generator().manual_seed(0)
+            for parameter in trainable.head_parameters():
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.05)
+        config = trainable.save(folder)
+    else:
+        torch.manual_seed(0)
+        config = TKModule(TKConfig.from_dict({**TINY_TK, **options, "variant": model})).eval().save(folder)
+    write_checkpoint(folder, model, config, {"note": "test_scores_version"})
+    return load_model(model, str(folder))
+
+
+@pytest.mark.parametrize("configuration", CONFIGURATIONS)
+def test_scores_change_only_with_their_version(configuration, tmp_path):
+    model = model_of(configuration)
+    reranker = scorer(configuration, tmp_path / "checkpoint")
+    docids = [f"d{i}" for i in range(len(TEXTS))]
+    scores = [round(s, 6) for query in QUERIES for s in reranker.score(query, docids, TEXTS)]
+    record = f"{configuration!r}: ({SCORES_VERSIONS[model]}, {scores}),"
+    assert configuration in RECORDED, f"no scores recorded for {configuration}; record them: {record}"
+    version, recorded = RECORDED[configuration]
+    assert version == SCORES_VERSIONS[model], (
+        f"{model}'s scores version is now {SCORES_VERSIONS[model]}, and the scores recorded are version {version}'s; "
+        f"record this version's: {record}")
+    assert scores == pytest.approx(recorded, rel=1e-4, abs=1e-5), (
+        f"{configuration}'s scores changed, and {model}'s scores version is still {version}: if the change is meant, "
+        f"bump {model}'s number in rerank.models.base.SCORES_VERSIONS, then record the new scores: {record}")
+
+
+def test_a_bumped_version_keys_the_cache_the_header_and_a_pipeline_stage_apart(tmp_path, monkeypatch):
+    """Scores cached, and pipeline runs saved, by code that computed otherwise were reused after a fix to what a model
+    computes (TK's 'İ' fix changed scores that stayed cached under the old key)."""
+    from rerank.pipeline import _fingerprint
+    from rerank.score import cache_namespace, stage_provenance
+
+    reranker = scorer("tkl", tmp_path / "checkpoint")
+    stage = {"kind": "score", "model": "tkl", "checkpoint": str(tmp_path / "checkpoint")}
+    before = cache_namespace(reranker), _fingerprint("cacm", stage, "up")
+    assert stage_provenance(reranker)["scores_version"] == SCORES_VERSIONS["tkl"]
+    monkeypatch.setitem(SCORES_VERSIONS, "tkl", SCORES_VERSIONS["tkl"] + 1)
+    assert stage_provenance(reranker)["scores_version"] == SCORES_VERSIONS["tkl"]  # the run's header says which
+    assert cache_namespace(reranker) != before[0] and _fingerprint("cacm", stage, "up") != before[1]
+
+
+def test_stored_encodings_of_another_scores_version_are_not_used(tmp_path, monkeypatch):
+    """TK's stored document vectors outlived a change to how documents are encoded: scores from the store would have
+    been the old code's."""
+    from rerank.encodings import encode_collection, find_store, open_store, store_folder
+    from rerank.errors import UsageError
+    from rerank.runs import RunHeader
+
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
+    reranker = scorer("tk", tmp_path / "checkpoint")
+    documents = list(zip(["d1", "d2", "d3"], TEXTS))
+    source = {"corpus": str(tmp_path / "c.jsonl")}
+    encode_collection("toy", lambda: iter(documents), 3, reranker, progress=False, source=source)
+    folder = store_folder("toy", "tk", reranker.checkpoint_hash)
+    header = RunHeader({"index": "toy"})
+    assert find_store(header, source, reranker.checkpoint_hash, "tk")[0] is not None
+    monkeypatch.setitem(SCORES_VERSIONS, "tk", SCORES_VERSIONS["tk"] + 1)
+    found, note = find_store(header, source, reranker.checkpoint_hash, "tk")
+    assert found is None and note.startswith("on the fly") and "scores version 1" in note and "--overwrite" in note
+    with pytest.raises(UsageError, match="not used: they were computed by a rerank whose tk is scores version 1"):
+        open_store(folder, reranker.checkpoint_hash, "tk")
+    with pytest.raises(UsageError, match="holds encodings computed by .* pass --overwrite"):
+        encode_collection("toy", lambda: iter(documents), 3, reranker, progress=False, source=source)
+    manifest = encode_collection("toy", lambda: iter(documents), 3, reranker, progress=False, source=source,
+                                 overwrite=True)
+    assert manifest["scores_version"] == SCORES_VERSIONS["tk"]
+    assert find_store(header, source, reranker.checkpoint_hash, "tk")[0] is not None
