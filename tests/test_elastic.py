@@ -559,3 +559,62 @@ def test_a_long_index_name_leaves_room_for_its_builds(rerank, cacm_slice):
         f"rerank: error: --index-name {'x' * 240!r} is too long: each build is an index named after it with 20 "
         "characters more, and Elasticsearch index names are at most 255 bytes")
 
+
+def test_each_index_name_keeps_its_own_manifest(rerank, es_server, cacm_slice, tmp_path, session_home):  # noqa: F811
+    """Building a data set's second Elasticsearch index name replaced the local manifest of the first: a pipeline
+    that searched the first ran it again, as if it had been rebuilt. (Two of CACM's queries: noida-db takes most
+    of a second for each over all 3,204 documents.)"""
+    topics = tmp_path / "two.tsv"
+    topics.write_text("".join((cacm_slice / "topics.tsv").read_text().splitlines(keepends=True)[:2]))
+    spec = tmp_path / "two-names.toml"
+    stages = "".join(f'[[stage]]\nname = "{name}"\nkind = "retrieve"\nbackend = "elasticsearch"\nes_url = "{es_server}"\n'
+                     f'index_name = "cacm-{name}"\nk = 10\ntopics = "{topics}"\n' for name in ("a", "b"))
+    spec.write_text(f'dataset = "cacm"\nmeasures = ["MAP"]\n{stages}')
+    for name in ("a", "b"):
+        rerank("index", "cacm", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", f"cacm-{name}")
+    rerank("run", str(spec))
+    rerank("index", "cacm", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", "cacm-b", "--overwrite")
+    again = rerank("run", str(spec))
+    assert "a: up to date" in again.stderr and "b: running retrieve" in again.stderr
+    folder = session_home / "indexes" / "cacm" / "elasticsearch"
+    assert sorted(path.parent.name for path in folder.glob("*/rerank-index.json")) == ["cacm-a", "cacm-b"]
+    assert json.loads((folder / "cacm-a" / "rerank-index.json").read_text())["source"]["index_name"] == "cacm-a"
+
+
+def test_an_older_reranks_one_manifest_stands_for_the_index_name_it_records(es_server, home):
+    """rerank kept one manifest in indexes/NAME/elasticsearch/ for the index name built last: it is still that
+    index name's record (a pipeline's saved runs of it stay up to date) until that index name is rebuilt."""
+    from rerank.data.formats import Document
+    from rerank.retrieve import api, elastic
+    from rerank.retrieve.store import recorded_origin
+
+    folder = home / "indexes" / "kept" / "elasticsearch"
+    folder.mkdir(parents=True)
+    older = {"name": "kept", "backend": "elasticsearch", "documents": 1, "created": "2024-01-01T00:00:00",
+             "source": {"corpus": "/x.jsonl", "index_name": "kept-one"}}
+    (folder / "rerank-index.json").write_text(json.dumps(older))
+    assert api.manifest_folder("kept", "elasticsearch", {"index_name": "kept-one"}) == folder
+    assert api.manifest_folder("kept", "elasticsearch", {"index_name": "kept-two"}) == folder / "kept-two"
+    corpus = {"corpus": "/x.jsonl"}
+    elastic.build("kept", [Document("d1", "text")], corpus, es_url=es_server, index_name="kept-two")
+    assert (folder / "rerank-index.json").is_file()  # another index name's
+    elastic.build("kept", [Document("d1", "text")], corpus, es_url=es_server, index_name="kept-one", overwrite=True)
+    assert not (folder / "rerank-index.json").exists()
+    assert api.manifest_folder("kept", "elasticsearch", {"index_name": "kept-one"}) == folder / "kept-one"
+    assert recorded_origin("kept") == corpus  # what encode and explain find an index's documents by
+
+
+def test_the_stale_index_check_reads_the_searched_index_names_manifest(rerank, es_server, cacm_slice, tmp_path):  # noqa: F811
+    """The one manifest was the index name built last: a search of another said that name's corpus file was gone."""
+    kept, gone = tmp_path / "kept.jsonl", tmp_path / "gone.jsonl"
+    for corpus in (kept, gone):
+        corpus.write_text((cacm_slice / "corpus.jsonl").read_text())
+    for index_name, corpus in (("stale-kept", kept), ("stale-gone", gone)):
+        rerank("index", "stale", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", index_name,
+               "--corpus", str(corpus))
+    gone.unlink()
+    said = {index_name: rerank("retrieve", "stale", "--backend", "elasticsearch", "--es-url", es_server, "--index-name",
+                               index_name, "--topics", str(cacm_slice / "topics.tsv")).stderr
+            for index_name in ("stale-kept", "stale-gone")}
+    assert "is gone" not in said["stale-kept"]
+    assert f"rerank: warning: {gone}, which index stale was built from, is gone" in said["stale-gone"]

@@ -9,7 +9,8 @@ alias that moves to it only once it is complete, deleting the build before in th
 that fails leaves the index name searching what it searched before, as Lucene's folder swap does. The NAME
 it was built for and whether the build finished are recorded in the index's own mapping `_meta` (so any
 machine that searches it can tell, and an index without that record, or built for another NAME, is
-refused), and a copy of the manifest is kept under indexes/NAME/elasticsearch/ for the record.
+refused), and a copy of the manifest is kept under indexes/NAME/elasticsearch/<index name>/ for the record
+(pipelines fingerprint their stages with it).
 
 Searching sends queries in `msearch` batches; per-query times are the batch's wall time shared out
 evenly, as for Lucene. Credentials come from RERANK_ES_API_KEY, or RERANK_ES_USER and
@@ -21,9 +22,11 @@ Elasticsearch-REST-compatible server; point `--es-url` at a real cluster for pro
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import time
+from pathlib import Path
 from typing import Iterable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
@@ -194,7 +197,7 @@ def _index_name(name: str, given: str | None) -> str:
 def _checked_index_name(given: str) -> str:
     """--index-name, checked before the server is asked: its refusal of a look-up is a bare HTTP 400, a wildcard
     or a comma names several indexes, and its refusal of an uppercase name lists forbidden characters without
-    saying so."""
+    saying so. A folder of that name keeps this machine's record of the index (`manifest_folder`)."""
     bad = " ".join(repr(character) for character in sorted(set(given) & set(FORBIDDEN)))
     why = ("cannot be empty, '.' or '..'" if given in ("", ".", "..") else f"cannot contain {bad}" if bad
            else f"cannot start with {given[0]!r}" if given[0] in "-_+" else None)
@@ -203,6 +206,33 @@ def _checked_index_name(given: str) -> str:
     if given != given.lower():
         raise UsageError(f"--index-name {given!r}: Elasticsearch index names are lowercase; try {given.lower()!r}")
     return given
+
+
+def check_search_options(index_name: str | None = None, **_options) -> None:
+    """The index name, before any stage of a pipeline runs (its fingerprint reads a folder named after it)."""
+    if index_name is not None:
+        _checked_index_name(index_name)
+
+
+def manifest_folder(name: str, index_name: str | None = None, **_options) -> Path:
+    """Where this machine keeps its record of the index `index_name` built for NAME: indexes/NAME/elasticsearch/
+    INDEX_NAME/, one per index name, since several may hold one data set (other BM25 parameters, another corpus)
+    and rebuilding one must not change the record, and so the pipeline fingerprints, of the others. An older
+    rerank kept one manifest in indexes/NAME/elasticsearch/, for whichever index name it built last: it stands
+    for the index name it records until that one is rebuilt."""
+    index_name = _index_name(name, index_name)
+    folder = index_folder(name) / BACKEND
+    if not (folder / index_name / MANIFEST).is_file() and _older_manifest_of(folder) == index_name:
+        return folder
+    return folder / index_name
+
+
+def _older_manifest_of(folder: Path) -> str | None:
+    """The index name that an older rerank's one manifest in `folder` records, if there is one."""
+    try:
+        return json.loads((folder / MANIFEST).read_text())["source"]["index_name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _resolved(connection: Connection, index_name: str) -> tuple[str, dict] | None:
@@ -321,8 +351,11 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
     info = IndexInfo(name, BACKEND, loaded, {**source, "es_url": connection.shown, "index_name": index_name,
                                              "index_build": build_name, "shards": shards, "similarity": similarity,
                                              "server": connection.profile["server"]})
-    with atomic_dir(index_folder(name) / BACKEND, MANIFEST) as tmp:
+    folder = index_folder(name) / BACKEND
+    with atomic_dir(folder / index_name, MANIFEST) as tmp:
         info.write(tmp)
+    if _older_manifest_of(folder) == index_name:  # an older rerank's record of the index just replaced
+        (folder / MANIFEST).unlink()
     return info
 
 
