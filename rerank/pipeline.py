@@ -242,7 +242,7 @@ def _fingerprint(dataset: str, stage: dict, upstream: str) -> str:
             blob += file_state(Path(value))
     blob += "".join(source_state({"dataset": dataset}))
     if stage["kind"] == "retrieve":  # every build writes a new manifest (its creation time among it)
-        index = indexes_dir() / dataset / stage.get("backend", "lucene") / MANIFEST
+        index = api.manifest_folder(dataset, stage.get("backend", "lucene"), stage) / MANIFEST
         blob += index.read_text() if index.is_file() else ""
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

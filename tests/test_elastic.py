@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import re
 import threading
 
 import pytest
@@ -32,6 +33,11 @@ def _run(text, source="run"):
     import io
 
     return load_run(io.StringIO(text), source)
+
+
+def _rankings(text):
+    """Each query's docids and scores (not its timings)."""
+    return {qid: (ranking.docids, ranking.scores) for qid, ranking in _run(text).queries.items()}
 
 
 def test_ranks_like_lucene_with_the_same_bm25(rerank, es_slice, es_server, cacm_slice):  # noqa: F811
@@ -95,26 +101,56 @@ def test_missing_index_says_how_to_build_it(rerank, es_server, cacm_slice):  # n
             in done.stderr)
 
 
-def test_partial_bulk_failure_is_reported_and_the_index_refused(rerank, es_server, cacm_slice, tmp_path):  # noqa: F811
+def _indexes(url, prefix):
+    """The indexes on the server whose names start with `prefix`, each with its aliases."""
+    return {index: sorted(body["aliases"]) for index, body in _client(url).indices.get_alias(index="*").body.items()
+            if index.startswith(prefix)}
+
+
+def test_a_rebuild_that_fails_leaves_the_index_as_it_was(rerank, es_server, cacm_slice, tmp_path):  # noqa: F811
+    """--overwrite deleted the index before loading the new build: a document the server refused (or a lost server,
+    or Ctrl-C) left no index, or an incomplete one, where a complete one had answered."""
     lines = (cacm_slice / "corpus.jsonl").read_text().splitlines()[:50]
+    (tmp_path / "good.jsonl").write_text("\n".join(lines) + "\n")
     lines.insert(20, json.dumps({"id": "x" * 600, "contents": "an id longer than Elasticsearch allows"}))
     (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
+    search = ("retrieve", "broken", "--backend", "elasticsearch", "--es-url", es_server,
+              "--topics", str(cacm_slice / "topics.tsv"))
+    rerank("index", "broken", "--backend", "elasticsearch", "--es-url", es_server, "--corpus", str(tmp_path / "good.jsonl"))
+    before, built = rerank(*search).stdout, _indexes(es_server, "rerank-broken")
     done = rerank("index", "broken", "--backend", "elasticsearch", "--es-url", es_server,
                   "--corpus", str(tmp_path / "bad.jsonl"), "--overwrite", check=False)
     assert done.returncode != 0
-    assert "1 of 51 documents failed to load" in done.stderr and "too long" in done.stderr
-    assert "indexed" not in done.stderr
-    again = rerank("retrieve", "broken", "--backend", "elasticsearch", "--es-url", es_server,
-                   "--topics", str(cacm_slice / "topics.tsv"), check=False)
+    assert "1 of 51 documents failed to load into a new build of" in done.stderr and "too long" in done.stderr
+    assert "the build is deleted and the index name left as it was" in done.stderr and "indexed" not in done.stderr
+    assert _indexes(es_server, "rerank-broken") == built  # one build, the one before, under the index name
+    assert list(built.values()) == [["rerank-broken"]]
+    assert _rankings(rerank(*search).stdout) == _rankings(before)
+
+
+def test_an_incomplete_index_is_refused(rerank, es_server, cacm_slice):  # noqa: F811
+    """An older rerank's build that failed part-way: it is refused, and --overwrite replaces it."""
+    _client(es_server).indices.create(index="rerank-half", mappings={
+        "_meta": {"rerank": {"name": "half", "complete": False, "source": {}}},
+        "properties": {"contents": {"type": "text"}}})
+    search = ("retrieve", "half", "--backend", "elasticsearch", "--es-url", es_server,
+              "--topics", str(cacm_slice / "topics.tsv"))
+    again = rerank(*search, check=False)
     assert again.returncode != 0 and "is incomplete" in again.stderr and "--overwrite" in again.stderr
+    rerank("index", "half", "--backend", "elasticsearch", "--es-url", es_server,
+           "--corpus", str(cacm_slice / "corpus.jsonl"), "--overwrite")
+    assert len(_run(rerank(*search).stdout).queries) == 8
 
 
-def test_a_server_lost_while_loading_is_one_error(tmp_path):
-    """The bulk helper raises (it does not report items) when the server goes away mid-load: a traceback before."""
+def test_a_server_lost_while_loading_is_one_error(tmp_path, home):
+    """The bulk helper raises (it does not report items) when the server goes away mid-load: a traceback before.
+    And --overwrite had deleted the index before: the server, back, had none."""
     from rerank.data.formats import Document
     from rerank.errors import BackendError
     from rerank.retrieve import elastic
 
+    with running_server(tmp_path / "data") as (url, _process):  # stopped whole: noida-db keeps what it held
+        elastic.build("lost", [Document("d1", "the build before")], {}, es_url=url)
     with running_server(tmp_path / "data") as (url, process):
         def documents():
             for i in range(20 * elastic.BULK_CHUNK):
@@ -123,8 +159,12 @@ def test_a_server_lost_while_loading_is_one_error(tmp_path):
                     process.wait()
                 yield Document(f"d{i}", f"document number {i}")
 
-        with pytest.raises(BackendError, match=f"cannot reach Elasticsearch at {url}"):
-            elastic.build("lost", documents(), {}, es_url=url)
+        with pytest.raises(BackendError, match=f"cannot reach Elasticsearch at {url}: .*; its unfinished build, "
+                                               "index 'rerank-lost-.*', is left on the server: delete it once"):
+            elastic.build("lost", documents(), {}, es_url=url, overwrite=True)
+    with running_server(tmp_path / "data") as (url, _process):  # back, with the data it kept
+        index = elastic.open_index("lost", es_url=url)
+        assert [ranking.docids for ranking in index.search({"1": "before"})] == [["d1"]]
 
 
 @pytest.mark.parametrize("cause, says", [
@@ -220,6 +260,12 @@ def _client(url):
     return Elasticsearch(url)
 
 
+def _only(answer):
+    """The one index's part of an answer about an index name (keyed by the build the name is an alias of)."""
+    (body,) = answer.body.values()
+    return body
+
+
 def test_an_index_not_built_by_rerank_is_refused(rerank, es_server, cacm_slice):  # noqa: F811
     """Searching another application's index (no `contents` field) gave an empty run and exit 0."""
     _client(es_server).indices.create(index="foreign", mappings={"properties": {"title": {"type": "text"}}})
@@ -235,7 +281,7 @@ def test_an_index_not_built_by_rerank_is_refused(rerank, es_server, cacm_slice):
 
 def test_a_built_index_gets_the_cluster_default_replicas_back(es_slice, es_server):
     """Replicas are off while bulk loading and stayed off: a production cluster kept one copy of the index."""
-    settings = _client(es_server).indices.get_settings(index="rerank-slice")["rerank-slice"]["settings"]["index"]
+    settings = _only(_client(es_server).indices.get_settings(index="rerank-slice"))["settings"]["index"]
     assert str(settings.get("number_of_replicas", "1")) != "0" and str(settings.get("refresh_interval", "1s")) != "-1"
 
 
@@ -254,7 +300,7 @@ def test_an_index_built_for_another_name_is_refused(rerank, es_slice, es_server,
                      "--corpus", str(cacm_slice / "corpus.jsonl"), check=False)
     assert rebuild.returncode == 2 and len(rebuild.stderr.strip().splitlines()) == 1
     assert "was built for 'slice', not 'SLICE'" in rebuild.stderr
-    meta = _client(es_server).indices.get_mapping(index="rerank-slice")["rerank-slice"]["mappings"]["_meta"]
+    meta = _only(_client(es_server).indices.get_mapping(index="rerank-slice"))["mappings"]["_meta"]
     assert meta["rerank"]["name"] == "slice" and meta["rerank"]["complete"]
 
 
@@ -413,6 +459,162 @@ def test_refusals_say_why_or_nothing(rerank, cacm_slice):
                         "--corpus", str(cacm_slice / "corpus.jsonl"), check=False)
     assert look.returncode == 1 and look.stderr.strip().splitlines() == [
         f"rerank: error: Elasticsearch at {url} refused to look up index forbidden with these credentials (HTTP 403)"]
-    assert create.returncode == 1 and create.stderr.strip().endswith(
-        "refused to create index rerank-slice with these credentials: action [indices:admin/create] is unauthorized "
-        "for user [alice] (HTTP 403)")
+    assert create.returncode == 1 and re.search(
+        r"refused to create index rerank-slice-\d{14}-[0-9a-f]{4} \(a new build of rerank-slice\) with these "
+        r"credentials: action \[indices:admin/create\] is unauthorized for user \[alice\] \(HTTP 403\)$",
+        create.stderr.strip())
+
+
+def test_an_older_reranks_index_is_searched_and_replaced_by_an_alias(rerank, es_server, cacm_slice):  # noqa: F811
+    """rerank built the index under the index name itself: it is searched as before, and --overwrite moves the name
+    to a new build, as an alias, in the request that deletes it."""
+    client = _client(es_server)
+    client.indices.create(index="rerank-older", mappings={
+        "_meta": {"rerank": {"name": "older", "complete": True, "documents": 1, "source": {},
+                             "similarity": {"k1": 0.9, "b": 0.4}}},
+        "properties": {"contents": {"type": "text"}}})
+    client.index(index="rerank-older", id="old-1", document={"contents": "compilers for algebraic languages"},
+                 refresh=True)
+    search = ("retrieve", "older", "--backend", "elasticsearch", "--es-url", es_server,
+              "--topics", str(cacm_slice / "topics.tsv"))
+    assert {docid for ranking in _run(rerank(*search).stdout).queries.values() for docid in ranking.docids} == {"old-1"}
+    rerank("index", "older", "--backend", "elasticsearch", "--es-url", es_server,
+           "--corpus", str(cacm_slice / "corpus.jsonl"), "--overwrite")
+    (build, aliases), = _indexes(es_server, "rerank-older").items()
+    assert build.startswith("rerank-older-") and aliases == ["rerank-older"]
+    found = {docid for ranking in _run(rerank(*search).stdout).queries.values() for docid in ranking.docids}
+    assert "old-1" not in found and len(found) > 8
+
+
+def test_a_search_while_rebuilding_finds_the_build_before(es_server, home):
+    """A search during a rebuild found no index, or half of one; one interrupted there (Ctrl-C) kept neither."""
+    from rerank.data.formats import Document
+    from rerank.retrieve import elastic
+
+    elastic.build("rebuilt", [Document("d1", "the build before"), Document("d2", "before again")], {}, es_url=es_server)
+
+    def searched() -> list[list[str]]:
+        return [ranking.docids for ranking in elastic.open_index("rebuilt", es_url=es_server).search({"1": "before"})]
+
+    before, during = searched(), []
+
+    def documents():
+        for i in range(3 * elastic.BULK_CHUNK):
+            if i == 2 * elastic.BULK_CHUNK:  # the first 1,000 documents of the new build are loaded
+                during.append(searched())
+                raise KeyboardInterrupt
+            yield Document(f"n{i}", f"before the new build {i}")
+
+    built = _indexes(es_server, "rerank-rebuilt")
+    with pytest.raises(KeyboardInterrupt):
+        elastic.build("rebuilt", documents(), {}, es_url=es_server, overwrite=True)
+    assert sorted(before[0]) == ["d1", "d2"] and during == [before]
+    assert _indexes(es_server, "rerank-rebuilt") == built  # the unfinished build is deleted
+
+
+def test_a_search_that_a_rebuild_overtakes_stops(es_server, home):
+    """It went on in the new build: one run held rankings from two indexes under the header of the first."""
+    from rerank.data.formats import Document
+    from rerank.errors import BackendError
+    from rerank.retrieve import elastic
+
+    elastic.build("overtaken", [Document("d1", "first build")], {}, es_url=es_server)
+    index = elastic.open_index("overtaken", es_url=es_server)
+    assert [ranking.docids for ranking in index.search({"1": "build"})] == [["d1"]]
+    elastic.build("overtaken", [Document("d2", "second build")], {}, es_url=es_server, overwrite=True)
+    with pytest.raises(BackendError, match="'rerank-overtaken' at .* was rebuilt or deleted while this search ran"):
+        list(index.search({"1": "build"}))
+    assert [r.docids for r in elastic.open_index("overtaken", es_url=es_server).search({"1": "build"})] == [["d2"]]
+
+
+def test_aliases_rerank_did_not_make_are_left_alone(rerank, es_slice, es_server, cacm_slice):  # noqa: F811
+    """An alias of several indexes was searched as its first; someone's alias of rerank's build of another index
+    name was taken for that name's, and --overwrite deleted the build that other name searches."""
+    client = _client(es_server)
+    (build,) = _indexes(es_server, "rerank-slice-")
+    client.indices.put_alias(index=build, name="mine")
+    client.indices.create(index="foreign-two", mappings={"properties": {"contents": {"type": "text"}}})
+    client.indices.update_aliases(actions=[{"add": {"index": index, "alias": "both"}} for index in (build, "foreign-two")])
+    corpus, topics = str(cacm_slice / "corpus.jsonl"), str(cacm_slice / "topics.tsv")
+    for index_name, says in (("mine", f"is {build!r}, which `rerank index` built for the index name 'rerank-slice'; "
+                                      "it is left alone"),
+                             ("both", "is an alias of 2 indexes")):
+        done = rerank("index", es_slice, "--backend", "elasticsearch", "--es-url", es_server, "--index-name", index_name,
+                      "--corpus", corpus, "--overwrite", check=False)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and says in done.stderr
+    refused = rerank("retrieve", es_slice, "--backend", "elasticsearch", "--es-url", es_server, "--index-name", "both",
+                     "--topics", topics, check=False)
+    assert refused.returncode == 2 and "is an alias of 2 indexes" in refused.stderr
+    mine = rerank("retrieve", es_slice, "--backend", "elasticsearch", "--es-url", es_server, "--index-name", "mine",
+                  "--topics", topics)
+    ours = rerank("retrieve", es_slice, "--backend", "elasticsearch", "--es-url", es_server, "--topics", topics)
+    assert _rankings(mine.stdout) == _rankings(ours.stdout)
+    assert sorted(_indexes(es_server, build)[build]) == ["both", "mine", "rerank-slice"]
+
+
+def test_a_long_index_name_leaves_room_for_its_builds(rerank, cacm_slice):
+    done = rerank("index", "slice", "--backend", "elasticsearch", "--es-url", "http://127.0.0.1:9", "--index-name",
+                  "x" * 240, "--corpus", str(cacm_slice / "corpus.jsonl"), check=False)
+    assert done.returncode == 2 and done.stderr.strip() == (
+        f"rerank: error: --index-name {'x' * 240!r} is too long: each build is an index named after it with 20 "
+        "characters more, and Elasticsearch index names are at most 255 bytes")
+
+
+def test_each_index_name_keeps_its_own_manifest(rerank, es_server, cacm_slice, tmp_path, session_home):  # noqa: F811
+    """Building a data set's second Elasticsearch index name replaced the local manifest of the first: a pipeline
+    that searched the first ran it again, as if it had been rebuilt. (Two of CACM's queries: noida-db takes most
+    of a second for each over all 3,204 documents.)"""
+    topics = tmp_path / "two.tsv"
+    topics.write_text("".join((cacm_slice / "topics.tsv").read_text().splitlines(keepends=True)[:2]))
+    spec = tmp_path / "two-names.toml"
+    stages = "".join(f'[[stage]]\nname = "{name}"\nkind = "retrieve"\nbackend = "elasticsearch"\nes_url = "{es_server}"\n'
+                     f'index_name = "cacm-{name}"\nk = 10\ntopics = "{topics}"\n' for name in ("a", "b"))
+    spec.write_text(f'dataset = "cacm"\nmeasures = ["MAP"]\n{stages}')
+    for name in ("a", "b"):
+        rerank("index", "cacm", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", f"cacm-{name}")
+    rerank("run", str(spec))
+    rerank("index", "cacm", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", "cacm-b", "--overwrite")
+    again = rerank("run", str(spec))
+    assert "a: up to date" in again.stderr and "b: running retrieve" in again.stderr
+    folder = session_home / "indexes" / "cacm" / "elasticsearch"
+    assert sorted(path.parent.name for path in folder.glob("*/rerank-index.json")) == ["cacm-a", "cacm-b"]
+    assert json.loads((folder / "cacm-a" / "rerank-index.json").read_text())["source"]["index_name"] == "cacm-a"
+
+
+def test_an_older_reranks_one_manifest_stands_for_the_index_name_it_records(es_server, home):
+    """rerank kept one manifest in indexes/NAME/elasticsearch/ for the index name built last: it is still that
+    index name's record (a pipeline's saved runs of it stay up to date) until that index name is rebuilt."""
+    from rerank.data.formats import Document
+    from rerank.retrieve import api, elastic
+    from rerank.retrieve.store import recorded_origin
+
+    folder = home / "indexes" / "kept" / "elasticsearch"
+    folder.mkdir(parents=True)
+    older = {"name": "kept", "backend": "elasticsearch", "documents": 1, "created": "2024-01-01T00:00:00",
+             "source": {"corpus": "/x.jsonl", "index_name": "kept-one"}}
+    (folder / "rerank-index.json").write_text(json.dumps(older))
+    assert api.manifest_folder("kept", "elasticsearch", {"index_name": "kept-one"}) == folder
+    assert api.manifest_folder("kept", "elasticsearch", {"index_name": "kept-two"}) == folder / "kept-two"
+    corpus = {"corpus": "/x.jsonl"}
+    elastic.build("kept", [Document("d1", "text")], corpus, es_url=es_server, index_name="kept-two")
+    assert (folder / "rerank-index.json").is_file()  # another index name's
+    elastic.build("kept", [Document("d1", "text")], corpus, es_url=es_server, index_name="kept-one", overwrite=True)
+    assert not (folder / "rerank-index.json").exists()
+    assert api.manifest_folder("kept", "elasticsearch", {"index_name": "kept-one"}) == folder / "kept-one"
+    assert recorded_origin("kept") == corpus  # what encode and explain find an index's documents by
+
+
+def test_the_stale_index_check_reads_the_searched_index_names_manifest(rerank, es_server, cacm_slice, tmp_path):  # noqa: F811
+    """The one manifest was the index name built last: a search of another said that name's corpus file was gone."""
+    kept, gone = tmp_path / "kept.jsonl", tmp_path / "gone.jsonl"
+    for corpus in (kept, gone):
+        corpus.write_text((cacm_slice / "corpus.jsonl").read_text())
+    for index_name, corpus in (("stale-kept", kept), ("stale-gone", gone)):
+        rerank("index", "stale", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", index_name,
+               "--corpus", str(corpus))
+    gone.unlink()
+    said = {index_name: rerank("retrieve", "stale", "--backend", "elasticsearch", "--es-url", es_server, "--index-name",
+                               index_name, "--topics", str(cacm_slice / "topics.tsv")).stderr
+            for index_name in ("stale-kept", "stale-gone")}
+    assert "is gone" not in said["stale-kept"]
+    assert f"rerank: warning: {gone}, which index stale was built from, is gone" in said["stale-gone"]

@@ -18,7 +18,7 @@ from ..data import Dataset, dataset_names, files_dataset, get_dataset
 from ..data.formats import distinct_ids, read_topics
 from ..errors import DataError, MissingIndexError, UsageError
 from ..runs import RunHeader, Stream
-from .store import IndexInfo, build_lock, outdated, recorded_origin
+from .store import IndexInfo, build_lock, index_folder, origin_recorded_in, outdated
 
 JAVA_FLOAT_MAX = 3.4028234663852886e38  # Lucene and Anserini read k1, b and mu as Java floats: above, Infinity
 
@@ -48,6 +48,16 @@ def _check_k(k: int) -> None:
 # said why only in the log rerank keeps quiet.
 MAX_THREADS = 32767
 SEARCH_THREADS = 2  # rerank retrieve's --threads default, and a pipeline stage's without `threads`: one header for both
+
+
+def manifest_folder(name: str, backend_name: str, options: dict) -> Path:
+    """The folder of this machine's manifest of the index that a search of NAME with these options opens:
+    indexes/NAME/BACKEND, or where the back end keeps it (Elasticsearch, one per --index-name)."""
+    module = backend(backend_name)
+    if hasattr(module, "manifest_folder"):  # a pipeline's stage table has other keys (its name among them)
+        return module.manifest_folder(name, **{key: value for key, value in options.items()
+                                               if key in module.SEARCH_OPTIONS})
+    return index_folder(name) / backend_name
 
 
 def _check_options(options: dict) -> None:
@@ -154,7 +164,7 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
                                 f"({', '.join(shipped)}): rerank retrieve {name} --candidates"
                                 f"{f' --topics {topics}' if topics else ''}") from None
     note = pool_note(name, index.info.source)
-    stale = outdated(name, recorded_origin(name, (backend_name,)), backend_name)
+    stale = outdated(name, origin_recorded_in([manifest_folder(name, backend_name, options)], name), backend_name)
     if note or stale:
         import click
 

@@ -4,9 +4,13 @@ Building creates the index with an explicit mapping (one `contents` text field, 
 standard tokenizer, possessive and Porter stemming, Lucene's English stop words — the same chain as
 Anserini's default) and a BM25 similarity with the given k1/b, bulk-loads with the client's
 `streaming_bulk` (documents without text are skipped, as Anserini skips them), refreshes and checks the
-count. The NAME it was built for and whether the build finished are recorded in the index's own mapping
-`_meta` (so any machine that searches it can tell, and an index without that record, or built for another
-NAME, is refused), and a copy of the manifest is kept under indexes/NAME/elasticsearch/ for the record.
+count. Each build goes into a new index of its own (`<index name>-<time>-<random>`), and the index name is an
+alias that moves to it only once it is complete, deleting the build before in the same atomic step: a build
+that fails leaves the index name searching what it searched before, as Lucene's folder swap does. The NAME
+it was built for and whether the build finished are recorded in the index's own mapping `_meta` (so any
+machine that searches it can tell, and an index without that record, or built for another NAME, is
+refused), and a copy of the manifest is kept under indexes/NAME/elasticsearch/<index name>/ for the record
+(pipelines fingerprint their stages with it).
 
 Searching sends queries in `msearch` batches; per-query times are the batch's wall time shared out
 evenly, as for Lucene. Credentials come from RERANK_ES_API_KEY, or RERANK_ES_USER and
@@ -18,14 +22,17 @@ Elasticsearch-REST-compatible server; point `--es-url` at a real cluster for pro
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import time
+from pathlib import Path
 from typing import Iterable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from ..atomic import atomic_dir
 from ..data import Document
-from ..errors import BackendError, MissingIndexError, UsageError
+from ..errors import BackendError, MissingIndexError, RerankError, UsageError
 from ..progress import Progress
 from ..runs import QueryRanking, Timing
 from .store import MANIFEST, IndexInfo, WithText, build_command, empty_skipped, index_folder
@@ -40,6 +47,7 @@ DEFAULT_K1, DEFAULT_B = 0.9, 0.4  # Anserini's, so the two BM25 back ends agree 
 FIELD = "contents"
 BULK_CHUNK = 500  # documents per bulk request
 BATCH = 16  # queries per msearch request: a few seconds' work on a busy test server, well inside the timeout
+MAX_NAME_BYTES = 255  # Elasticsearch's longest index name
 MAX_RESULT_WINDOW = 10_000  # Elasticsearch's default index.max_result_window: the most hits one search returns
 ANALYSIS = {
     "filter": {
@@ -182,11 +190,14 @@ FORBIDDEN = '\\/*?"<>| ,#:'  # characters Elasticsearch refuses in index names
 
 
 def _index_name(name: str, given: str | None) -> str:
-    """--index-name, or the default for NAME, checked before the server is asked: its refusal of a look-up is
-    a bare HTTP 400, a wildcard or a comma names several indexes, and its refusal of an uppercase name lists
-    forbidden characters without saying so."""
-    if given is None:
-        return default_index_name(name)
+    """--index-name, or the default for NAME."""
+    return default_index_name(name) if given is None else _checked_index_name(given)
+
+
+def _checked_index_name(given: str) -> str:
+    """--index-name, checked before the server is asked: its refusal of a look-up is a bare HTTP 400, a wildcard
+    or a comma names several indexes, and its refusal of an uppercase name lists forbidden characters without
+    saying so. A folder of that name keeps this machine's record of the index (`manifest_folder`)."""
     bad = " ".join(repr(character) for character in sorted(set(given) & set(FORBIDDEN)))
     why = ("cannot be empty, '.' or '..'" if given in ("", ".", "..") else f"cannot contain {bad}" if bad
            else f"cannot start with {given[0]!r}" if given[0] in "-_+" else None)
@@ -197,11 +208,47 @@ def _index_name(name: str, given: str | None) -> str:
     return given
 
 
-def _mapping(connection: Connection, index_name: str) -> dict:
-    """The index's mappings: its fields, and the `_meta` where rerank records what it built."""
+def check_search_options(index_name: str | None = None, **_options) -> None:
+    """The index name, before any stage of a pipeline runs (its fingerprint reads a folder named after it)."""
+    if index_name is not None:
+        _checked_index_name(index_name)
+
+
+def manifest_folder(name: str, index_name: str | None = None, **_options) -> Path:
+    """Where this machine keeps its record of the index `index_name` built for NAME: indexes/NAME/elasticsearch/
+    INDEX_NAME/, one per index name, since several may hold one data set (other BM25 parameters, another corpus)
+    and rebuilding one must not change the record, and so the pipeline fingerprints, of the others. An older
+    rerank kept one manifest in indexes/NAME/elasticsearch/, for whichever index name it built last: it stands
+    for the index name it records until that one is rebuilt."""
+    index_name = _index_name(name, index_name)
+    folder = index_folder(name) / BACKEND
+    if not (folder / index_name / MANIFEST).is_file() and _older_manifest_of(folder) == index_name:
+        return folder
+    return folder / index_name
+
+
+def _older_manifest_of(folder: Path) -> str | None:
+    """The index name that an older rerank's one manifest in `folder` records, if there is one."""
+    try:
+        return json.loads((folder / MANIFEST).read_text())["source"]["index_name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _resolved(connection: Connection, index_name: str) -> tuple[str, dict] | None:
+    """The index `index_name` names and its mappings (its fields, and the `_meta` where rerank records what it
+    built); None where nothing has that name. The name is an alias of one of rerank's builds, or the index itself
+    (built by an older rerank, or another application's); the server answers by the index's own name."""
+    if not connection.exists(index_name):
+        return None
     answer = connection.call(f"read the mapping of {index_name}", connection.client.indices.get_mapping,
-                             index=index_name)
-    return next(iter(answer.body.values()), {}).get("mappings", {})
+                             index=index_name).body
+    if len(answer) != 1:
+        raise UsageError(f"Elasticsearch index name {index_name!r} at {connection.shown} is an alias of "
+                         f"{len(answer)} indexes ({', '.join(sorted(answer))}), not of one built by `rerank index`; "
+                         "it is left alone: choose another --index-name")
+    built, body = next(iter(answer.items()))
+    return built, body.get("mappings", {})
 
 
 def _check_built_for(name: str, where: str, record: dict) -> None:
@@ -217,14 +264,47 @@ def _build_command(name: str, connection: Connection, index_name: str) -> str:
     return build_command(name, f" --backend elasticsearch --es-url {connection.shown}{extra}")
 
 
+def _build_name(index_name: str) -> str:
+    """A new index for one build of `index_name`: the time it began, and a random part (two machines may build the
+    same name at once). Checked before the server is asked, which refuses names over 255 bytes."""
+    built = f"{index_name}-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(2)}"
+    if len(built.encode()) > MAX_NAME_BYTES:
+        raise UsageError(f"--index-name {index_name!r} is too long: each build is an index named after it with "
+                         f"{len(built) - len(index_name)} characters more, and Elasticsearch index names are at most "
+                         f"{MAX_NAME_BYTES} bytes")
+    return built
+
+
+def _build_replaced(connection: Connection, name: str, index_name: str, where: str, overwrite: bool) -> str | None:
+    """The index a new build of `index_name` replaces, None where the name is free; refused unless it is rerank's
+    build for NAME under this index name (another application's data, or a build that another name, or someone's
+    alias, finds, is not for --overwrite to delete) and --overwrite is given."""
+    found = _resolved(connection, index_name)
+    if found is None:
+        return None
+    replaced, mappings = found
+    record = mappings.get("_meta", {}).get("rerank")
+    if not record:
+        raise UsageError(f"{where} exists and was not built by `rerank index`; it is left alone: choose "
+                         "another --index-name, or delete it yourself")
+    _check_built_for(name, where, record)
+    built_as = record.get("index_name", replaced)  # an older rerank built an index of that name itself
+    if built_as != index_name:
+        raise UsageError(f"{where} is {replaced!r}, which `rerank index` built for the index name {built_as!r}; it "
+                         f"is left alone: rebuild {built_as!r}, or choose another --index-name")
+    if not overwrite:
+        raise BackendError(f"{where} exists; pass --overwrite to rebuild it")
+    return replaced
+
+
 def build(name: str, documents: Iterable[Document], source: dict, overwrite: bool = False,
           es_url: str | None = None, index_name: str | None = None, shards: int | None = None,
           k1: float | None = None, b: float | None = None, es_ca_certs: str | None = None,
           es_verify_certs: bool | None = None, **_options) -> IndexInfo:
-    """Create the index with an explicit mapping, bulk-load `documents`, refresh, check the count."""
-    from elasticsearch import helpers
-
+    """Create a new index with an explicit mapping, bulk-load `documents`, refresh, check the count, then point the
+    index name at it (`_point`); a build that fails is deleted, and the index name finds what it found before."""
     index_name = _index_name(name, index_name)
+    build_name = _build_name(index_name)
     shards = 1 if shards is None else shards
     if shards < 1:  # before connecting: a mistake in the command, whether or not the server is up
         raise UsageError(f"--shards must be at least 1, not {shards}")
@@ -232,15 +312,7 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
     k1 = DEFAULT_K1 if k1 is None else k1
     b = DEFAULT_B if b is None else b
     where = f"Elasticsearch index {index_name!r} at {connection.shown}"
-    if connection.exists(index_name):
-        record = _mapping(connection, index_name).get("_meta", {}).get("rerank")
-        if not record:  # another application's data: not for --overwrite to delete
-            raise UsageError(f"{where} exists and was not built by `rerank index`; it is left alone: choose "
-                             "another --index-name, or delete it yourself")
-        _check_built_for(name, where, record)
-        if not overwrite:
-            raise BackendError(f"{where} exists; pass --overwrite to rebuild it")
-        connection.call(f"delete index {index_name}", connection.client.indices.delete, index=index_name)
+    replaced = _build_replaced(connection, name, index_name, where, overwrite)
     similarity = {"k1": k1, "b": b}
     if connection.profile["fixed_bm25"]:
         fixed_k1, fixed_b = connection.profile["fixed_bm25"]
@@ -249,23 +321,55 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
 
         click.echo(f"rerank: note: {connection.profile['server']} ignores BM25 parameters and scores with "
                    f"k1={fixed_k1} b={fixed_b}", err=True)
-    meta = {"rerank": {"name": name, "complete": False, "source": source, "similarity": similarity}}
-    connection.call(f"create index {index_name}", connection.client.indices.create, index=index_name,
-                    settings={"number_of_shards": shards, "number_of_replicas": 0, "refresh_interval": "-1",
-                              "analysis": ANALYSIS,
-                              "similarity": {"rerank_bm25": {"type": "BM25", "k1": k1, "b": b}}},
-                    mappings={"_meta": meta, "dynamic": "strict",
-                              "properties": {FIELD: {"type": "text", "analyzer": "rerank_english",
-                                                     "similarity": "rerank_bm25"}}})
+    meta = {"rerank": {"name": name, "index_name": index_name, "complete": False, "source": source,
+                       "similarity": similarity}}
     texts = WithText(documents)  # documents without text are skipped and counted, as Anserini skips them
+    created = False
+    try:
+        connection.call(f"create index {build_name} (a new build of {index_name})", connection.client.indices.create,
+                        index=build_name,
+                        settings={"number_of_shards": shards, "number_of_replicas": 0, "refresh_interval": "-1",
+                                  "analysis": ANALYSIS,
+                                  "similarity": {"rerank_bm25": {"type": "BM25", "k1": k1, "b": b}}},
+                        mappings={"_meta": meta, "dynamic": "strict",
+                                  "properties": {FIELD: {"type": "text", "analyzer": "rerank_english",
+                                                         "similarity": "rerank_bm25"}}})
+        created = True
+        loaded = _load(connection, build_name, texts, where)
+        source = {**source, **empty_skipped(texts.skipped)}
+        meta["rerank"].update(complete=True, documents=loaded, source=source)
+        connection.call(f"finish {build_name}", connection.client.indices.put_mapping, index=build_name, meta=meta)
+        # the bulk-load settings (no refreshes, no replicas, as Elasticsearch's indexing-speed guide advises) go
+        # back to the cluster's defaults: a production cluster keeps its copies
+        connection.call(f"finish {build_name}", connection.client.indices.put_settings, index=build_name,
+                        settings={"index": {"refresh_interval": None, "number_of_replicas": None}})
+    except BaseException as error:  # Ctrl-C and SIGTERM too
+        if created:
+            _discard(connection, build_name, error)
+        raise
+    _point(connection, index_name, build_name, replaced)
+    info = IndexInfo(name, BACKEND, loaded, {**source, "es_url": connection.shown, "index_name": index_name,
+                                             "index_build": build_name, "shards": shards, "similarity": similarity,
+                                             "server": connection.profile["server"]})
+    folder = index_folder(name) / BACKEND
+    with atomic_dir(folder / index_name, MANIFEST) as tmp:
+        info.write(tmp)
+    if _older_manifest_of(folder) == index_name:  # an older rerank's record of the index just replaced
+        (folder / MANIFEST).unlink()
+    return info
+
+
+def _load(connection: Connection, build_name: str, texts: WithText, where: str) -> int:
+    """Bulk-load the documents into the new build, refresh it and check its count: how many it holds."""
+    from elasticsearch import helpers
 
     def actions() -> Iterator[dict]:
         for doc in texts:
-            yield {"_index": index_name, "_id": doc.docid, "_source": {FIELD: doc.contents}}
+            yield {"_index": build_name, "_id": doc.docid, "_source": {FIELD: doc.contents}}
 
     def load() -> tuple[int, int, list[str]]:
         loaded, failed, reasons = 0, 0, []
-        with Progress(f"loading {index_name}", "doc") as bar:
+        with Progress(f"loading {build_name}", "doc") as bar:
             results = helpers.streaming_bulk(connection.client, actions(), chunk_size=BULK_CHUNK, raise_on_error=False,
                                              raise_on_exception=False, max_retries=2)
             for ok, item in results:  # a document's failure comes back as an item; a lost server raises
@@ -278,28 +382,53 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
                 bar.update(1)
         return loaded, failed, reasons
 
-    loaded, failed, reasons = connection.call(f"load documents into {index_name}", load)
-    connection.call(f"refresh {index_name}", connection.client.indices.refresh, index=index_name)
+    loaded, failed, reasons = connection.call(f"load documents into {build_name}", load)
+    connection.call(f"refresh {build_name}", connection.client.indices.refresh, index=build_name)
+    kept = "the build is deleted and the index name left as it was"
     if failed:
-        raise BackendError(f"{failed} of {loaded + failed} documents failed to load into {where}, e.g. "
-                           f"{'; '.join(reasons)}; the index is incomplete — fix the documents and rebuild with --overwrite")
-    counted = connection.call(f"count {index_name}", connection.client.count, index=index_name)["count"]
+        raise BackendError(f"{failed} of {loaded + failed} documents failed to load into a new build of {where}, "
+                           f"e.g. {'; '.join(reasons)}; {kept}: fix the documents and build it again")
+    counted = connection.call(f"count {build_name}", connection.client.count, index=build_name)["count"]
     if counted != loaded:
-        raise BackendError(f"{where} holds {counted} documents after loading {loaded}; the index is incomplete — "
-                           "rebuild with --overwrite (repeated docids collapse into one)")
-    source = {**source, **empty_skipped(texts.skipped)}
-    meta["rerank"].update(complete=True, documents=loaded, source=source)
-    connection.call(f"finish {index_name}", connection.client.indices.put_mapping, index=index_name, meta=meta)
-    # the bulk-load settings (no refreshes, no replicas, as Elasticsearch's indexing-speed guide advises) go
-    # back to the cluster's defaults: a production cluster keeps its copies
-    connection.call(f"finish {index_name}", connection.client.indices.put_settings, index=index_name,
-                    settings={"index": {"refresh_interval": None, "number_of_replicas": None}})
-    info = IndexInfo(name, BACKEND, loaded, {**source, "es_url": connection.shown, "index_name": index_name,
-                                             "shards": shards, "similarity": similarity,
-                                             "server": connection.profile["server"]})
-    with atomic_dir(index_folder(name) / BACKEND, MANIFEST) as tmp:
-        info.write(tmp)
-    return info
+        raise BackendError(f"a new build of {where} holds {counted} documents after loading {loaded}; {kept}: build "
+                           "it again")
+    return loaded
+
+
+def _discard(connection: Connection, build_name: str, error: BaseException) -> None:
+    """Delete a build that failed; nothing finds it, since the index name moves to a build only once it is complete.
+    Best effort: a server that is gone keeps it, and the error says so."""
+    import elastic_transport
+    import elasticsearch
+
+    try:  # not the 600 s a search may take: an interrupted user waits for this
+        connection.client.options(request_timeout=30).indices.delete(index=build_name)
+    except (elastic_transport.TransportError, elasticsearch.ApiError):
+        if isinstance(error, RerankError):
+            error.args = (f"{error}; its unfinished build, index {build_name!r}, is left on the server: delete it "
+                          "once the server answers",)
+
+
+def _point(connection: Connection, index_name: str, build_name: str, replaced: str | None) -> None:
+    """Make `index_name` an alias of the finished build, in one request that the server applies whole or not at
+    all: searches find the build before until then and this one after, and `remove_index` deletes the build before
+    in the same step, so none is left behind. An older rerank's build, an index named `index_name` itself, is
+    replaced the same way and without a moment in which the name finds nothing: no alias can take a name that an
+    index holds, and deleting that index first would leave one."""
+    import elasticsearch
+
+    actions = [{"add": {"index": build_name, "alias": index_name}}]
+    if replaced is not None:
+        actions.append({"remove_index": {"index": replaced}})
+
+    def point():
+        try:
+            return connection.client.indices.update_aliases(actions=actions)
+        except elasticsearch.ApiError as refused:  # nothing moved (another build replaced `replaced` meanwhile)
+            _discard(connection, build_name, refused)
+            raise
+
+    connection.call(f"point {index_name} at its new build {build_name}", point)
 
 
 def _bulk_reason(item: dict) -> str:
@@ -322,16 +451,19 @@ def _error_reason(error) -> str:
 
 
 class ElasticIndex:
-    """An open, complete Elasticsearch index, searched with msearch BM25."""
+    """An open, complete Elasticsearch index, searched with msearch BM25. It searches the build its index name
+    found when opened (`build`), not the name: a run that a rebuild overtakes would hold some queries' rankings
+    from each build, under the header of the first."""
 
     default_stage = "bm25"  # the run tag when --name is not given
 
     def __init__(self, name: str, connection: Connection, index_name: str):
-        self.connection, self.index_name = connection, index_name
+        self.connection = connection
         self.where = where = f"Elasticsearch index {index_name!r} at {connection.shown}"
-        if not connection.exists(index_name):
+        found = _resolved(connection, index_name)
+        if found is None:
             raise MissingIndexError(f"no {where}; build it with: {_build_command(name, connection, index_name)}")
-        mappings = _mapping(connection, index_name)
+        self.build, mappings = found
         meta = mappings.get("_meta", {}).get("rerank")
         if not meta or mappings.get("properties", {}).get(FIELD, {}).get("type") != "text":
             raise UsageError(f"{where} was not built by `rerank index` (its mapping lacks rerank's _meta record or "
@@ -340,19 +472,19 @@ class ElasticIndex:
         if not meta.get("complete"):
             raise MissingIndexError(f"{where} is incomplete (its build failed part-way); rebuild it with: "
                                     f"{_build_command(name, connection, index_name)} --overwrite")
-        settings = connection.call(f"read the settings of {index_name}", connection.client.indices.get_settings,
-                                   index=index_name)
+        settings = connection.call(f"read the settings of {self.build}", connection.client.indices.get_settings,
+                                   index=self.build)
         index_settings = next(iter(settings.body.values()))["settings"]["index"]
         self.shards = int(index_settings.get("number_of_shards", 1))
         self.max_window = int(index_settings.get("max_result_window", MAX_RESULT_WINDOW))
         self.info = IndexInfo(name, BACKEND, int(meta.get("documents", 0)), meta.get("source", {}))
         similarity = meta.get("similarity", {})
-        self.provenance = {"es_url": connection.shown, "index_name": index_name, "server": connection.profile["server"],
-                           **({"similarity": similarity} if similarity else {})}
+        self.provenance = {"es_url": connection.shown, "index_name": index_name, "index_build": self.build,
+                           "server": connection.profile["server"], **({"similarity": similarity} if similarity else {})}
 
     def search(self, topics: dict[str, str], k: int = 1000, stage: str = "bm25", **_options) -> Iterator[QueryRanking]:
         # Several shards each keep their own term statistics; dfs_ makes BM25 use the global ones.
-        head = {"index": self.index_name, **({"search_type": "dfs_query_then_fetch"} if self.shards > 1 else {})}
+        head = {"index": self.build, **({"search_type": "dfs_query_then_fetch"} if self.shards > 1 else {})}
         items = list(topics.items())
         for start in range(0, len(items), BATCH):
             chunk = items[start : start + BATCH]
@@ -361,13 +493,17 @@ class ElasticIndex:
             for _, text in chunk:
                 searches += [head, {"query": {"match": {FIELD: text}}, "size": int(k), "_source": False,
                                     "track_total_hits": False}]
-            found = self.connection.call(f"search {self.index_name}", self.connection.client.msearch,
+            found = self.connection.call(f"search {self.build}", self.connection.client.msearch,
                                          searches=searches)["responses"]
             rankings = []
             for (qid, _), answer in zip(chunk, found):
-                if "error" in answer:
+                error = answer.get("error")
+                if isinstance(error, dict) and error.get("type") == "index_not_found_exception":
+                    raise BackendError(f"{self.where} was rebuilt or deleted while this search ran (the build it "
+                                       f"searched, {self.build!r}, is gone); search again")
+                if error:
                     raise BackendError(f"Elasticsearch at {self.connection.shown} failed on query {qid}: "
-                                       f"{_error_reason(answer['error'])[:200]}")
+                                       f"{_error_reason(error)[:200]}")
                 hits = answer["hits"]["hits"]
                 rankings.append(QueryRanking.from_scores(qid, [h["_id"] for h in hits], [h["_score"] for h in hits],
                                                          tag=stage))

@@ -86,13 +86,27 @@ def outdated(index: str, documents: dict, backend: str = "lucene") -> str | None
 
 def recorded_origin(name: str, backends: tuple[str, ...] | None = None) -> dict:
     """Which documents the index NAME built here was built from, as the manifest of the first of `backends` built
-    says (default: Lucene's, else another back end's), with their files' states then where it records them (the
-    texts a Lucene index stores are of that state); {} when none is built, or its manifest is unreadable."""
+    says (default: Lucene's, else another back end's, an Elasticsearch index name's among them), with their files'
+    states then where it records them (the texts a Lucene index stores are of that state); {} when none is built,
+    or its manifest is unreadable."""
     folder = index_folder(name)
-    built = [folder / backend for backend in backends] if backends else sorted(
-        (path.parent for path in folder.glob(f"*/{MANIFEST}") if not path.parent.name.startswith(".")),
-        key=lambda path: (path.name != "lucene", path.name))  # not a build's dot-folders
-    for path in built:
+    return origin_recorded_in([folder / backend for backend in backends] if backends else _built_folders(folder), name)
+
+
+def _built_folders(folder: Path) -> list[Path]:
+    """The folders under indexes/NAME with a manifest: a back end's (Lucene's first), then those one level further
+    down (Elasticsearch keeps one per index name); not a build's dot-folders."""
+    def found(pattern: str) -> list[Path]:
+        return [path.parent for path in folder.glob(pattern)
+                if not any(part.startswith(".") for part in path.parent.relative_to(folder).parts)]
+
+    return sorted(found(f"*/{MANIFEST}"), key=lambda path: (path.name != "lucene", path.name)) + sorted(
+        found(f"*/*/{MANIFEST}"))
+
+
+def origin_recorded_in(folders: list[Path], name: str) -> dict:
+    """`recorded_origin` as the first of `folders` with a readable manifest records it."""
+    for path in folders:
         try:
             source = IndexInfo.read(path, name, path.name).source
             return {**origin(source), **({"files": source["files"]} if "files" in source else {})}
