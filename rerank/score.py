@@ -290,7 +290,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
 
 # Model options a pipeline's score stage passes to the model, with their TOML types.
 MODEL_OPTIONS = {"max_length": int, "batch_size": int, "threads": int, "quantize": bool, "precision": str, "compile": bool,
-                 "device": str}
+                 "device": str, "on_the_fly": bool}
 
 
 def check_score_stage(_dataset: str, params: dict) -> None:

@@ -89,6 +89,11 @@ def test_minilm_bi_looks_up_the_passages_a_dense_index_stores(rerank, home, cacm
                    "--k", "20").stdout
     scored = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", input=dense).stdout), "bi")
     assert scored.header.stages[-1]["passages"] == f"stored ({home / 'indexes' / 'storedslice' / 'dense'})"
+    asked = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", "--on-the-fly",
+                                        input=dense).stdout), "bi")  # every passage embedded, as if none were stored
+    assert asked.header.stages[-1]["passages"] == "on the fly (asked for)"
+    assert [s for r in asked.queries.values() for s in r.scores] == pytest.approx(
+        [s for r in scored.queries.values() for s in r.scores], abs=1e-5)
     retrieved = load_run(io.StringIO(dense), "dense")
     for qid, ranking in scored.queries.items():
         by_doc = dict(zip(retrieved.queries[qid].docids, retrieved.queries[qid].scores))

@@ -354,6 +354,12 @@ def test_encode_score_explain_budget(tmp_path, rerank):
     assert _stage(stored)["encodings"].startswith("stored (")
     a, b = _scores(fly), _scores(stored)
     assert a.keys() == b.keys() and max(abs(a[k] - b[k]) for k in a) < 1e-4
+    # on the fly where a store would serve, to measure what the store saves: a store had to be moved aside for that
+    asked = rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", "--on-the-fly", input=candidates).stdout
+    assert _stage(asked)["encodings"] == "on the fly (asked for)" and _scores(asked) == a
+    refused = rerank("score", "--model", "bert", "--checkpoint", ck, "--on-the-fly", input=candidates, check=False)
+    assert refused.returncode == 2 and refused.stderr.strip() == ("rerank: error: --on-the-fly is an option of tk and "
+                                                                  "tkl and minilm-bi only, not bert")
 
     plot = tmp_path / "explain.png"
     qid, docid = next(iter(a))

@@ -46,13 +46,16 @@ from .io import (check_dataset_option, open_run_input, refuse_replacing_an_input
 @click.option("--device", default=None,
               help="bert: cpu (the default), or cuda (cuda:N) to score on a GPU; use fp32 there (bf16 measured 5x slower "
                    "on an H200) and a larger --batch-size.")
+@click.option("--on-the-fly", is_flag=True,
+              help="Compute document vectors while scoring (tk, tkl, minilm-bi), not from stored encodings or a dense "
+                   "index: what storing them saves, measured.")
 @click.option("--interpolate", type=float, default=None, metavar="ALPHA",
               help="Final score (1-ALPHA)·z(model) + ALPHA·z(first-stage score), z over the re-scored candidates.")
 @click.option("--name", "stage_name", default=None, help="Stage name and run tag (default: the model name).")
 @run_output_options
 def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, corpus, dataset_name, batch_size,
-          max_length, threads, quantize, precision, compile_model, device, interpolate, stage_name, output,
-          trec_only) -> None:
+          max_length, threads, quantize, precision, compile_model, device, on_the_fly, interpolate, stage_name,
+          output, trec_only) -> None:
     """Re-score the top DEPTH candidates of each query in RUN (default stdin) with a model."""
     refuse_replacing_an_input("-o", output, "run", [("the --topics file", topics), ("the --corpus file", corpus)])
     from ..docstore import doc_store_for, queries_for
@@ -60,7 +63,7 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
     from ..score import ScoreStats, check_score_options, score_stream
 
     given = {"threads": threads, "batch_size": batch_size, "max_length": max_length, "quantize": quantize,
-             "precision": precision, "compile": compile_model, "device": device}
+             "precision": precision, "compile": compile_model, "device": device, "on_the_fly": on_the_fly}
     options = checked_model_options(model_name, {k: v for k, v in given.items() if v is not None})
     check_score_options(depth, interpolate)
     with open_run_input(run) as (handle, source):

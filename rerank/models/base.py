@@ -121,7 +121,8 @@ class Reranker(abc.ABC):
 # Options that only some models take, with the value that means "not asked for". TK/TKL cap query and
 # document lengths apart, as their checkpoint says, so --max-length would be ignored there.
 RESTRICTED_OPTIONS = {"quantize": (("bert",), False), "precision": (("bert",), "fp32"), "compile": (("bert",), False),
-                      "max_length": (("bert", "minilm-bi"), None), "device": (("bert",), "cpu")}
+                      "max_length": (("bert", "minilm-bi"), None), "device": (("bert",), "cpu"),
+                      "on_the_fly": (("tk", "tkl", "minilm-bi"), False)}
 
 
 def check_batch_size(value: Any, unit: str = "pairs") -> None:

