@@ -618,3 +618,6 @@ def test_the_stale_index_check_reads_the_searched_index_names_manifest(rerank, e
             for index_name in ("stale-kept", "stale-gone")}
     assert "is gone" not in said["stale-kept"]
     assert f"rerank: warning: {gone}, which index stale was built from, is gone" in said["stale-gone"]
+    # the command it gives rebuilds the index searched, not the default index name at $RERANK_ES_URL
+    assert (f"(rerank index stale --backend elasticsearch --es-url {es_server} --index-name stale-gone --corpus FILE "
+            "--overwrite)") in said["stale-gone"]

@@ -164,7 +164,8 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
                                 f"({', '.join(shipped)}): rerank retrieve {name} --candidates"
                                 f"{f' --topics {topics}' if topics else ''}") from None
     note = pool_note(name, index.info.source)
-    stale = outdated(name, origin_recorded_in([manifest_folder(name, backend_name, options)], name), backend_name)
+    stale = outdated(name, origin_recorded_in([manifest_folder(name, backend_name, options)], name), backend_name,
+                     getattr(index, "build_options", None))
     if note or stale:
         import click
 

@@ -259,9 +259,14 @@ def _check_built_for(name: str, where: str, record: dict) -> None:
                          f"give {name!r} an index of its own with --index-name")
 
 
-def _build_command(name: str, connection: Connection, index_name: str) -> str:
+def _build_options(name: str, connection: Connection, index_name: str) -> str:
+    """The options of the `rerank index` command that builds `index_name` for NAME at this server."""
     extra = "" if index_name == default_index_name(name) else f" --index-name {index_name}"
-    return build_command(name, f" --backend elasticsearch --es-url {connection.shown}{extra}")
+    return f" --backend elasticsearch --es-url {connection.shown}{extra}"
+
+
+def _build_command(name: str, connection: Connection, index_name: str) -> str:
+    return build_command(name, _build_options(name, connection, index_name))
 
 
 def _build_name(index_name: str) -> str:
@@ -464,6 +469,7 @@ class ElasticIndex:
         if found is None:
             raise MissingIndexError(f"no {where}; build it with: {_build_command(name, connection, index_name)}")
         self.build, mappings = found
+        self.build_options = _build_options(name, connection, index_name)  # for a rebuild command that finds it
         meta = mappings.get("_meta", {}).get("rerank")
         if not meta or mappings.get("properties", {}).get(FIELD, {}).get("type") != "text":
             raise UsageError(f"{where} was not built by `rerank index` (its mapping lacks rerank's _meta record or "

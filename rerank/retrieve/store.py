@@ -62,13 +62,14 @@ def described(documents: dict) -> str:
             if "corpus" in documents else "unrecorded documents")
 
 
-def outdated(index: str, documents: dict, backend: str = "lucene") -> str | None:
+def outdated(index: str, documents: dict, backend: str = "lucene", build_options: str | None = None) -> str | None:
     """Why the texts Lucene index `index` stores (`documents`: its recorded origin), or the documents another
-    `backend`'s build of it searches, are not those documents as they are now, with the command that rebuilds it;
-    None where they are, or where its build recorded no file states. Vectors encoded from the file now would not be
-    of the texts a stream from the index is scored with."""
+    `backend`'s build of it searches, are not those documents as they are now, with the command that rebuilds it
+    (`build_options`: that command's options where `--backend` alone would not find it again, an Elasticsearch
+    index name's); None where they are, or where its build recorded no file states. Vectors encoded from the file
+    now would not be of the texts a stream from the index is scored with."""
     corpus = documents.get("corpus")
-    which = "" if backend == "lucene" else f" --backend {backend}"
+    which = build_options if build_options is not None else "" if backend == "lucene" else f" --backend {backend}"
     if corpus and not Path(corpus).is_file():
         return (f"{corpus}, which index {index} was built from, is gone; rebuild the index from where it is now "
                 f"(rerank index {index}{which} --corpus FILE --overwrite)")
