@@ -378,6 +378,15 @@ def test_encode_score_explain_budget(tmp_path, rerank):
     mixed = rerank("budget", "--model", "tk", "--checkpoint", ck, "--depths", "5", "--interpolate", "0.5",
                    "--format", "json", input=candidates).stdout
     assert {p["model"] for p in json.loads(mixed)["points"]} == {"tk+candidates"}
+    # run files beside --model's curve (it was one or the other): the on-the-fly run above as curve 'fly'
+    (tmp_path / "fly.run").write_text(asked)
+    both = rerank("budget", f"fly={tmp_path / 'fly.run'}", "--model", "tk", "--checkpoint", ck, "--depths", "2",
+                  "--format", "json", input=candidates).stdout
+    points = sorted((p["model"], p["depth"]) for p in json.loads(both)["points"])
+    assert [model for model, _ in points] == ["fly", "tk"] and points[1][1] == 2
+    stdin_twice = rerank("budget", "-", "--model", "tk", "--checkpoint", ck, "--depths", "2", input=candidates,
+                         check=False)
+    assert stdin_twice.returncode == 2 and "with --model, stdin is the candidate stream" in stdin_twice.stderr
 
 
 @pytest.mark.data

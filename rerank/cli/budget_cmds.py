@@ -20,6 +20,28 @@ def _cached_score_stages(stages: list[dict]) -> list[str]:
     return budgets_lib.stages_where(stages, lambda stage: stage.get("stage") == "score" and bool(stage.get("cache")))
 
 
+def _read_runs(labelled: list[tuple[str | None, str]], output: str | None, plot_path: str | None,
+               statistic: str) -> list:
+    """The run files (LABEL=FILE), each named by its label or last stage, with what their timings cannot tell."""
+    read = [("one of the runs to read", path) for _, path in labelled]
+    for option, path, what in (("-o", output, "report"), ("--plot", plot_path, "plot")):
+        refuse_replacing_an_input(option, path, what, read)
+    with contextlib.ExitStack() as stack:
+        loaded = load_runs(open_run_inputs(stack, [path for _, path in labelled]), strict=False)
+    for run, (label, _) in zip(loaded, labelled):
+        run.label = label or (run.header.stages[-1].get("name") if run.header.stages else None) or run.source
+        cached = _cached_score_stages(run.header.stages)
+        if cached:
+            click.echo(f"rerank: warning: {run.source}: stage {', '.join(cached)} ran with the score cache on, so "
+                       "a query whose pairs came from the cache costs about 0 ms; time it with rerank score "
+                       "--no-cache", err=True)
+        shared = budgets_lib.stages_where(run.header.stages, lambda stage: stage.get("timing") == "amortised")
+        if shared and statistic == "p95":
+            click.echo(f"rerank: note: {run.source}: stage {', '.join(shared)} timed its queries per batch, each "
+                       "an equal share of its batch, so its p95 shows no per-query spread", err=True)
+    return loaded
+
+
 @cli.command("budget")
 @click.argument("runs", nargs=-1)
 @click.option("--model", "model_name", default=None,
@@ -46,9 +68,11 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
 
     \b
     RUNS are run files ('-' or none: stdin), each one model at one depth (LABEL=FILE names the curve; default: the
-    last stage's name). A query's cost is the sum of all its '# time:' lines (every stage).
+    last stage's name). A query's cost is the sum of all its '# time:' lines (every stage). --model re-ranks the
+    candidate stream on stdin at each depth, beside any run files given.
       rerank budget bm25=bm25.run bert10.run bert100.run tk10.run tk100.run --plot budget.png
       rerank retrieve trec-dl-2019 --candidates bm25 | rerank budget --model tk --checkpoint CK --depths 10,50,100
+      rerank retrieve trec-dl-2019 --candidates bm25 | rerank budget bert10.run --model tk --checkpoint CK --depths 10
     """
     from ..atomic import atomic_output
 
@@ -59,40 +83,28 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
     if plot_path:
         plot_format(plot_path)  # before any run is read or scored
     chosen = budgets_lib.positive_numbers(budget_text, "--budgets") if budget_text is not None else None
+    labelled = [split_label(arg) for arg in runs]
     if model_name is not None:
-        if runs:
-            raise UsageError("give either run files or --model with a candidate stream on stdin, not both")
         if not depths:
             raise UsageError("--model needs --depths, e.g. --depths 10,20,50,100")
-        from ..evaluate.budget_scoring import score_at_depths
-
+        if any(path == "-" for _, path in labelled):
+            raise UsageError("with --model, stdin is the candidate stream to re-rank: give the other runs as files, "
+                             "not '-'")
         depth_list = budgets_lib.positive_numbers(depths, "--depths", int)
-        with open_run_input(None) as (handle, source):
-            loaded = score_at_depths(handle, source, model_name, checkpoint, depth_list, interpolate)
     else:
         if depths is not None or checkpoint is not None or interpolate is not None:
             raise UsageError("--depths, --checkpoint and --interpolate go with --model")
         if not runs and (sys.stdin is None or sys.stdin.isatty()):  # none piped in (or stdin closed): nothing to read
             raise UsageError("no runs given: name run files (one per model and depth), pipe one in, or use --model "
                              "with --depths")
-        runs = runs or ("-",)
-        labelled = [split_label(arg) for arg in runs]
-        read = [("one of the runs to read", path) for _, path in labelled]
-        for option, path, what in (("-o", output, "report"), ("--plot", plot_path, "plot")):
-            refuse_replacing_an_input(option, path, what, read)
-        with contextlib.ExitStack() as stack:
-            loaded = load_runs(open_run_inputs(stack, [path for _, path in labelled]), strict=False)
-        for run, (label, _) in zip(loaded, labelled):
-            run.label = label or (run.header.stages[-1].get("name") if run.header.stages else None) or run.source
-            cached = _cached_score_stages(run.header.stages)
-            if cached:
-                click.echo(f"rerank: warning: {run.source}: stage {', '.join(cached)} ran with the score cache on, so "
-                           "a query whose pairs came from the cache costs about 0 ms; time it with rerank score "
-                           "--no-cache", err=True)
-            shared = budgets_lib.stages_where(run.header.stages, lambda stage: stage.get("timing") == "amortised")
-            if shared and statistic == "p95":
-                click.echo(f"rerank: note: {run.source}: stage {', '.join(shared)} timed its queries per batch, each "
-                           "an equal share of its batch, so its p95 shows no per-query spread", err=True)
+        labelled = labelled or [(None, "-")]
+    # run files first: a mistake in one is said before --model spends minutes scoring
+    loaded = _read_runs(labelled, output, plot_path, statistic) if labelled else []
+    if model_name is not None:
+        from ..evaluate.budget_scoring import score_at_depths
+
+        with open_run_input(None) as (handle, source):
+            loaded += score_at_depths(handle, source, model_name, checkpoint, depth_list, interpolate)
     points, label = budgets_lib.measure_points(loaded, measure, qrels, zero_untimed,
                                                note=lambda message: click.echo(f"rerank: note: {message}", err=True))
     report = budgets_lib.build_report(points, label, statistic, chosen, pick)
