@@ -24,6 +24,8 @@ Format (every extension is a `#` comment line, so it survives `tee`, `grep` and 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import io
 import itertools
 import json
@@ -44,6 +46,21 @@ TIME_KEY = "time"
 TEXT_FIELDS = ("dataset", "index", "topics", "corpus", "qrels")  # header fields that name a data set, index or file
 CUT_KEY = "cut"  # header field: what `rerank cat --first/--depth` kept of a stream ({"queries": N, "depth": K})
 BYTE_ORDER_MARK = "\ufeff"  # Windows editors start UTF-8 files with one; it is not part of the first qid
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while a whole run or its judgements become Python objects (lists, dicts and
+    rankings, none of them in a cycle). Each collection walks every young list and dict item by item, and the
+    full ones every object made so far: collections that freed nothing took 0.18 s of eval's 1.3 s on a 1M-line
+    run, and 1.6 of its 11 CPU seconds at 7M lines. Nested uses leave it as the outermost found it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @dataclass(frozen=True)
@@ -505,6 +522,7 @@ class Run:
         return self.source
 
 
+@collector_paused()
 def load_run(handle: IO[str], source: str, strict: bool = False) -> Run:
     """Read a whole run; unlike streaming, records of a query may be scattered (as trec_eval allows).
 

@@ -302,6 +302,25 @@ def test_the_fast_loader_reads_scattered_queries_as_the_line_reader_does():
     assert fast.queries["2"].docids == ["c", "b"] and fast.queries["2"].tag == "u"
 
 
+def test_loading_a_run_leaves_the_cycle_collector_as_it_was():
+    """load_run, read_qrels and evaluate pause Python's cycle collector while they make a run's objects: it is on
+    again afterwards, also after a run that is refused, and stays off where the caller had turned it off."""
+    import gc
+
+    assert gc.isenabled()
+    load_run(io.StringIO("1 Q0 a 1 2.0 t\n"), "r")
+    assert gc.isenabled()
+    with pytest.raises(FormatError):
+        load_run(io.StringIO("1 Q0 a 1 2.0 t\n1 Q0 a 2 1.0 t\n"), "r")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_run(io.StringIO("1 Q0 a 1 2.0 t\n"), "r")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 _SIGNALS_DURING_LOADS = """
 import io, os, random, signal, threading, time
 from rerank.runs import load_run

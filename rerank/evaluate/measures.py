@@ -23,7 +23,7 @@ from ir_measures.measures.base import SumAgg
 
 from ..data import Qrels
 from ..errors import UsageError
-from ..runs import Run
+from ..runs import Run, collector_paused
 
 _ALIASES = {"MAP": "AP", "MRR": "RR", "HITS": "Success", "RECALL": "R", "NDCG": "nDCG", "P": "P"}
 _DISPLAY = {"AP": "MAP", "RR": "MRR", "Success": "HITS", "R": "Recall"}
@@ -245,6 +245,7 @@ def _floored_at_zero(qrels: Qrels) -> Qrels:
             for qid, grades in qrels.items()}
 
 
+@collector_paused()
 def evaluate(run: Run, qrels: Qrels, measures: list[NamedMeasure]) -> Evaluation:
     qrels = _floored_at_zero(qrels)
     judged = set(qrels)
