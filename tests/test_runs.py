@@ -302,6 +302,26 @@ def test_the_fast_loader_reads_scattered_queries_as_the_line_reader_does():
     assert fast.queries["2"].docids == ["c", "b"] and fast.queries["2"].tag == "u"
 
 
+@pytest.mark.parametrize("records, expected", [
+    # in trec_eval's order already, ties by docid descending (4-decimal scores): read as they stand
+    ("1 Q0 c 1 2.5 t\n1 Q0 b 2 2.5 t\n1 Q0 a 3 1.0 t\n2 Q0 x 1 3.0 t\n", {"1": ["c", "b", "a"], "2": ["x"]}),
+    # in score order but a tie by docid ascending, as other tools write them: that tie reordered
+    ("1 Q0 c 1 3.0 t\n1 Q0 a 2 2.5 t\n1 Q0 b 3 2.5 t\n2 Q0 x 1 3.0 t\n", {"1": ["c", "b", "a"], "2": ["x"]}),
+    ("1 Q0 a 1 0.0 t\n1 Q0 b 2 -0.0 t\n", {"1": ["b", "a"]}),  # -0.0 ties with 0.0, as in the sort and trec_eval
+    ("1 Q0 a 1 1.0 t\n1 Q0 b 2 2.0 t\n2 Q0 x 1 3.0 t\n", {"1": ["b", "a"], "2": ["x"]}),  # scores ascending
+    ("1 Q0 a 1 2.0 t\n2 Q0 x 1 3.0 t\n1 Q0 b 2 1.0 t\n", {"1": ["a", "b"], "2": ["x"]}),  # a query's lines apart
+])
+def test_the_fast_loader_sorts_a_run_unless_it_is_in_trec_eval_order(records, expected):
+    """The Arrow path leaves a run that is in trec_eval's order as it stands (the sort is a sixth of a large run's
+    load) and sorts any other: the check must see a tie by docid ascending, a -0.0 beside 0.0, a query split up."""
+    assert _load_fast(records, "r") is not None
+    fast = load_run(io.StringIO(records), "r")
+    assert {qid: ranking.docids for qid, ranking in fast.queries.items()} == expected
+    _, streamed = read("".join(sorted(records.splitlines(keepends=True), key=lambda line: line.split()[0])))
+    assert {q.qid: (q.docids, q.scores) for q in streamed} == \
+        {q.qid: (q.docids, q.scores) for q in fast.queries.values()}
+
+
 def test_loading_a_run_leaves_the_cycle_collector_as_it_was():
     """load_run, read_qrels and evaluate pause Python's cycle collector while they make a run's objects: it is on
     again afterwards, also after a run that is refused, and stays off where the caller had turned it off."""
