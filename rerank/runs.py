@@ -536,7 +536,8 @@ def load_run(handle: IO[str], source: str, strict: bool = False) -> Run:
     if not strict:
         fast = _load_fast(text, source)
         if fast is not None:
-            return fast
+            del text  # the run's Python objects are made without its text beside them
+            return _run_from(fast, source)
     reader = RunReader(io.StringIO(text), source, strict)
     grouped: dict[str, list[tuple[int, str, int, float]]] = {}
     tags: dict[str, str] = {}
@@ -647,10 +648,35 @@ def _in_trec_eval_order(table: Any) -> bool:
     return pc.all(pc.greater(docids_at(tied), docids_at(tied + 1))).as_py()
 
 
-def _load_fast(text: str, source: str) -> Run | None:
-    """The whole run via pyarrow's CSV reader, or None when the text is not plainly well-formed
-    (six columns, each separated by a single space or tab, numeric scores, no duplicates): the slow path then
-    explains.
+@dataclass
+class _FastRecords:
+    """A run as the Arrow path read it, checked: nothing sends it to the line reader any more, so its Python objects
+    are made from these without the run's text beside them (a 7M-line run's text was 250 MB of the load's peak)."""
+
+    header: RunHeader
+    timings: dict[str, list[Timing]]
+    qids: list[str]  # in order of first appearance
+    tags: list[str]
+    docids: list[list[str]]  # each query's, in trec_eval's order
+    starts: list[int]  # where each query's scores begin in `scores`
+    scores: Any  # numpy float64, every record's in that order
+
+
+def _run_from(fast: _FastRecords, source: str) -> Run:
+    """The Run of records the Arrow path read: each query's ranking, and a ranking for each query with time lines
+    alone."""
+    queries = {}
+    for qid, tag, block, start in zip(fast.qids, fast.tags, fast.docids, fast.starts):
+        queries[qid] = QueryRanking(qid, block, fast.scores[start:start + len(block)].tolist(), tag,
+                                    fast.timings.pop(qid, []))
+    queries.update((qid, _empty_ranking(qid, spent)) for qid, spent in fast.timings.items() if qid not in queries)
+    return Run(fast.header, queries, source)
+
+
+def _load_fast(text: str, source: str) -> _FastRecords | None:
+    """The whole run via pyarrow's CSV reader (`_run_from` makes it a Run), or None when the text is not plainly
+    well-formed (six columns, each separated by a single space or tab, numeric scores, no duplicates): the slow path
+    then explains.
 
     Why not pandas: its reader with string columns is ~5x slower here, and 1M-line runs are common.
     """
@@ -719,21 +745,16 @@ def _load_fast(text: str, source: str) -> Run | None:
     pool = pa.default_memory_pool()
     pool.release_unused()
     codes = _numbers(table["code"])
-    bounds = np.flatnonzero(np.diff(codes)) + 1
-    starts = [0, *bounds.tolist()]
-    docids = table["docid"].to_pylist()
-    scores = _numbers(table["score"]).tolist()
+    starts = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist()]
     names = qid_codes.dictionary.to_pylist()
     qids = [names[code] for code in codes[starts].tolist()]
     tag_column = table["tag"]
     tags = [tag_column[start].as_py() for start in starts]  # not take(starts): a list made into Arrow's imports pandas
+    scores = _numbers(table["score"]).copy()  # numpy's own: Arrow's memory goes back whole below
+    docids = table["docid"].to_pylist()
     del table, qid_codes, tag_column, codes  # every view of Arrow's memory, so that all of it goes back
     pool.release_unused()
-    queries = {}
-    for qid, tag, start, end in zip(qids, tags, starts, [*starts[1:], len(docids)]):
-        block = docids[start:end]
-        if len(set(block)) != len(block):
-            return None
-        queries[qid] = QueryRanking(qid, block, scores[start:end], tag, timings.pop(qid, []))
-    queries.update((qid, _empty_ranking(qid, spent)) for qid, spent in timings.items() if qid not in queries)
-    return Run(header, queries, source)
+    blocks = [docids[start:end] for start, end in zip(starts, [*starts[1:], len(docids)])]
+    if any(len(set(block)) != len(block) for block in blocks):
+        return None
+    return _FastRecords(header, timings, qids, tags, blocks, starts, scores)

@@ -113,6 +113,18 @@ def test_whole_run_loader_refuses_what_the_line_reader_refuses(score, message):
         load_run(io.StringIO("1 Q0 a NA 2.5 t\n"), "r")
 
 
+@pytest.mark.parametrize("text", ["1 Q0 a 1 2.5 t\n2 Q0 b 1 1.5 t\n2 Q0 c 2 1.0 t\n2 Q0 b 3 0.5 t\n",
+                                  "1 Q0 a 1 2.5 t\n2 Q0 b 1 1.5 t\n2 Q0 c 2 1.0 t\n2 Q0 b 3 1.5 t\n"])  # (a tie)
+def test_whole_run_loader_names_a_duplicate_document(text):
+    """The vectorised path finds a query's duplicate document only once it has the run's docids as Python strings,
+    after it has let go of the run's text: it must still hand the run to the line reader, which names the line."""
+    with pytest.raises(FormatError, match=r"r:4: duplicate document b for query 2 \(first at line 2\)"):
+        load_run(io.StringIO(text), "r")
+    with pytest.raises(FormatError, match=r"r:7: duplicate document b for query 2 \(first at line 5\)"):
+        load_run(io.StringIO('# rerank-run: 2\n# dataset: "x"\n' + text.replace("1 Q0 a", "# time: 1 s 1.0 1\n1 Q0 a")
+                             + "# end of run\n"), "r")
+
+
 def test_ranks_written_as_floats_are_read():
     """pandas' rank() gives floats, so a run written from a DataFrame can say `1.0`; trec_eval and ir_measures
     read it (they ignore the column), and so do both of rerank's readers."""
