@@ -287,6 +287,7 @@ def test_stream_write_counts_queries():
     "# rerank-run: 1\n# dataset: \"x\"\n# time: 1 s 2.0 3\n1 Q0 a 1 2.5 t\n1 Q0 b 2 2.5 t\n# time: 2 s 1.0 3\n2 Q0 c 1 1.0 u\n",
     "1\tQ0\ta\t1\t2.5\tt\n2 Q0 b 1 1 t\n",
     "1 Q0 a#1 1 2.5 t\n",  # '#' inside a docid: only the line-by-line reader handles it
+    '# dataset: "x"\n# time: 2 s 1.0 3\n2 Q0 b 1 1.0 u\n1 Q0 a 1 2.5 t#1\n',  # ... or a tag, not a comment
     "1  Q0 a 1 2.5 t\n\n1 Q0 b 2 3 t\n",
     "# dataset: \"x\"\n1 Q0 a 1 2.5 t\n# note: a later comment is not header\n2 Q0 b 1 1 t\n",
     "# time: 1 s 2.0 3\n1 Q0 a 1 2.5 t\n# time: 2 s 1.0 3\n# time: 3 s 1.0 3\n3 Q0 c 1 1.0 u\n# time: 4 s 1.0 3\n",
