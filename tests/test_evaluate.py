@@ -114,6 +114,44 @@ def test_retrieve_eval_equals_trec_eval(name, qrels, rerank, data_root, session_
         assert round(ours[label], 4) == reference[te_name], label
 
 
+@pytest.mark.parametrize("batch", [1, 25, 10**6])
+def test_a_run_evaluated_in_batches_of_queries_gives_trec_evals_figures(batch, tmp_path, monkeypatch):
+    """evaluate hands pytrec_eval a batch of queries at a time (a whole run at once cost 70 MB a million lines):
+    every query evaluated once, in whichever batch, with its own judgements; a query deeper than a batch, one
+    judged and not retrieved, and one retrieved and not judged, as trec_eval -c -q gives them."""
+    import random
+
+    from rerank.evaluate import measures
+    from rerank.runs import load_run
+
+    rng = random.Random(7)
+    run_lines, qrels_lines = [], []
+    for q in range(12):
+        depth = [3, 40, 1, 17][q % 4]
+        for rank, doc in enumerate(rng.sample(range(60), depth), 1):
+            run_lines.append(f"q{q} Q0 d{doc} {rank} {round(100 - rank + rng.random(), 1)} t\n")
+        if q != 5:  # q5: retrieved, not judged
+            qrels_lines += [f"q{q} 0 d{doc} {rng.randint(0, 2)}\n" for doc in rng.sample(range(60), 15)]
+    qrels_lines.append("q99 0 d1 1\n")  # judged, never retrieved
+    (tmp_path / "run").write_text("".join(run_lines))
+    (tmp_path / "qrels").write_text("".join(qrels_lines))
+    monkeypatch.setattr(measures, "BATCH_DOCUMENTS", batch)
+    named = measures.parse_measures(["MAP", "nDCG@10", "P@5", "MRR"], 1)
+    qrels = {}
+    for line in qrels_lines:
+        qid, _, doc, grade = line.split()
+        qrels.setdefault(qid, {})[doc] = int(grade)
+    ours = measures.evaluate(load_run(open(tmp_path / "run"), "run"), qrels, named)
+    theirs = trec_eval(tmp_path / "qrels", tmp_path / "run", ["map", "ndcg_cut.10", "P.5", "recip_rank"],
+                       per_query=True)
+    names = {"MAP": "map", "nDCG@10": "ndcg_cut_10", "P@5": "P_5", "MRR": "recip_rank"}
+    assert ours.missing == ["q99"] and ours.unjudged == ["q5"]
+    for label, name in names.items():  # (trec_eval -q has no line for q99; its mean counts it as 0)
+        assert {qid: round(value, 4) for qid, value in ours.per_query[label].items()} == \
+            {**{qid: value for (measure, qid), value in theirs.items() if measure == name and qid != "all"},
+             "q99": 0.0}, label
+
+
 @pytest.mark.data
 def test_trec_format_gives_trec_evals_lines(rerank, data_root):
     """`--format trec` prints what `trec_eval -q -c` prints, line for line but the measures' names, so scripts

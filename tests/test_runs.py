@@ -113,6 +113,18 @@ def test_whole_run_loader_refuses_what_the_line_reader_refuses(score, message):
         load_run(io.StringIO("1 Q0 a NA 2.5 t\n"), "r")
 
 
+@pytest.mark.parametrize("text", ["1 Q0 a 1 2.5 t\n2 Q0 b 1 1.5 t\n2 Q0 c 2 1.0 t\n2 Q0 b 3 0.5 t\n",
+                                  "1 Q0 a 1 2.5 t\n2 Q0 b 1 1.5 t\n2 Q0 c 2 1.0 t\n2 Q0 b 3 1.5 t\n"])  # (a tie)
+def test_whole_run_loader_names_a_duplicate_document(text):
+    """The vectorised path finds a query's duplicate document only once it has the run's docids as Python strings,
+    after it has let go of the run's text: it must still hand the run to the line reader, which names the line."""
+    with pytest.raises(FormatError, match=r"r:4: duplicate document b for query 2 \(first at line 2\)"):
+        load_run(io.StringIO(text), "r")
+    with pytest.raises(FormatError, match=r"r:7: duplicate document b for query 2 \(first at line 5\)"):
+        load_run(io.StringIO('# rerank-run: 2\n# dataset: "x"\n' + text.replace("1 Q0 a", "# time: 1 s 1.0 1\n1 Q0 a")
+                             + "# end of run\n"), "r")
+
+
 def test_ranks_written_as_floats_are_read():
     """pandas' rank() gives floats, so a run written from a DataFrame can say `1.0`; trec_eval and ir_measures
     read it (they ignore the column), and so do both of rerank's readers."""
@@ -275,6 +287,7 @@ def test_stream_write_counts_queries():
     "# rerank-run: 1\n# dataset: \"x\"\n# time: 1 s 2.0 3\n1 Q0 a 1 2.5 t\n1 Q0 b 2 2.5 t\n# time: 2 s 1.0 3\n2 Q0 c 1 1.0 u\n",
     "1\tQ0\ta\t1\t2.5\tt\n2 Q0 b 1 1 t\n",
     "1 Q0 a#1 1 2.5 t\n",  # '#' inside a docid: only the line-by-line reader handles it
+    '# dataset: "x"\n# time: 2 s 1.0 3\n2 Q0 b 1 1.0 u\n1 Q0 a 1 2.5 t#1\n',  # ... or a tag, not a comment
     "1  Q0 a 1 2.5 t\n\n1 Q0 b 2 3 t\n",
     "# dataset: \"x\"\n1 Q0 a 1 2.5 t\n# note: a later comment is not header\n2 Q0 b 1 1 t\n",
     "# time: 1 s 2.0 3\n1 Q0 a 1 2.5 t\n# time: 2 s 1.0 3\n# time: 3 s 1.0 3\n3 Q0 c 1 1.0 u\n# time: 4 s 1.0 3\n",
@@ -300,6 +313,45 @@ def test_the_fast_loader_reads_scattered_queries_as_the_line_reader_does():
     assert list(fast.queries) == list(slow.queries) == ["2", "1", "3"]
     assert fast.queries == slow.queries
     assert fast.queries["2"].docids == ["c", "b"] and fast.queries["2"].tag == "u"
+
+
+@pytest.mark.parametrize("records, expected", [
+    # in trec_eval's order already, ties by docid descending (4-decimal scores): read as they stand
+    ("1 Q0 c 1 2.5 t\n1 Q0 b 2 2.5 t\n1 Q0 a 3 1.0 t\n2 Q0 x 1 3.0 t\n", {"1": ["c", "b", "a"], "2": ["x"]}),
+    # in score order but a tie by docid ascending, as other tools write them: that tie reordered
+    ("1 Q0 c 1 3.0 t\n1 Q0 a 2 2.5 t\n1 Q0 b 3 2.5 t\n2 Q0 x 1 3.0 t\n", {"1": ["c", "b", "a"], "2": ["x"]}),
+    ("1 Q0 a 1 0.0 t\n1 Q0 b 2 -0.0 t\n", {"1": ["b", "a"]}),  # -0.0 ties with 0.0, as in the sort and trec_eval
+    ("1 Q0 a 1 1.0 t\n1 Q0 b 2 2.0 t\n2 Q0 x 1 3.0 t\n", {"1": ["b", "a"], "2": ["x"]}),  # scores ascending
+    ("1 Q0 a 1 2.0 t\n2 Q0 x 1 3.0 t\n1 Q0 b 2 1.0 t\n", {"1": ["a", "b"], "2": ["x"]}),  # a query's lines apart
+])
+def test_the_fast_loader_sorts_a_run_unless_it_is_in_trec_eval_order(records, expected):
+    """The Arrow path leaves a run that is in trec_eval's order as it stands (the sort is a sixth of a large run's
+    load) and sorts any other: the check must see a tie by docid ascending, a -0.0 beside 0.0, a query split up."""
+    assert _load_fast(records, "r") is not None
+    fast = load_run(io.StringIO(records), "r")
+    assert {qid: ranking.docids for qid, ranking in fast.queries.items()} == expected
+    _, streamed = read("".join(sorted(records.splitlines(keepends=True), key=lambda line: line.split()[0])))
+    assert {q.qid: (q.docids, q.scores) for q in streamed} == \
+        {q.qid: (q.docids, q.scores) for q in fast.queries.values()}
+
+
+def test_loading_a_run_leaves_the_cycle_collector_as_it_was():
+    """load_run, read_qrels and evaluate pause Python's cycle collector while they make a run's objects: it is on
+    again afterwards, also after a run that is refused, and stays off where the caller had turned it off."""
+    import gc
+
+    assert gc.isenabled()
+    load_run(io.StringIO("1 Q0 a 1 2.0 t\n"), "r")
+    assert gc.isenabled()
+    with pytest.raises(FormatError):
+        load_run(io.StringIO("1 Q0 a 1 2.0 t\n1 Q0 a 2 1.0 t\n"), "r")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_run(io.StringIO("1 Q0 a 1 2.0 t\n"), "r")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 _SIGNALS_DURING_LOADS = """

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 from ..errors import DataError, FormatError
-from ..runs import trec_columns, whole_number
+from ..runs import collector_paused, trec_columns, whole_number
 
 
 @dataclass(frozen=True)
@@ -448,6 +448,7 @@ TREC_QRELS_COLUMNS, BEIR_QRELS_COLUMNS = ("qid", "iter", "docid", "grade"), ("qi
 MAX_GRADE = 1_000_000
 
 
+@collector_paused()
 def read_qrels(path: str | Path) -> Qrels:
     """TREC qrels `qid iter docid grade` (graded; negative grades kept: trec_eval reads them as pooled but
     unjudged, never relevant, and bpref skips them as it skips unjudged documents), or BEIR's
