@@ -740,8 +740,9 @@ def test_builds_of_two_dense_index_names_go_side_by_side(home, cacm_slice, tiny_
 
 def test_stored_passages_are_found_in_the_dense_index_the_stream_searched(home):
     """score --model minilm-bi looked for stored vectors in indexes/NAME/dense alone: a stream from a named dense
-    index embedded every passage again though the index it came from held their vectors; and an index of the
-    collection built by another encoder ended the look-up, where another index held this encoder's vectors."""
+    index (or a BM25 stream) embedded every passage again though a named index held their vectors; and an index
+    of the collection built by another encoder ended the look-up, where another index held this encoder's."""
+    from rerank.errors import DataError
     from rerank.retrieve.dense import stored_passages
     from rerank.runs import RunHeader
 
@@ -753,7 +754,17 @@ def test_stored_passages_are_found_in_the_dense_index_the_stream_searched(home):
     found = stored_passages(searched, documents, "h2", 256)
     assert found is not None and found.folder == named and found.rows == {"d2": 0, "d1": 1}
     assert stored_passages(searched, documents, "h", 256).folder == unnamed  # past the other encoder's index
-    assert stored_passages(RunHeader({"index": "namedpassages"}), documents, "h2", 256) is None  # none searched it
+    _fake_dense_index(home, "namedpassages", ["d1", "d2"], index_name="another", encoder_hash="h2")
+    assert stored_passages(searched, documents, "h2", 256).folder == named  # the index searched first
+    bm25 = RunHeader({"index": "namedpassages"}, [{"name": "bm25", "stage": "retrieve", "backend": "lucene"}])
+    assert stored_passages(bm25, documents, "h2", 256).folder == named.with_name("dense-another")  # by name
+    assert stored_passages(bm25, documents, "h3", 256) is None
+    (named.with_name("dense-another") / "rerank-index.json").write_text("{")  # damaged, and no stage searched it
+    assert stored_passages(bm25, documents, "h2", 256).folder == named
+    (named / "rerank-index.json").write_text("{")  # damaged, and the stream's own
+    with pytest.raises(DataError, match="rebuild it with: rerank index namedpassages --corpus FILE --backend dense "
+                                        "--index-name other --overwrite"):
+        stored_passages(searched, documents, "h2", 256)
 
 
 @pytest.mark.data

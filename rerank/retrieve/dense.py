@@ -174,10 +174,13 @@ class StoredPassages:
 
 def stored_passages(header: Any, documents: dict, encoder_hash: str, max_length: int) -> StoredPassages | None:
     """The vectors of a dense index of the stream's index or data set (first those its dense stages searched, by
-    their index names, then the unnamed one), if they were made from `documents` (the origin of the texts being
-    scored) by the same encoder at the same max_length: those passages then need no second embedding."""
+    their index names, then the unnamed one, then its other index names), if they were made from `documents` (the
+    origin of the texts being scored) by the same encoder at the same max_length: those passages then need no
+    second embedding, whichever index holds them."""
     for name in [str(n) for n in (header.get("index"), header.dataset) if n]:
-        for index_name in [*_searched_index_names(header), None]:
+        searched = _searched_index_names(header)
+        others = [index_name for index_name in _index_names(name) if index_name not in searched]
+        for index_name in [*searched, None, *others]:
             folder = manifest_folder(name, index_name)
             if not (folder / MANIFEST).is_file():
                 continue
@@ -189,6 +192,8 @@ def stored_passages(header: Any, documents: dict, encoder_hash: str, max_length:
                     continue  # another index of the collection may hold this encoder's vectors
                 docids, vectors = _read_vectors(folder, info)
             except (OSError, ValueError, TypeError, AttributeError, DataError):
+                if index_name in others:  # no stage searched it: passages are embedded instead, as without it
+                    continue
                 raise _damaged(name, index_name, folder) from None
             return StoredPassages(dict(zip(docids, range(len(docids)))), vectors, folder)
     return None
@@ -200,6 +205,13 @@ def _searched_index_names(header: Any) -> list[str]:
 
     named = [stage.get("index_name") for stage in nested_stages(header.stages) if stage.get("backend") == BACKEND]
     return list(dict.fromkeys(n for n in named if isinstance(n, str) and _INDEX_NAME.match(n)))
+
+
+def _index_names(name: str) -> list[str]:
+    """The index names of NAME's dense indexes built here (indexes/NAME/dense-INDEX_NAME with a manifest)."""
+    prefix = f"{BACKEND}-"
+    return sorted(path.parent.name.removeprefix(prefix) for path in index_folder(name).glob(f"{prefix}*/{MANIFEST}")
+                  if _INDEX_NAME.match(path.parent.name.removeprefix(prefix)))
 
 
 def _damaged(name: str, index_name: str | None, folder: Path) -> DataError:
