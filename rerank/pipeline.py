@@ -6,7 +6,7 @@
     tests = ["t", "randomization"]  # optional: how differences to the baseline are marked (eval --test)
     correction = "holm"          # optional: eval --correction
     [index]                      # optional: build indexes/<dataset> first if it is missing
-    backend = "lucene"
+    backend = "lucene"           # or "dense", with index_name, encoder and hnsw as `rerank index` takes them
     [[stage]]
     name = "bm25"                # also the run's file name: runs/<pipeline>/<name>.run
     kind = "retrieve"            # a kind registered in STAGE_KINDS
@@ -40,7 +40,7 @@ from .evaluate.measures import label_among, parse_measures, sort_among
 from .evaluate.session import evaluate_runs, judgements_for
 from .evaluate.significance import CORRECTIONS, TESTS
 from .models.base import SCORES_VERSIONS
-from .paths import file_state, indexes_dir, runs_dir
+from .paths import file_state, runs_dir
 from .retrieve import api
 from .retrieve.store import MANIFEST, IndexInfo, build_command, source_state
 from .runs import END_TEXT, Run, RunReader, Stream, load_run
@@ -57,6 +57,8 @@ STAGE_KINDS: dict[str, str] = {
 }
 StageKind = Callable[[str, dict, Stream | None], Stream]
 LOCAL_BACKENDS = ("lucene", "dense")  # indexes under indexes/ (an Elasticsearch index lives on its server)
+INDEX_TABLE = {"backend": str, "index_name": str, "encoder": str, "hnsw": int}  # [index]: rerank index's options
+DENSE_INDEX_KEYS = ("index_name", "encoder", "hnsw")  # of those, the dense back end's alone
 # kind -> "module:function" taking (dataset, stage parameters): what the stage would refuse, refused before any
 # stage runs (a misspelt model must not wait for an hour of retrieval).
 STAGE_CHECKS: dict[str, str] = {
@@ -148,20 +150,36 @@ def _index_table_backend(spec: dict) -> str | None:
     return spec["index"].get("backend", "lucene") if "index" in spec else None
 
 
-def _check_index_there(spec: dict, backend_name: str) -> None:
-    """A local index the pipeline searches is built, or its [index] table builds it: a missing one only, so a
-    folder there must be a complete index (an Elasticsearch index lives on its server, and is found when the stage
-    opens it)."""
-    built = _index_table_backend(spec)
-    folder = indexes_dir() / spec["dataset"] / backend_name
-    if backend_name in LOCAL_BACKENDS and folder.exists():
-        IndexInfo.read(folder, spec["dataset"], backend_name)
-    elif backend_name in LOCAL_BACKENDS and backend_name != built:
-        options = "" if backend_name == "lucene" else f" --backend {backend_name}"
-        table = (f" (the pipeline's [index] table builds its {built} index: one back end per pipeline)" if built
+def _index_table_options(spec: dict) -> dict:
+    """The options the pipeline's [index] table builds its index with (a dense index name, encoder, HNSW M)."""
+    return {key: value for key, value in spec.get("index", {}).items() if key != "backend"}
+
+
+def _index_label(backend_name: str, index_name: str | None) -> str:
+    """'lucene index', 'dense index', or "dense index 'tasb'" (one of several dense indexes of the data set)."""
+    return f"{backend_name} index" + (f" {index_name!r}" if index_name is not None else "")
+
+
+def _check_index_there(spec: dict, backend_name: str, options: dict | None = None) -> None:
+    """A local index the pipeline searches (with a stage's `options`: a dense index name) is built, or its [index]
+    table builds it: a missing one only, so a folder there must be a complete index (an Elasticsearch index lives
+    on its server, and is found when the stage opens it)."""
+    if backend_name not in LOCAL_BACKENDS:
+        return
+    options = options or {}
+    index_name, built = options.get("index_name"), _index_table_backend(spec)
+    folder = api.manifest_folder(spec["dataset"], backend_name, options)
+    rebuild = ("" if backend_name == "lucene"
+               else api.backend(backend_name).build_options(index_name, options.get("encoder")))
+    if folder.exists():
+        IndexInfo.read(folder, spec["dataset"], backend_name, rebuild or None)
+    elif (backend_name, index_name) != (built, _index_table_options(spec).get("index_name")):
+        table_builds = _index_label(built, _index_table_options(spec).get("index_name")) if built else ""
+        table = (f" (the pipeline's [index] table builds its {table_builds}: one "
+                 f"{'back end' if built != backend_name else 'index'} per pipeline)" if built
                  else ", or give the pipeline an [index] table")
-        raise MissingIndexError(f"no complete {backend_name} index at {folder}; build it with: "
-                                f"{build_command(spec['dataset'], options)}{table}")
+        raise MissingIndexError(f"no complete {_index_label(backend_name, index_name)} at {folder}; build it with: "
+                                f"{build_command(spec['dataset'], rebuild)}{table}")
 
 
 _FLAG = re.compile(r"(?<![\w-])--(no-)?([a-z][a-z0-9-]*)")  # not inside a word: a path's bm25--k/ is no flag
@@ -206,7 +224,7 @@ def check_stages(spec: dict, pipeline_folder: Path) -> None:
         try:
             _function(STAGE_CHECKS[stage["kind"]])(spec["dataset"], params)
             if stage["kind"] == "retrieve":
-                _check_index_there(spec, stage.get("backend", "lucene"))
+                _check_index_there(spec, stage.get("backend", "lucene"), params)
         except RerankError as error:  # a pipeline file's mistake, named by its stage
             raise _stage_error(stage, error, _beside_the_file(params.values(), pipeline_folder)) from None
     if spec.get("qrels") is not None and not Path(spec["qrels"]).is_file():
@@ -284,8 +302,12 @@ def load_pipeline(path: str | Path, overrides: dict | None = None) -> dict:
                                                                 "takes it"))
     if "dataset" not in spec or not spec.get("stage"):
         raise DataError(f"{p}: a pipeline needs 'dataset' and at least one [[stage]]")
-    _check_types(f"{p}: [index]", spec.get("index", {}), {"backend": str})
+    _check_types(f"{p}: [index]", spec.get("index", {}), INDEX_TABLE)
     built = _index_table_backend(spec)
+    dense_only = [key for key in DENSE_INDEX_KEYS if key in spec.get("index", {})]
+    if dense_only and built != "dense":  # it would be refused after the [index] table's back end had been checked
+        raise DataError(f"{p}: [index] {', '.join(dense_only)}: a dense index's; give backend = \"dense\", or leave "
+                        f"{'it' if len(dense_only) == 1 else 'them'} out")
     if built == "elasticsearch":  # it would build at $RERANK_ES_URL, once per machine
         raise UsageError(f"{p}: [index] builds an index under indexes/ ({' or '.join(LOCAL_BACKENDS)}); an "
                          "Elasticsearch index lives on its server: build it once with "
@@ -315,11 +337,14 @@ def load_pipeline(path: str | Path, overrides: dict | None = None) -> dict:
         if stage["name"] in names:
             raise DataError(f"{p}: two stages are named {stage['name']!r}")
         names.add(stage["name"])
-    searched = sorted({stage.get("backend", "lucene") for stage in spec["stage"] if stage["kind"] == "retrieve"})
-    if built is not None and built not in searched:  # it was built all the same: minutes to hours, for nothing
-        raise DataError(f"{p}: [index] builds a {built} index, which no retrieve stage searches ("
-                        + (f"they search {', '.join(searched)}" if searched else "no stage retrieves")
-                        + "); leave the [index] table out, or give it the back end a stage searches")
+    searched = sorted({(stage.get("backend", "lucene"), stage.get("index_name")) for stage in spec["stage"]
+                       if stage["kind"] == "retrieve"}, key=str)
+    table_builds = (built, _index_table_options(spec).get("index_name"))
+    if built is not None and table_builds not in searched:  # it was built all the same: minutes to hours, for nothing
+        they = ", ".join(backend + (f" {index_name!r}" if index_name else "") for backend, index_name in searched)
+        raise DataError(f"{p}: [index] builds a {_index_label(*table_builds)}, which no retrieve stage searches ("
+                        + (f"they search {they}" if searched else "no stage retrieves")
+                        + "); leave the [index] table out, or give it the back end (and index name) a stage searches")
     _check_leaderboard(str(p), leaderboard_spec(spec, overrides or {}))
     return spec
 
@@ -440,8 +465,8 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
     folder = runs_dir() / Path(path).stem
     _claim_runs_folder(folder, Path(path))
     built = _index_table_backend(spec)
-    if built is not None and not (indexes_dir() / dataset / built).is_dir():
-        api.build_index(dataset, built)
+    if built is not None and not api.manifest_folder(dataset, built, _index_table_options(spec)).is_dir():
+        api.build_index(dataset, built, **_index_table_options(spec))
     fingerprints: dict[str, str] = {}
     for stage in spec["stage"]:
         params = {k: v for k, v in stage.items() if k not in ("kind", "input", "evaluate")}

@@ -412,18 +412,19 @@ def test_a_rebuild_never_deletes_the_live_index_in_place(home, cacm_slice, tiny_
     assert sorted(p.name for p in live.parent.iterdir()) == ["dense"]  # nothing aside is left
 
 
-def _fake_dense_index(home, name: str, docids: list[str], dim: int = 4, source: dict | None = None):
+def _fake_dense_index(home, name: str, docids: list[str], dim: int = 4, source: dict | None = None,
+                      index_name: str | None = None, encoder_hash: str = "h"):
     """A dense index's files as a build leaves them, without encoding anything (its source's files recorded as a
     build records them)."""
     from rerank.retrieve.dense import DOCIDS, VECTORS
     from rerank.retrieve.store import IndexInfo, source_state
 
-    folder = home / "indexes" / name / "dense"
+    folder = home / "indexes" / name / ("dense" if index_name is None else f"dense-{index_name}")
     folder.mkdir(parents=True, exist_ok=True)
     np.save(folder / VECTORS, np.eye(len(docids), dim, dtype=np.float32))
     (folder / DOCIDS).write_text("\n".join(docids) + "\n")
     source = source or {"corpus": "/c.jsonl"}
-    IndexInfo(name, "dense", len(docids), {**source, "dim": dim, "encoder": {"hash": "h", "max_length": 256},
+    IndexInfo(name, "dense", len(docids), {**source, "dim": dim, "encoder": {"hash": encoder_hash, "max_length": 256},
                                            "files": source_state(source, skip=("qrels", "topics"))}).write(folder)
     return folder
 
@@ -648,3 +649,143 @@ def test_vectors_embedded_by_another_version_of_the_code_are_neither_searched_no
     info = dense.build("versioned", iter(docs), source, encoder=tiny_encoder, overwrite=True)
     assert not info.source[dense.REUSED] and info.source["encoder"]["scores_version"] == 2
     assert len(list(dense.open_index("versioned", encoder=tiny_encoder).search({"q": "time sharing"}, k=3))[0]) == 3
+
+
+@pytest.mark.data
+def test_dense_indexes_of_one_data_set_side_by_side_under_index_names(rerank, home, tiny_encoder, tmp_path):
+    """Comparing two encoders (or HNSW settings) on cacm took two index NAMEs (`rerank index cacm-tasb --corpus ...`),
+    whose runs named no data set: eval wanted --qrels, score --topics. `--index-name` keeps several dense indexes
+    of cacm side by side (indexes/cacm/dense-INDEX_NAME), and their runs name cacm, the index name and the build."""
+    from rerank.retrieve import api
+    from rerank.retrieve.store import MANIFEST
+
+    folders = home / "indexes" / "cacm"
+    for index_name, hnsw in (("tiny-exact", None), ("tiny-hnsw", 8)):
+        info = api.build_index("cacm", "dense", encoder=tiny_encoder, index_name=index_name, hnsw=hnsw, overwrite=True)
+        assert info.source["index_name"] == index_name and info.source["dataset"] == "cacm"
+    assert {"dense-tiny-exact", "dense-tiny-hnsw"} <= {path.name for path in folders.iterdir()}
+    assert not [path for path in folders.iterdir() if path.name.startswith(".")]  # no partial build, no lock
+    exact = api.retrieve("cacm", "dense", k=20, index_name="tiny-exact", encoder=tiny_encoder, stage_name="exact")
+    with open(tmp_path / "exact.run", "w") as out:
+        exact.write(out)
+    rerank("retrieve", "cacm", "--backend", "dense", "--index-name", "tiny-hnsw", "--encoder", tiny_encoder,
+           "--k", "20", "--name", "hnsw", "-o", str(tmp_path / "hnsw.run"))
+    for index_name, run in (("tiny-exact", "exact"), ("tiny-hnsw", "hnsw")):
+        header = load_run(io.StringIO((tmp_path / f"{run}.run").read_text()), run).header
+        manifest = json.loads((folders / f"dense-{index_name}" / MANIFEST).read_text())
+        stage = header.stages[-1]
+        assert header.dataset == "cacm" and header.get("index") == "cacm" and stage["index_name"] == index_name
+        assert stage["index_build"] == manifest["source"]["index_build"]
+        assert stage["faiss"] == ("FlatIP" if run == "exact" else "HNSW8,IP")
+    table = rerank("eval", str(tmp_path / "exact.run"), str(tmp_path / "hnsw.run"), "-m", "MAP").stdout  # no --qrels
+    assert [line.split()[0] for line in table.splitlines()[1:3]] == ["exact", "hnsw"]
+    bad = rerank("retrieve", "cacm", "--backend", "dense", "--index-name", "../tiny-exact", check=False)
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr == (
+        "rerank: error: --index-name '../tiny-exact': a dense index name is one word of at most 100 letters, digits "
+        "and _ . + - (not starting with . + or -)\n")
+    with pytest.raises(UsageError, match="^--backend lucene does not take --index-name$"):
+        api.retrieve("cacm", "lucene", index_name="tiny-exact")
+
+
+@pytest.mark.parametrize("bad", ["", ".", "..", "../x", "a/b", "a\\b", ".hidden", "a b", "-x", "x" * 101])
+def test_a_dense_index_name_that_is_not_one_plain_word_is_refused(home, bad):
+    """An index name becomes part of a folder's name under indexes/NAME/ and a word in commands that messages
+    suggest: a path, a build's dot-folder or a name with spaces is refused before anything is read or written."""
+    from rerank.retrieve import api
+
+    for call in (lambda: api.retrieve("cacm", "dense", index_name=bad),
+                 lambda: api.build_index("cacm", "dense", index_name=bad)):
+        with pytest.raises(UsageError, match=r"a dense index name is one word of at most 100 letters"):
+            call()
+
+
+def test_builds_of_two_dense_index_names_go_side_by_side(home, cacm_slice, tiny_encoder, monkeypatch):  # noqa: F811
+    """Each index name has its own partial build (.dense-INDEX_NAME.partial) and its own lock: a second build of
+    the same name is refused, one of another name goes ahead, and a rebuild of the unnamed index, which replaces
+    indexes/NAME/dense whole, leaves the named ones alone."""
+    from rerank.errors import BusyError
+    from rerank.retrieve import api, dense
+
+    monkeypatch.setattr(dense, "SHARD", 20)
+    corpus = str(cacm_slice / "corpus.jsonl")
+    checked = api.distinct_ids
+    during: list = []
+
+    def first_documents(documents, source):  # the first build lets the others start once it has saved a shard
+        for position, doc in enumerate(checked(documents, source)):
+            if position == 25 and not during:
+                during.append(sorted(path.name for path in (home / "indexes" / "twonames").iterdir()))
+                try:
+                    api.build_index("twonames", "dense", corpus=corpus, encoder=tiny_encoder, index_name="a",
+                                    overwrite=True)
+                except BusyError as error:
+                    during.append(str(error))
+                during.append(api.build_index("twonames", "dense", corpus=corpus, encoder=tiny_encoder,
+                                              index_name="b"))
+            yield doc
+
+    monkeypatch.setattr(api, "distinct_ids", first_documents)
+    first = api.build_index("twonames", "dense", corpus=corpus, encoder=tiny_encoder, index_name="a")
+    assert during[:2] == [[".dense-a.lock", ".dense-a.partial"], "index 'twonames' (dense index name 'a') is being "
+                                                                 "built by another process; wait for it to finish"]
+    assert first.documents == during[2].documents == len(_documents(cacm_slice))
+    folder = home / "indexes" / "twonames"
+    assert np.allclose(np.load(folder / "dense-a" / dense.VECTORS), np.load(folder / "dense-b" / dense.VECTORS))
+    monkeypatch.setattr(api, "distinct_ids", checked)
+    api.build_index("twonames", "dense", corpus=corpus, encoder=tiny_encoder, overwrite=True)
+    api.build_index("twonames", "dense", corpus=corpus, encoder=tiny_encoder, overwrite=True)  # replaces dense/
+    assert sorted(path.name for path in folder.iterdir()) == ["dense", "dense-a", "dense-b"]
+    assert dense.open_index("twonames", encoder=tiny_encoder, index_name="b").info.documents == first.documents
+
+
+def test_stored_passages_are_found_in_the_dense_index_the_stream_searched(home):
+    """score --model minilm-bi looked for stored vectors in indexes/NAME/dense alone: a stream from a named dense
+    index (or a BM25 stream) embedded every passage again though a named index held their vectors; and an index
+    of the collection built by another encoder ended the look-up, where another index held this encoder's."""
+    from rerank.errors import DataError
+    from rerank.retrieve.dense import stored_passages
+    from rerank.runs import RunHeader
+
+    unnamed = _fake_dense_index(home, "namedpassages", ["d1", "d2"])
+    named = _fake_dense_index(home, "namedpassages", ["d2", "d1"], index_name="other", encoder_hash="h2")
+    searched = RunHeader({"index": "namedpassages"}, [{"name": "dense", "stage": "retrieve", "backend": "dense",
+                                                       "index_name": "other"}])
+    documents = {"corpus": "/c.jsonl"}
+    found = stored_passages(searched, documents, "h2", 256)
+    assert found is not None and found.folder == named and found.rows == {"d2": 0, "d1": 1}
+    assert stored_passages(searched, documents, "h", 256).folder == unnamed  # past the other encoder's index
+    _fake_dense_index(home, "namedpassages", ["d1", "d2"], index_name="another", encoder_hash="h2")
+    assert stored_passages(searched, documents, "h2", 256).folder == named  # the index searched first
+    bm25 = RunHeader({"index": "namedpassages"}, [{"name": "bm25", "stage": "retrieve", "backend": "lucene"}])
+    assert stored_passages(bm25, documents, "h2", 256).folder == named.with_name("dense-another")  # by name
+    assert stored_passages(bm25, documents, "h3", 256) is None
+    (named.with_name("dense-another") / "rerank-index.json").write_text("{")  # damaged, and no stage searched it
+    assert stored_passages(bm25, documents, "h2", 256).folder == named
+    (named / "rerank-index.json").write_text("{")  # damaged, and the stream's own
+    with pytest.raises(DataError, match="rebuild it with: rerank index namedpassages --corpus FILE --backend dense "
+                                        "--index-name other --overwrite"):
+        stored_passages(searched, documents, "h2", 256)
+
+
+@pytest.mark.data
+def test_a_pipeline_builds_and_searches_a_named_dense_index(rerank, home, tiny_encoder, tmp_path):
+    """A retrieve stage's `index_name` searches that dense index, its run's fingerprint reads that index's manifest
+    (a rebuild runs the stage again), the check before any stage looks for that folder, and [index] builds it."""
+    from rerank.errors import MissingIndexError
+    from rerank.pipeline import _check_index_there
+    from rerank.retrieve import api
+
+    with pytest.raises(MissingIndexError, match=r"no complete dense index 'nosuch' at .*/cacm/dense-nosuch; build it "
+                                                r"with: rerank index cacm --backend dense --index-name nosuch, or give"):
+        _check_index_there({"dataset": "cacm"}, "dense", {"index_name": "nosuch"})
+    spec = tmp_path / "named.toml"
+    encoder = f'encoder = "{tiny_encoder}"\n'
+    spec.write_text(f'dataset = "cacm"\nmeasures = ["MAP"]\n[index]\nbackend = "dense"\nindex_name = "piped"\n'
+                    f'{encoder}[[stage]]\nname = "tiny"\nkind = "retrieve"\nbackend = "dense"\nindex_name = "piped"\n'
+                    f'{encoder}k = 20\n')
+    first = rerank("run", str(spec))
+    assert first.stdout.splitlines()[1].startswith("tiny ")
+    assert (home / "indexes" / "cacm" / "dense-piped" / "rerank-index.json").is_file()
+    assert "tiny: up to date" in rerank("run", str(spec)).stderr
+    api.build_index("cacm", "dense", encoder=tiny_encoder, index_name="piped", overwrite=True)  # a new build
+    assert "tiny: running retrieve" in rerank("run", str(spec)).stderr

@@ -174,6 +174,9 @@ def test_an_unreadable_saved_run_is_run_again(tmp_path):
     ("measures = []\n", "", r"p.toml: measures \[\]: name one or more"),  # it fell back to the data set's
     # said "unknown back end 'solr'", naming neither the file nor its table
     ('[index]\nbackend = "solr"\n', "", r"p.toml: \[index\] backend 'solr' is unknown; known: lucene, dense"),
+    # a lucene [index] table's dense options: "unknown key", where they are a dense index's
+    ('[index]\nindex_name = "x"\nhnsw = 8\n', "", r'p.toml: \[index\] index_name, hnsw: a dense index\'s; give backend = '
+                                                 r'"dense", or leave them out'),
     # built a dense index (7 minutes on vaswani) that nothing read
     ('[index]\nbackend = "dense"\n', "", r"p.toml: \[index\] builds a dense index, which no retrieve stage searches (they "
                                          r"search lucene); leave the \[index\] table out"),

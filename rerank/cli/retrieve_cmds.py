@@ -22,7 +22,10 @@ def backend_options(command):
     """
     for option in reversed([
         click.option("--es-url", default=None, help="Elasticsearch URL (default: $RERANK_ES_URL or http://127.0.0.1:9200)."),
-        click.option("--index-name", default=None, help="Elasticsearch index name (default: rerank-NAME)."),
+        click.option("--index-name", default=None,
+                     help="Elasticsearch index name (default: rerank-NAME). Dense: one of several dense indexes of NAME "
+                          "kept side by side, e.g. one per encoder (indexes/NAME/dense-INDEX_NAME; default: the unnamed "
+                          "indexes/NAME/dense)."),
         click.option("--es-ca-certs", type=click.Path(dir_okay=False), default=None, help="Elasticsearch: CA bundle for TLS."),
         click.option("--es-insecure", "es_verify_certs", flag_value=False, default=None,
                      help="Elasticsearch: do not verify the server's TLS certificate."),
@@ -52,8 +55,9 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
     info = api.build_index(name, backend_name, corpus=corpus, threads=threads, overwrite=overwrite, **options)
     skipped = info.source.get(EMPTY_SKIPPED)
     # a server's index has its own name and place (--index-name, --es-url): the one searched later, the one to check
+    named = f" index name {info.source['index_name']!r}" if "index_name" in info.source else ""
     into = (f"Elasticsearch index {info.source['index_name']!r} at {info.source['es_url']} (rerank name {name!r})"
-            if "index_name" in info.source else f"index {name!r} ({backend_name})")
+            if backend_name == "elasticsearch" else f"index {name!r} ({backend_name}{named})")
     click.echo(f"indexed {info.documents} documents into {into}"
                + (f"; {skipped} documents without text were skipped, as Anserini does" if skipped else "")
                + ("; the vectors of the index it replaces were reused (same documents, same encoder)"

@@ -51,8 +51,9 @@ SEARCH_THREADS = 2  # rerank retrieve's --threads default, and a pipeline stage'
 
 
 def manifest_folder(name: str, backend_name: str, options: dict) -> Path:
-    """The folder of this machine's manifest of the index that a search of NAME with these options opens:
-    indexes/NAME/BACKEND, or where the back end keeps it (Elasticsearch, one per --index-name)."""
+    """The folder of this machine's manifest of the index that a search of NAME with these options opens, or a
+    build with them makes: indexes/NAME/BACKEND, or where the back end keeps one per --index-name (Elasticsearch's,
+    dense's)."""
     module = backend(backend_name)
     if hasattr(module, "manifest_folder"):  # a pipeline's stage table has other keys (its name among them)
         return module.manifest_folder(name, **{key: value for key, value in options.items()
@@ -112,7 +113,7 @@ def build_index(name: str, backend_name: str = "lucene", corpus: str | None = No
     _check_backend_options(backend_name, options, module.INDEX_OPTIONS)
     source = {"dataset": name} if corpus is None else {"corpus": str(Path(corpus).resolve())}
     documents = distinct_ids(collection.documents(), corpus or f"data set {name}")
-    with build_lock(name, backend_name):
+    with build_lock(name, backend_name, manifest_folder(name, backend_name, options), options.get("index_name")):
         return module.build(name, documents, source, **options)
 
 

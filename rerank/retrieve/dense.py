@@ -1,8 +1,13 @@
 """Dense retrieval: a MiniLM bi-encoder's vectors in a faiss index under indexes/NAME/dense/.
 
+Several dense indexes of one data set (one per encoder, or per HNSW setting) live side by side under index names
+(`--index-name`, as for Elasticsearch): indexes/NAME/dense-INDEX_NAME/, beside the unnamed one rather than inside
+it, since a rebuild replaces an index's folder whole. Their runs name the data set NAME, as the unnamed one's do,
+with the index name and build in the stage's header.
+
 Building encodes the corpus in shards of SHARD documents, each saved as soon as it is done, into
-indexes/NAME/.dense.partial/; an interrupted build resumes where it stopped (a shard is reused only if
-its document ids and the encoder are the same as now). When every shard is there, the vectors, the
+indexes/NAME/.dense.partial/ (.dense-INDEX_NAME.partial/); an interrupted build resumes where it stopped (a shard
+is reused only if its document ids and the encoder are the same as now). When every shard is there, the vectors, the
 docids and (HNSW) the faiss graph are written and the folder is moved into place with its manifest; an exact
 index is its vectors, put into a flat faiss index when opened, so they are stored once.
 
@@ -23,6 +28,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import secrets
 import shutil
 import time
 from dataclasses import dataclass
@@ -39,12 +46,40 @@ from .store import (EMPTY_SKIPPED, MANIFEST, REUSED, IndexInfo, WithText, build_
                     source_state)
 
 BACKEND = "dense"
-INDEX_OPTIONS = frozenset({"encoder", "hnsw"})
-SEARCH_OPTIONS = frozenset({"encoder", "ef_search", "threads", "exact"})
+INDEX_OPTIONS = frozenset({"encoder", "hnsw", "index_name"})
+SEARCH_OPTIONS = frozenset({"encoder", "ef_search", "threads", "exact", "index_name"})
 SHARD = 1024  # documents per saved shard: the most work an interruption can lose
 BATCH = 32  # texts per forward pass
 MAX_LENGTH = 256  # the encoder's max_seq_length (sentence_bert_config.json)
 VECTORS, DOCIDS, FAISS_INDEX, BUILD_STATE = "vectors.npy", "docids.txt", "faiss.index", "build.json"
+_INDEX_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99}$")  # one folder name's worth, and one word in a header
+
+
+def checked_index_name(given: str) -> str:
+    """--index-name: part of a folder's name under indexes/NAME/, so no path ('../x', 'a/b'), no dot-folder of a
+    build's ('.', '..', '.x') and no spaces (it is one word in messages' commands)."""
+    if not _INDEX_NAME.match(given):
+        raise UsageError(f"--index-name {given!r}: a dense index name is one word of at most 100 letters, digits and "
+                         "_ . + - (not starting with . + or -)")
+    return given
+
+
+def manifest_folder(name: str, index_name: str | None = None, **_options) -> Path:
+    """The folder of NAME's dense index `index_name`: indexes/NAME/dense (no index name, where it always was) or
+    indexes/NAME/dense-INDEX_NAME. Not indexes/NAME/dense/INDEX_NAME: a rebuild of the unnamed index replaces its
+    folder whole (`replace_folder`), and would take the named ones, and the locks of their builds, with it."""
+    return index_folder(name) / (BACKEND if index_name is None else f"{BACKEND}-{checked_index_name(index_name)}")
+
+
+def build_options(index_name: str | None = None, encoder: str | None = None) -> str:
+    """The options of the `rerank index` command that builds NAME's dense index `index_name` (with `encoder`)."""
+    return (f" --backend {BACKEND}" + (f" --index-name {index_name}" if index_name is not None else "")
+            + (f" --encoder {encoder}" if encoder else ""))
+
+
+def described(name: str, index_name: str | None) -> str:
+    """A dense index in words: "dense index 'cacm'", or "dense index 'tasb' of 'cacm'"."""
+    return f"dense index {name!r}" if index_name is None else f"dense index {index_name!r} of {name!r}"
 
 
 def default_encoder_path() -> str:
@@ -138,30 +173,51 @@ class StoredPassages:
 
 
 def stored_passages(header: Any, documents: dict, encoder_hash: str, max_length: int) -> StoredPassages | None:
-    """The vectors of a dense index named as the stream's index or data set, if they were made from `documents`
-    (the origin of the texts being scored) by the same encoder at the same max_length: those passages then need
-    no second embedding."""
+    """The vectors of a dense index of the stream's index or data set (first those its dense stages searched, by
+    their index names, then the unnamed one, then its other index names), if they were made from `documents` (the
+    origin of the texts being scored) by the same encoder at the same max_length: those passages then need no
+    second embedding, whichever index holds them."""
     for name in [str(n) for n in (header.get("index"), header.dataset) if n]:
-        folder = index_folder(name) / BACKEND
-        if not (folder / MANIFEST).is_file():
-            continue
-        try:
-            info = IndexInfo.read(folder, name, BACKEND)
-            if not made_from(info.source, documents):
+        searched = _searched_index_names(header)
+        others = [index_name for index_name in _index_names(name) if index_name not in searched]
+        for index_name in [*searched, None, *others]:
+            folder = manifest_folder(name, index_name)
+            if not (folder / MANIFEST).is_file():
                 continue
-            encoder = info.source.get("encoder", {})
-            if not same_vectors(encoder, encoder_hash) or encoder.get("max_length") != max_length:
-                return None
-            docids, vectors = _read_vectors(folder, info)
-        except (OSError, ValueError, TypeError, AttributeError, DataError):
-            raise _damaged(name, folder) from None
-        return StoredPassages(dict(zip(docids, range(len(docids)))), vectors, folder)
+            try:
+                info = IndexInfo.read(folder, name, BACKEND)
+                encoder = info.source.get("encoder", {})
+                if (not made_from(info.source, documents) or not same_vectors(encoder, encoder_hash)
+                        or encoder.get("max_length") != max_length):
+                    continue  # another index of the collection may hold this encoder's vectors
+                docids, vectors = _read_vectors(folder, info)
+            except (OSError, ValueError, TypeError, AttributeError, DataError):
+                if index_name in others:  # no stage searched it: passages are embedded instead, as without it
+                    continue
+                raise _damaged(name, index_name, folder) from None
+            return StoredPassages(dict(zip(docids, range(len(docids)))), vectors, folder)
     return None
 
 
-def _damaged(name: str, folder: Path) -> DataError:
+def _searched_index_names(header: Any) -> list[str]:
+    """The dense index names the stream's first stages searched (a fused input's too), as their headers record them."""
+    from ..runs import nested_stages
+
+    named = [stage.get("index_name") for stage in nested_stages(header.stages) if stage.get("backend") == BACKEND]
+    return list(dict.fromkeys(n for n in named if isinstance(n, str) and _INDEX_NAME.match(n)))
+
+
+def _index_names(name: str) -> list[str]:
+    """The index names of NAME's dense indexes built here (indexes/NAME/dense-INDEX_NAME with a manifest)."""
+    prefix = f"{BACKEND}-"
+    return sorted(path.parent.name.removeprefix(prefix) for path in index_folder(name).glob(f"{prefix}*/{MANIFEST}")
+                  if _INDEX_NAME.match(path.parent.name.removeprefix(prefix)))
+
+
+def _damaged(name: str, index_name: str | None, folder: Path) -> DataError:
+    rebuild = build_command(name, f"{build_options(index_name)} --overwrite")
     return DataError(f"dense index {folder} is damaged (its manifest, vectors, docids or faiss index are unreadable "
-                     f"or disagree); rebuild it with: {build_command(name, ' --backend dense --overwrite')}")
+                     f"or disagree); rebuild it with: {rebuild}")
 
 
 def _read_vectors(folder: Path, info: IndexInfo) -> tuple[list[str], Any]:
@@ -224,19 +280,20 @@ def _discarded_on(error: type[Exception], partial: Path) -> Iterator[None]:
 
 
 def build(name: str, documents: Iterable[Document], source: dict, threads: int = 2,
-          overwrite: bool = False, encoder: str | None = None, hnsw: int | None = None, **_options) -> IndexInfo:
+          overwrite: bool = False, encoder: str | None = None, hnsw: int | None = None, index_name: str | None = None,
+          **_options) -> IndexInfo:
     """Encode `documents` shard by shard (resumable), or take the vectors of the index this one overwrites if
     they came from the same documents and encoder; then write vectors (+ an HNSW graph) + manifest."""
     import numpy as np
 
-    target = index_folder(name) / BACKEND
+    target = manifest_folder(name, index_name)
     if target.exists() and not overwrite:
         raise BackendError(f"index {target} exists; pass --overwrite to rebuild it")
     if hnsw is not None and not 2 <= hnsw < 2 ** 30:  # faiss takes M, and efConstruction 2M, as C ints
         raise UsageError(f"--hnsw takes the number of links per node (e.g. 32), not {hnsw}")
     path = encoder or default_encoder_path()
     identity = encoder_identity(path)
-    partial = index_folder(name) / f".{BACKEND}.partial"
+    partial = target.with_name(f".{target.name}.partial")  # one per index name: builds of two go side by side
     files = source_state(source, skip=("qrels", "topics"))
     state = {"encoder": identity["hash"], "scores_version": identity["scores_version"], "source": source,
              "files": files, "shard": SHARD}
@@ -252,7 +309,7 @@ def build(name: str, documents: Iterable[Document], source: dict, threads: int =
         resumed = len(docids)
     else:
         texts = WithText(documents)
-        docids, matrix, resumed = _encode(name, texts, path, threads, partial)
+        docids, matrix, resumed = _encode(described(name, index_name), texts, path, threads, partial)
         skipped = texts.skipped
     import faiss
 
@@ -263,16 +320,23 @@ def build(name: str, documents: Iterable[Document], source: dict, threads: int =
         faiss.write_index(_faiss_index(matrix, hnsw), str(partial / FAISS_INDEX))
     for leftover in [*partial.glob("0*.npy"), *partial.glob("0*.ids"), state_file]:
         leftover.unlink()
-    info = IndexInfo(name, BACKEND, len(docids), {**source, "encoder": identity, "dim": int(matrix.shape[1]),
+    named = {"index_name": index_name} if index_name is not None else {}
+    info = IndexInfo(name, BACKEND, len(docids), {**source, **named, "encoder": identity, "dim": int(matrix.shape[1]),
                                                   "faiss": f"HNSW{hnsw},IP" if hnsw else "FlatIP", "files": files,
                                                   "resumed_documents": resumed, REUSED: stored is not None,
-                                                  EMPTY_SKIPPED: skipped})
+                                                  EMPTY_SKIPPED: skipped, "index_build": _build_id()})
     info.write(partial)
     replace_folder(partial, target)
     return info
 
 
-def _encode(name: str, documents: Iterable[Document], encoder: str, threads: int, partial: Path):
+def _build_id() -> str:
+    """Which build of an index a run searched (its header's `index_build`, as Elasticsearch's names its build):
+    the time it finished and a random part, since two builds of a small corpus may finish within a second."""
+    return f"{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def _encode(what: str, documents: Iterable[Document], encoder: str, threads: int, partial: Path):
     """docids, their vectors and how many were resumed: shard by shard, each saved in `partial` when done."""
     import numpy as np
 
@@ -280,7 +344,7 @@ def _encode(name: str, documents: Iterable[Document], encoder: str, threads: int
     docids: list[str] = []
     parts = []
     resumed = 0
-    with Progress(f"encoding {name}", "doc") as bar, _discarded_on(DataError, partial):
+    with Progress(f"encoding {what}", "doc") as bar, _discarded_on(DataError, partial):
         for number, shard in enumerate(_shards(documents)):
             ids = [doc.docid for doc in shard]
             vec_file, ids_file = partial / f"{number:05d}.npy", partial / f"{number:05d}.ids"
@@ -297,7 +361,7 @@ def _encode(name: str, documents: Iterable[Document], encoder: str, threads: int
             bar.update(len(ids))
     if not docids:
         shutil.rmtree(partial)
-        raise BackendError(f"no documents to encode for index {name!r}")
+        raise BackendError(f"no documents to encode for {what}")
     return docids, np.concatenate(parts), resumed
 
 
@@ -330,9 +394,11 @@ class DenseIndex:
 
     default_stage = "dense"  # the run tag when --name is not given
 
-    def __init__(self, name: str, encoder: str | None = None, threads: int = 2, exact: bool = False):
-        self.path = index_folder(name) / BACKEND
-        self.info = IndexInfo.read(self.path, name, BACKEND)
+    def __init__(self, name: str, encoder: str | None = None, threads: int = 2, exact: bool = False,
+                 index_name: str | None = None):
+        self.path = manifest_folder(name, index_name)
+        self.build_options = build_options(index_name, encoder)  # a rebuild command's (`store.outdated`)
+        self.info = IndexInfo.read(self.path, name, BACKEND, self.build_options)
         self.threads = threads
         self.encoder_path = encoder or default_encoder_path()
         built_with = self.info.source.get("encoder", {})
@@ -342,8 +408,10 @@ class DenseIndex:
                      f"(hash {current['hash']})" if built_with.get("hash") != current["hash"] else
                      f"embedded by a rerank whose embedding is version {built_with.get('scores_version', 1)}, and this "
                      f"one embeds as version {current['scores_version']}")
-            raise BackendError(f"dense index {name!r} was {built}: its vectors are not comparable; rebuild with rerank "
-                               f"index {name} --backend dense --overwrite" + (f" --encoder {encoder}" if encoder else ""))
+            search = (f"search it with --encoder {built_with['path']}, or " if encoder is None and built_with.get("path")
+                      and built_with.get("hash") != current["hash"] else "")
+            raise BackendError(f"{described(name, index_name)} was {built}: its vectors are not comparable; {search}"
+                               f"rebuild with {build_command(name, self.build_options)} --overwrite")
         import faiss
 
         faiss.omp_set_num_threads(threads)
@@ -356,14 +424,17 @@ class DenseIndex:
             else:
                 self.index = faiss.read_index(str(self.path / FAISS_INDEX))
         except (ValueError, RuntimeError):  # RuntimeError: faiss's, for an index file it cannot read
-            raise _damaged(name, self.path) from None
+            raise _damaged(name, index_name, self.path) from None
         if self.index.ntotal != len(self.docids):
-            raise _damaged(name, self.path)
+            raise _damaged(name, index_name, self.path)
         if hasattr(faiss, "index_cpu_to_all_gpus") and faiss.get_num_gpus() > 0 and isinstance(self.index, faiss.IndexFlat):
             self.index = faiss.index_cpu_to_all_gpus(self.index)
         searched = "FlatIP" if exact else self.info.source.get("faiss")
         # the hash stands for the encoder; the folder it was given in is what `--encoder` takes to search again
+        # which build was searched (a rebuild under the same name searches other vectors): its id, or for a build
+        # before ids were recorded, its manifest's time
         self.provenance = {"encoder": built_with.get("hash"), "faiss": searched,
+                           "index_build": self.info.source.get("index_build", self.info.created),
                            **({"encoder_path": str(Path(encoder).resolve())} if encoder else {})}
         self._built_ef = self.index.hnsw.efSearch if hasattr(self.index, "hnsw") else None
         self._encoder = None
@@ -413,9 +484,11 @@ class DenseIndex:
 
 
 def check_search_options(ef_search: int | None = None, exact: bool | None = None, threads: int | None = None,
-                         **_options) -> None:
+                         index_name: str | None = None, **_options) -> None:
     """What a search refuses in its options alone, before any index opens: a pipeline checks its stages with
     it before the first runs, instead of failing at this stage after the ones before it."""
+    if index_name is not None:
+        checked_index_name(index_name)
     check_threads(threads)  # torch's and faiss's threads: Lucene's bound lets through counts that crash them
     if ef_search is not None and ef_search < 1:
         raise UsageError(f"--ef-search must be a positive number, not {ef_search}")
@@ -424,14 +497,17 @@ def check_search_options(ef_search: int | None = None, exact: bool | None = None
 
 
 def open_index(name: str, encoder: str | None = None, threads: int = 2, ef_search: int | None = None,
-               k: int | None = None, exact: bool | None = None, **_options) -> DenseIndex:
-    path = index_folder(name) / BACKEND
+               k: int | None = None, exact: bool | None = None, index_name: str | None = None,
+               **_options) -> DenseIndex:
+    check_search_options(ef_search, exact, threads, index_name)
+    path = manifest_folder(name, index_name)
     if not path.is_dir():
-        raise MissingIndexError(f"no dense index {name!r} at {path}; build it with: {build_command(name, ' --backend dense')}")
-    check_search_options(ef_search, exact, threads)
-    index = DenseIndex(name, encoder, threads, bool(exact))
+        raise MissingIndexError(f"no {described(name, index_name)} at {path}; build it with: "
+                                f"{build_command(name, build_options(index_name, encoder))}")
+    index = DenseIndex(name, encoder, threads, bool(exact), index_name)
     if ef_search is not None and not hasattr(index.index, "hnsw"):
-        raise UsageError(f"--ef-search tunes an HNSW index; {name}'s is exact (build one with --hnsw M)")
+        which = f"{name}'s" if index_name is None else described(name, index_name)
+        raise UsageError(f"--ef-search tunes an HNSW index; {which} is exact (build one with --hnsw M)")
     ef = index.ef_search(k, ef_search) if k is not None else None
     if ef is not None:
         index.provenance["ef_search"] = ef

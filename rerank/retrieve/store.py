@@ -24,12 +24,14 @@ def index_folder(name: str) -> Path:
     return indexes_dir() / name
 
 
-def build_lock(name: str, backend: str):
-    """Held while indexes/NAME/BACKEND is built: two builds of one index at once (two shells, parallel jobs) shared
-    the dense back end's partial shards and moved each other's folders away, and the one that lost said only
-    'No such file or directory'. The second is refused at once instead."""
-    return exclusive(index_folder(name) / backend, f"index {name!r} ({backend}) is being built by another process; "
-                                                   "wait for it to finish")
+def build_lock(name: str, backend: str, folder: Path | None = None, index_name: str | None = None):
+    """Held while indexes/NAME/BACKEND (or `folder`, the back end's place for `index_name`) is built: two builds of
+    one index at once (two shells, parallel jobs) shared the dense back end's partial shards and moved each other's
+    folders away, and the one that lost said only 'No such file or directory'. The second is refused at once
+    instead; builds of two index names of one back end go ahead side by side."""
+    which = backend if index_name is None else f"{backend} index name {index_name!r}"
+    return exclusive(folder or index_folder(name) / backend, f"index {name!r} ({which}) is being built by another "
+                                                             "process; wait for it to finish")
 
 
 def build_command(name: str, options: str = "") -> str:
@@ -95,8 +97,9 @@ def recorded_origin(name: str, backends: tuple[str, ...] | None = None) -> dict:
 
 
 def _built_folders(folder: Path) -> list[Path]:
-    """The folders under indexes/NAME with a manifest: a back end's (Lucene's first), then those one level further
-    down (Elasticsearch keeps one per index name); not a build's dot-folders."""
+    """The folders under indexes/NAME with a manifest: a back end's (Lucene's first; a named dense index's,
+    dense-INDEX_NAME, among them), then those one level further down (Elasticsearch keeps one per index name); not
+    a build's dot-folders."""
     def found(pattern: str) -> list[Path]:
         return [path.parent for path in folder.glob(pattern)
                 if not any(part.startswith(".") for part in path.parent.relative_to(folder).parts)]
@@ -163,13 +166,15 @@ class IndexInfo:
         (folder / MANIFEST).write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
 
     @classmethod
-    def read(cls, folder: Path, name: str, backend: str) -> "IndexInfo":
+    def read(cls, folder: Path, name: str, backend: str, build_options: str | None = None) -> "IndexInfo":
+        """The manifest in `folder`; `build_options`: the rebuild command's options where `--backend` alone would
+        not find this index again (a dense index name's)."""
         path = folder / MANIFEST
+        rebuild = build_command(name, f" --backend {backend}" if build_options is None else build_options)
         if not path.is_file():
             raise MissingIndexError(f"{folder} is not a complete {backend} index (no {MANIFEST}: not built, or not "
-                                    f"finished, by rerank); remove it and rebuild it with: "
-                                    f"{build_command(name, f' --backend {backend}')}")
-        remedy = f"remove {folder} and rebuild it with: {build_command(name, f' --backend {backend}')}"
+                                    f"finished, by rerank); remove it and rebuild it with: {rebuild}")
+        remedy = f"remove {folder} and rebuild it with: {rebuild}"
         fields = read_json_object(path, remedy)
         try:
             return cls(**fields)
