@@ -357,6 +357,24 @@ def test_missing_dense_index_says_how_to_build_it(rerank):
     assert done.returncode != 0 and "build it with: rerank index cacm --backend dense" in done.stderr
 
 
+def _midway(monkeypatch, action, position: int = 25):
+    """Index builds' documents, with `action` run once when the first build is midway (it has saved a shard); returns
+    the documents' own reader, to put back."""
+    from rerank.retrieve import api
+
+    checked, done = api.distinct_ids, []
+
+    def documents(docs, source):
+        for number, doc in enumerate(checked(docs, source)):
+            if number == position and not done:
+                done.append(True)
+                action()
+            yield doc
+
+    monkeypatch.setattr(api, "distinct_ids", documents)
+    return checked
+
+
 def test_a_second_build_of_an_index_being_built_is_refused(home, cacm_slice, tiny_encoder, monkeypatch):  # noqa: F811
     """Two builds of one dense index at once (two shells, parallel jobs) shared indexes/NAME/.dense.partial: the
     second took over the first's shards and moved the folder into place under it, and the first then failed with
@@ -366,21 +384,15 @@ def test_a_second_build_of_an_index_being_built_is_refused(home, cacm_slice, tin
 
     monkeypatch.setattr(dense, "SHARD", 20)
     corpus = str(cacm_slice / "corpus.jsonl")
-    checked = api.distinct_ids
     second: list = []
 
-    def first_documents(documents, source):  # the first build lets a second start once it has saved a shard
-        for position, doc in enumerate(checked(documents, source)):
-            if position == 25 and not second:
-                second.append(None)
-                try:
-                    second[0] = api.build_index("contended", "dense", corpus=corpus, encoder=tiny_encoder,
-                                                overwrite=True)
-                except BusyError as error:
-                    second[0] = error
-            yield doc
+    def start_second():
+        try:
+            second.append(api.build_index("contended", "dense", corpus=corpus, encoder=tiny_encoder, overwrite=True))
+        except BusyError as error:
+            second.append(error)
 
-    monkeypatch.setattr(api, "distinct_ids", first_documents)
+    checked = _midway(monkeypatch, start_second)
     info = api.build_index("contended", "dense", corpus=corpus, encoder=tiny_encoder)
     assert isinstance(second[0], BusyError), f"the second build ran alongside the first: {second[0]}"
     assert str(second[0]) == "index 'contended' (dense) is being built by another process; wait for it to finish"
@@ -708,23 +720,17 @@ def test_builds_of_two_dense_index_names_go_side_by_side(home, cacm_slice, tiny_
 
     monkeypatch.setattr(dense, "SHARD", 20)
     corpus = str(cacm_slice / "corpus.jsonl")
-    checked = api.distinct_ids
     during: list = []
 
-    def first_documents(documents, source):  # the first build lets the others start once it has saved a shard
-        for position, doc in enumerate(checked(documents, source)):
-            if position == 25 and not during:
-                during.append(sorted(path.name for path in (home / "indexes" / "twonames").iterdir()))
-                try:
-                    api.build_index("twonames", "dense", corpus=corpus, encoder=tiny_encoder, index_name="a",
-                                    overwrite=True)
-                except BusyError as error:
-                    during.append(str(error))
-                during.append(api.build_index("twonames", "dense", corpus=corpus, encoder=tiny_encoder,
-                                              index_name="b"))
-            yield doc
+    def start_others():
+        during.append(sorted(path.name for path in (home / "indexes" / "twonames").iterdir()))
+        try:
+            api.build_index("twonames", "dense", corpus=corpus, encoder=tiny_encoder, index_name="a", overwrite=True)
+        except BusyError as error:
+            during.append(str(error))
+        during.append(api.build_index("twonames", "dense", corpus=corpus, encoder=tiny_encoder, index_name="b"))
 
-    monkeypatch.setattr(api, "distinct_ids", first_documents)
+    checked = _midway(monkeypatch, start_others)
     first = api.build_index("twonames", "dense", corpus=corpus, encoder=tiny_encoder, index_name="a")
     assert during[:2] == [[".dense-a.lock", ".dense-a.partial"], "index 'twonames' (dense index name 'a') is being "
                                                                  "built by another process; wait for it to finish"]
