@@ -177,7 +177,7 @@ def _check_index_there(spec: dict, backend_name: str, options: dict | None = Non
         table_builds = _index_label(built, _index_table_options(spec).get("index_name")) if built else ""
         table = (f" (the pipeline's [index] table builds its {table_builds}: one "
                  f"{'back end' if built != backend_name else 'index'} per pipeline)" if built
-                 else ", or give the pipeline an [index] table")
+                 else ", or give the pipeline an [index] table" if spec["dataset"] in dataset_names() else "")
         raise MissingIndexError(f"no complete {_index_label(backend_name, index_name)} at {folder}; build it with: "
                                 f"{build_command(spec['dataset'], rebuild)}{table}")
 
@@ -229,6 +229,11 @@ def check_stages(spec: dict, pipeline_folder: Path) -> None:
             raise _stage_error(stage, error, _beside_the_file(params.values(), pipeline_folder)) from None
     if spec.get("qrels") is not None and not Path(spec["qrels"]).is_file():
         raise DataError(f"qrels file not found: {spec['qrels']}{_beside_the_file([spec['qrels']], pipeline_folder)}")
+    evaluated = any(stage.get("evaluate", True) for stage in spec["stage"])
+    if spec.get("qrels") is None and evaluated and spec["dataset"] not in dataset_names():
+        # an index of one's own has no judgements: the leaderboard would fail only after every stage had run
+        raise UsageError(f"{spec['dataset']!r} is an index of your own, not a data set with qrels: its runs are "
+                         "judged by the file's qrels = FILE")
 
 
 def _beside_the_file(values, pipeline_folder: Path) -> str:
@@ -315,6 +320,10 @@ def load_pipeline(path: str | Path, overrides: dict | None = None) -> dict:
                          "[index] table out")
     if built is not None and built not in LOCAL_BACKENDS:  # it said "unknown back end", naming neither file nor table
         raise DataError(f"{p}: [index] backend {built!r} is unknown; known: {', '.join(LOCAL_BACKENDS)}")
+    if built is not None and spec["dataset"] not in dataset_names():  # it said "give the documents with --corpus FILE",
+        # which the table does not take, after the runs folder was claimed
+        raise UsageError(f"{p}: [index] builds a data set's index, and {spec['dataset']!r} is not one: build your own "
+                         f"once with {build_command(spec['dataset'])}, and leave the [index] table out")
     for key in ("measures", "stage"):
         if not all(isinstance(item, str if key == "measures" else dict) for item in spec.get(key, [])):
             raise DataError(f"{p}: {key} must be a list of {'strings' if key == 'measures' else '[[stage]] tables'}")

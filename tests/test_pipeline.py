@@ -331,6 +331,48 @@ def test_an_unknown_data_set_stops_the_pipeline_before_any_stage_runs(rerank, tm
     assert done.returncode != 0 and "'nosuch' is not a known data set" in done.stderr and "running" not in done.stderr
 
 
+def test_a_pipeline_over_an_index_of_ones_own_without_qrels_stops_before_any_stage_runs(rerank, tmp_path):
+    """A user study's pipeline over its own index (`dataset = "mine"`, topics in the stage) without `qrels` ran every
+    stage, then failed at the leaderboard with "no qrels: ...; pass --qrels FILE", an option `rerank run` lacks."""
+    home = {"RERANK_HOME": str(tmp_path / "home")}
+    (tmp_path / "docs.jsonl").write_text('{"id": "d1", "contents": "kernel methods"}\n'
+                                         '{"id": "d2", "contents": "neural ranking"}\n')
+    (tmp_path / "topics.tsv").write_text("q1\tneural ranking\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d2 1\n")
+    rerank("index", "mine", "--corpus", str(tmp_path / "docs.jsonl"), env=home)
+    stage = f'[[stage]]\nname = "bm25"\nkind = "retrieve"\ntopics = "{tmp_path / "topics.tsv"}"\n'
+    spec = tmp_path / "mine.toml"
+    spec.write_text(f'dataset = "mine"\n{stage}')
+    done = rerank("run", str(spec), check=False, env=home)
+    assert done.returncode == 2 and "running" not in done.stderr and done.stderr.splitlines() == [
+        "rerank: error: 'mine' is an index of your own, not a data set with qrels: its runs are judged by the file's "
+        "qrels = FILE"]
+    assert not (tmp_path / "home" / "runs" / "mine").exists()
+    spec.write_text(f'dataset = "mine"\nqrels = "{tmp_path / "qrels.txt"}"\n{stage}')
+    assert rerank("run", str(spec), env=home).stdout.startswith("run   MAP")
+
+
+def test_an_index_table_or_its_advice_is_refused_for_an_index_of_ones_own(rerank, tmp_path):
+    """The [index] table has no corpus key: for `dataset = "mine"` it said "give the documents with --corpus FILE",
+    after claiming the runs folder, and a missing index of one's own was told to "give the pipeline an [index]
+    table"."""
+    home = {"RERANK_HOME": str(tmp_path / "home")}
+    spec, topics = tmp_path / "mine.toml", tmp_path / "t.tsv"
+    topics.write_text("q1\tneural ranking\n")
+    stage = f'[[stage]]\nname = "bm25"\nkind = "retrieve"\ntopics = "{topics}"\n'
+    spec.write_text(f'dataset = "mine"\nqrels = "{spec}"\n{stage}')
+    done = rerank("run", str(spec), check=False, env=home)
+    assert done.returncode == 1 and done.stderr.splitlines() == [
+        f"rerank: error: stage 'bm25': no complete lucene index at {tmp_path / 'home/indexes/mine/lucene'}; build it "
+        "with: rerank index mine --corpus FILE"]
+    spec.write_text(f'dataset = "mine"\nqrels = "{spec}"\n[index]\nbackend = "lucene"\n{stage}')
+    done = rerank("run", str(spec), check=False, env=home)
+    assert done.returncode == 2 and done.stderr.splitlines() == [
+        f"rerank: error: {spec}: [index] builds a data set's index, and 'mine' is not one: build your own once with "
+        "rerank index mine --corpus FILE, and leave the [index] table out"]
+    assert not (tmp_path / "home" / "runs" / "mine").exists()
+
+
 def test_a_missing_index_of_another_back_end_than_the_index_table_builds(tmp_path, monkeypatch):
     """With `[index] backend = "lucene"` and a dense stage, the error said to "give the pipeline an [index] table",
     which it had: one table builds one back end."""
