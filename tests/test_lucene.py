@@ -210,7 +210,7 @@ def test_own_corpus_edge_cases(rerank, session_home, tmp_path):
     docs = [{"id": "d1", "contents": "w5 computer"}, {"id": "d2", "contents": " "}, {"id": "d3", "contents": "w7 w8"}]
     (tmp_path / "c.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
     built = rerank("index", "edge", "--corpus", str(tmp_path / "c.jsonl"))
-    assert "indexed 2 documents" in built.stderr and "1 documents without text were skipped" in built.stderr
+    assert "indexed 2 documents" in built.stderr and "1 document without text was skipped" in built.stderr
     (tmp_path / "long.tsv").write_text("1\t" + " ".join(f"w{i}" for i in range(3000)) + "\n")
     found = rerank("retrieve", "edge", "--topics", str(tmp_path / "long.tsv"), "--trec").stdout.split("\n")
     assert [line.split()[2] for line in found if line] == ["d3", "d1"]

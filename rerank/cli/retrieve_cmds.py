@@ -6,7 +6,7 @@ import itertools
 
 import click
 
-from ..errors import UsageError
+from ..errors import UsageError, counted, verb
 from ..retrieve import api
 from ..retrieve.store import EMPTY_SKIPPED, REUSED
 from ..runs import RunReader, Stream, cut_stream
@@ -59,7 +59,8 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
     into = (f"Elasticsearch index {info.source['index_name']!r} at {info.source['es_url']} (rerank name {name!r})"
             if backend_name == "elasticsearch" else f"index {name!r} ({backend_name}{named})")
     click.echo(f"indexed {info.documents} documents into {into}"
-               + (f"; {skipped} documents without text were skipped, as Anserini does" if skipped else "")
+               + (f"; {counted(skipped, 'document')} without text {verb(skipped, 'was', 'were')} skipped, as Anserini "
+                  "does" if skipped else "")
                + ("; the vectors of the index it replaces were reused (same documents, same encoder)"
                   if info.source.get(REUSED) else ""), err=True)
     note = api.pool_note(name, info.source)
