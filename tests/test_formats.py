@@ -1,6 +1,7 @@
 """Format readers on small inline samples (the real files are covered in test_datasets.py)."""
 
 import gzip
+import re
 
 import pytest
 
@@ -188,7 +189,18 @@ def test_beir_qrels_and_their_faults(tmp_path):
     with pytest.raises(FormatError, match="test.tsv:2: expected 3 columns 'qid docid grade', found 4"):
         formats.read_qrels(path)
     path.write_text("q1\td1\t1\n")  # BEIR lines without the header: not taken for TREC lines
-    with pytest.raises(FormatError, match="test.tsv:1: expected 4 columns 'qid iter docid grade', found 3"):
+    with pytest.raises(FormatError, match="test.tsv:1: expected 4 columns 'qid iter docid grade', found 3$"):
+        formats.read_qrels(path)
+
+
+@pytest.mark.parametrize("line, found", [('{"_id": "q1", "text": "what is x"}', "found 6; its lines are JSON records"),
+                                         ("q1\twhat is x y", "found 5; its lines are 'id<TAB>text'"),
+                                         ("q1\twhat is x", "grade 'x' is not an integer; its lines are 'id<TAB>text'")])
+def test_topics_given_as_qrels_are_named_so(tmp_path, line, found):
+    """--qrels queries.jsonl (the two files swapped) was told only of 6 columns, or of a query's word as a grade."""
+    path = tmp_path / "queries"
+    path.write_text(line + "\n")
+    with pytest.raises(FormatError, match=f"{re.escape(found)}.*, not judgements$"):
         formats.read_qrels(path)
 
 

@@ -448,6 +448,17 @@ TREC_QRELS_COLUMNS, BEIR_QRELS_COLUMNS = ("qid", "iter", "docid", "grade"), ("qi
 MAX_GRADE = 1_000_000
 
 
+def _not_judgements(line: str) -> str:
+    """What a line that is no judgement looks like instead, where it tells: `--qrels queries.jsonl` (or topics.tsv, the
+    two files swapped) was told only that its line had 6 columns, or a grade that was a query's word."""
+    fields = line.rstrip("\r\n").split("\t")
+    if line.lstrip().startswith("{"):
+        return "; its lines are JSON records, as topics (BEIR's queries.jsonl) or a corpus are, not judgements"
+    if len(fields) == 2 and len(fields[1].split()) > 1:
+        return "; its lines are 'id<TAB>text', as topics or a corpus are, not judgements"
+    return ""
+
+
 @collector_paused()
 def read_qrels(path: str | Path) -> Qrels:
     """TREC qrels `qid iter docid grade` (graded; negative grades kept: trec_eval reads them as pooled but
@@ -466,11 +477,11 @@ def read_qrels(path: str | Path) -> Qrels:
                 continue
             if len(parts) != len(columns):
                 raise FormatError(str(path), line_no, f"expected {len(columns)} columns '{' '.join(columns)}', "
-                                                      f"found {len(parts)}")
+                                                      f"found {len(parts)}{_not_judgements(line)}")
             qid, docid, grade_text = parts[0], parts[-2], parts[-1]
             grade = whole_number(grade_text)
             if grade is None:
-                raise FormatError(str(path), line_no, f"grade {grade_text!r} is not an integer")
+                raise FormatError(str(path), line_no, f"grade {grade_text!r} is not an integer{_not_judgements(line)}")
             if not -(2**31 - 1) <= grade <= MAX_GRADE:  # pytrec_eval keeps grades in C ints: 4294967296 became 0
                 raise FormatError(str(path), line_no, f"grade {grade_text} is out of range (-2147483647 to "
                                   f"{MAX_GRADE}): trec_eval's code keeps a counter for every grade up to a "
