@@ -27,8 +27,9 @@ MODELS: dict[str, str] = {
 
 # What each model computes, numbered. A change to rerank that alters a model's scores for the same checkpoint, query
 # and text (a tokenizer fix, a kernel, TKL's windows) bumps its number, so that nothing the old code computed is
-# reused: the number keys the score cache, a pipeline's score stage and TK's stored encodings, and a run's header
-# records it. tests/test_scores_version.py fails when a model's scores change and its number does not.
+# reused: the number keys the score cache, a pipeline's score stage, TK's stored encodings and (minilm-bi's, whose
+# code embeds for the dense back end) dense indexes' vectors, and a run's header records it.
+# tests/test_scores_version.py fails when a model's scores change and its number does not.
 SCORES_VERSIONS: dict[str, int] = {"bert": 1, "minilm-bi": 1, "tk": 1, "tkl": 1}
 
 
