@@ -68,7 +68,7 @@ def test_costs_sum_every_stage_and_cheap_model_wins_small_budgets(tmp_path):
     # fast wins until slow's depth-20 point fits (100.035 ms); from 30 ms both reach the same quality, so fast is
     # not better there ("fast is better than slow below 100" was said), and below 30 ms only fast fits
     assert [(c.better, c.other, round(c.below_ms, 3)) for c in report.crossings] == [("fast", "slow", 100.035)]
-    assert "fast is at least as good as slow where both fit, from 30 to 100 ms per query" in \
+    assert "fast is at least as good as slow where both fit, from 30.1 to 101 ms per query" in \
         budget.render(report, "table")
 
 
@@ -83,8 +83,8 @@ def test_a_model_ahead_at_every_budget_is_reported_as_a_lead(tmp_path):
     assert {(lead.better, lead.other, lead.ties) for lead in report.leads} == {
         ("quick", "slow", False), ("quick", "twin", True), ("twin", "slow", False)}
     text = budget.render(report, "markdown")
-    assert "- quick is better than slow at every budget where both fit, from 100 ms per query on" in text
-    assert "- quick is at least as good as twin at every budget where both fit, from 51 ms per query on" in text
+    assert "- quick is better than slow at every budget where both fit, from 101 ms per query on" in text
+    assert "- quick is at least as good as twin at every budget where both fit, from 51.1 ms per query on" in text
     assert json.loads(budget.render(report, "json"))["leads"][0]["sentence"].startswith("quick is")
 
 
@@ -218,9 +218,9 @@ def test_a_model_that_merely_fits_first_is_not_called_better(tmp_path):
     points, label = budget.measure_points([_load(p) for p in paths], "nDCG@10")
     report = budget.build_report(points, label, "median", [10, 200])
     assert [(c.better, c.other, c.alone) for c in report.crossings] == [("early", "late", True)]
-    assert report.crossings[0].sentence() == "early fits from 3.04 ms per query, late only from 41"
+    assert report.crossings[0].sentence() == "early fits from 3.04 ms per query, late only from 41.1"
     text = budget.render(report, "table")
-    assert "early is the best that fits from 3.04 to 41 ms per query\nlate is the best that fits from 41 ms per " \
+    assert "early is the best that fits from 3.04 to 41.1 ms per query\nlate is the best that fits from 41.1 ms per " \
            "query on\n" in text
 
 
@@ -233,14 +233,14 @@ def test_each_sentence_is_true_read_alone_and_the_best_model_is_said_once_per_bu
     points, label = budget.measure_points([_load(p) for p in paths], "nDCG@10")
     report = budget.build_report(points, label, "median", [100])
     said = {c.sentence() for c in report.crossings}
-    assert "dense fits from 53 ms per query, rm3 only from 70" in said
+    assert "dense fits from 53.1 ms per query, rm3 only from 70.1" in said
     assert not any("only dense fits" in sentence for sentence in said)
     notes = budget.render(report, "table").split("\n\n")[-1].splitlines()
-    assert notes == ["qld is the best that fits from 25 to 70 ms per query",
-                     "rm3 is the best that fits from 70 ms per query on",
-                     "rm3 is better than dense at every budget where both fit, from 70 ms per query on",
-                     "rm3 is better than qld at every budget where both fit, from 70 ms per query on",
-                     "qld is better than dense at every budget where both fit, from 53 ms per query on"]
+    assert notes == ["qld is the best that fits from 25.1 to 70.1 ms per query",
+                     "rm3 is the best that fits from 70.1 ms per query on",
+                     "rm3 is better than dense at every budget where both fit, from 70.1 ms per query on",
+                     "rm3 is better than qld at every budget where both fit, from 70.1 ms per query on",
+                     "qld is better than dense at every budget where both fit, from 53.1 ms per query on"]
 
 
 def test_a_pair_is_said_whichever_of_the_two_fits_first(tmp_path):
@@ -250,11 +250,11 @@ def test_a_pair_is_said_whichever_of_the_two_fits_first(tmp_path):
     paths = [_write_run(tmp_path, "cheap", 20, 2.0, 1), _write_run(tmp_path, "costly", 20, 40.0, 2)]
     report = budget.build_report(*budget.measure_points([_load(p) for p in paths], "nDCG@10"), "median", [100])
     notes = budget.render(report, "table").split("\n\n")[-1].splitlines()
-    assert notes[-1] == "costly is better than cheap at every budget where both fit, from 41 ms per query on"
+    assert notes[-1] == "costly is better than cheap at every budget where both fit, from 41.1 ms per query on"
     paths = [_write_run(tmp_path, "cheap", 20, 2.0, 2), _write_run(tmp_path, "costly", 20, 40.0, 1)]
     report = budget.build_report(*budget.measure_points([_load(p) for p in paths], "nDCG@10"), "median", [100])
     notes = budget.render(report, "table").split("\n\n")[-1].splitlines()
-    assert notes[-1] == "cheap is better than costly at every budget where both fit, from 41 ms per query on"
+    assert notes[-1] == "cheap is better than costly at every budget where both fit, from 41.1 ms per query on"
 
 
 def test_better_is_said_only_where_both_fit(tmp_path):
@@ -266,9 +266,9 @@ def test_better_is_said_only_where_both_fit(tmp_path):
     points, label = budget.measure_points([_load(p) for p in paths], "nDCG@10")
     report = budget.build_report(points, label, "median", [200])
     said = [c.sentence() for c in report.crossings] + [lead.sentence() for lead in report.leads]
-    assert said == ["a is better than b where both fit, from 11 to 51 ms per query",
-                    "a is better than c at every budget where both fit, from 101 ms per query on",
-                    "b is better than c at every budget where both fit, from 101 ms per query on"]
+    assert said == ["a is better than b where both fit, from 11.1 to 51.1 ms per query",
+                    "a is better than c at every budget where both fit, from 102 ms per query on",
+                    "b is better than c at every budget where both fit, from 102 ms per query on"]
     leads = json.loads(budget.render(report, "json"))["leads"]
     assert [(lead["from_ms"], lead["other_from_ms"]) for lead in leads] == [(3.035, 101.035), (11.035, 101.035)]
     both = budget.Lead("x", "y", 5.0, False)  # both fit from the start: said as before
@@ -333,8 +333,22 @@ def test_a_free_point_is_labelled_free_on_the_plot(tmp_path, monkeypatch):
 
 def test_crossings_in_milliseconds_are_never_in_scientific_notation():
     assert budget.Crossing("deep", "bm25", 2103.4, 12.25).sentence() == \
-        "deep is better than bm25 from 12.2 to 2103 ms per query"
+        "deep is better than bm25 from 12.3 to 2104 ms per query"
     assert budget.Lead("deep", "bm25", 1500.0, False).sentence().endswith("from 1500 ms per query on")
+
+
+def test_a_boundary_is_rounded_up_so_the_sentence_holds_at_the_budget_it_prints(tmp_path):
+    """"fits from 1248 ms" was said of a point costing 1248.08 ms, which a 1248 ms budget does not fit: boundaries
+    were rounded to the nearest. They are rounded up now, and a value off its rounding by float noise alone stays."""
+    assert budget.Best(("tk",), 1248.08).sentence() == "tk is the best that fits from 1249 ms per query on"
+    assert budget.Best(("tk",), 12.100000000000001).sentence() == "tk is the best that fits from 12.1 ms per query on"
+    assert budget.Best(("tk",), 0.01234).sentence() == "tk is the best that fits from 0.0124 ms per query on"
+    paths = [_write_run(tmp_path, "early", 20, 2.0, 1), _write_run(tmp_path, "late", 20, 40.0, 2)]
+    points, label = budget.measure_points([_load(p) for p in paths], "nDCG@10")
+    for best in budget.build_report(points, label, "median", [100]).best:
+        printed = float(best.sentence().split(" from ")[1].split()[0])
+        row = budget.build_report(points, label, "median", [printed]).budget_rows()[0]
+        assert all(row[model] is not None for model in best.models), (best.sentence(), row)
 
 
 def test_labels_files_and_cached_stages_inside_a_fusion(tmp_path, monkeypatch):
@@ -368,9 +382,9 @@ def test_cli_report_plot_and_errors(tmp_path, rerank):
     done = rerank("budget", f"cheap={fast}", slow, "--format", "json", "--plot", str(plot), "--budgets", "10,200")
     report = json.loads(done.stdout)
     assert {p["model"] for p in report["points"]} == {"cheap", "slow"}
-    assert report["crossings"][0]["sentence"] == "cheap fits from 5.04 ms per query, slow only from 100"
-    assert [b["sentence"] for b in report["best"]] == ["cheap is the best that fits from 5.04 to 100 ms per query",
-                                                       "slow is the best that fits from 100 ms per query on"]
+    assert report["crossings"][0]["sentence"] == "cheap fits from 5.04 ms per query, slow only from 101"
+    assert [b["sentence"] for b in report["best"]] == ["cheap is the best that fits from 5.04 to 101 ms per query",
+                                                       "slow is the best that fits from 101 ms per query on"]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = rerank("budget", slow, "--budgets", "10,-1", check=False)
     assert bad.returncode == 2 and "--budgets must be positive numbers, not '-1'" in bad.stderr

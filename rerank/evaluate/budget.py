@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import math
+from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -126,8 +127,15 @@ def _from(from_ms: float, other_from_ms: float | None) -> str:
 
 
 def _ms(value: float) -> str:
-    """Milliseconds for a sentence: three significant digits, but never '2.1e+03'."""
-    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+    """Milliseconds for a sentence: whole from 100 on, else three significant digits, never '2.1e+03'. Every
+    boundary in a sentence is where something starts to fit (a point's cost; a budget fits a point its cost
+    or more), so it is rounded up, not to the nearest: "fits from 1249 ms" holds at 1249, where 1248.08 rounded
+    down would not. A value that rounds to itself but for float noise (12.100000000000001) is not bumped."""
+    exact = Decimal(repr(value))
+    unit = Decimal(1) if value >= 100 else Decimal(1).scaleb(exact.adjusted() - 2)
+    nearest = exact.quantize(unit, rounding=ROUND_HALF_EVEN)
+    shown = nearest if math.isclose(nearest, exact, rel_tol=1e-9) else exact.quantize(unit, rounding=ROUND_CEILING)
+    return f"{shown.normalize():f}"
 
 
 def positive_numbers(text: str, what: str, kind: type = float) -> list:
