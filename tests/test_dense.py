@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
+from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: spinning threads starve a busy CPU
 
@@ -825,3 +827,45 @@ def test_a_pipeline_builds_and_searches_a_named_dense_index(rerank, home, tiny_e
     assert "tiny: running retrieve" in rerank("run", str(spec)).stderr
     header = load_run(io.StringIO((home / "runs" / "named" / "tiny.run").read_text()), "tiny").header
     assert header.stages[-1]["encoder_path"] == str(other.resolve())
+
+
+@pytest.mark.data
+def test_a_dense_stage_with_another_encoder_than_the_index_table_builds_with_is_refused_when_read(rerank, home,
+                                                                                                  tiny_encoder,
+                                                                                                  tmp_path):
+    """A pipeline whose [index] builds a dense index with one encoder, and whose stage searches it with another, was
+    refused only when that stage ran: after the build and every stage before it. It is refused when the file is
+    read; the same encoder (another spelling of its folder, or a copy of it) or none is not."""
+    from rerank.errors import DataError
+    from rerank.pipeline import load_pipeline
+    from rerank.retrieve.dense import default_encoder_path
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_encoder, copy)
+    spec = tmp_path / "clash.toml"
+
+    def written(table: str, stage: str, index_name: str = "clash") -> None:
+        spec.write_text(f'dataset = "cacm"\nmeasures = ["MAP"]\n[index]\nbackend = "dense"\nindex_name = "clash"\n'
+                        f'{table}[[stage]]\nname = "dense"\nkind = "retrieve"\nbackend = "dense"\n'
+                        f'index_name = "{index_name}"\n{stage}[[stage]]\nname = "other"\nkind = "retrieve"\n'
+                        f'backend = "dense"\nindex_name = "clash"\n')
+
+    for table, stage in ((f'encoder = "{tiny_encoder}"\n', f'encoder = "{copy}"\n'),
+                         (f'encoder = "{tiny_encoder}"\n', f'encoder = "{tiny_encoder}/../{Path(tiny_encoder).name}"\n'),
+                         (f'encoder = "{tiny_encoder}"\n', ""), ("", f'encoder = "{default_encoder_path()}"\n')):
+        written(table, stage)
+        load_pipeline(spec)
+    written(f'encoder = "{tiny_encoder}"\n', f'encoder = "{default_encoder_path()}"\n', "elsewhere")  # another index
+    load_pipeline(spec)
+    written("", f'encoder = "{tiny_encoder}"\n')
+    with pytest.raises(DataError, match=re.escape(f"stage 'dense' searches the dense index 'clash' with encoder "
+                                                  f"{tiny_encoder}, and the [index] table builds it with the packaged "
+                                                  "all-MiniLM-L6-v2: their vectors are not comparable")):
+        load_pipeline(spec)
+    written(f'encoder = "{tiny_encoder}"\n', f'encoder = "{default_encoder_path()}"\n')
+    done = rerank("run", str(spec), check=False)
+    assert done.returncode == 1 and done.stdout == "" and done.stderr == (
+        f"rerank: error: {spec}: stage 'dense' searches the dense index 'clash' with encoder {default_encoder_path()}, "
+        f"and the [index] table builds it with {tiny_encoder}: their vectors are not comparable; give the stage the "
+        "[index] table's encoder, or none (a stage without one searches with the encoder its index was built with)\n")
+    assert not (home / "indexes" / "cacm" / "dense-clash").exists()

@@ -131,6 +131,18 @@ def search_encoder(given: str | None, built_with: dict) -> tuple[str, dict, str 
     return default, encoder_identity(default), why
 
 
+def same_encoder(one: str | None, other: str | None) -> bool:
+    """Whether two --encoder values (None: the packaged MiniLM) name one encoder: one folder, or folders of the same
+    content (what a search compares with an index's encoder)."""
+    from ..train import content_hash
+
+    first, second = (Path(path or default_encoder_path()) for path in (one, other))
+    if first.resolve() == second.resolve():
+        return True
+    return (all((folder / "config.json").is_file() for folder in (first, second))
+            and content_hash(first) == content_hash(second))
+
+
 def same_vectors(recorded: dict, encoder_hash: str) -> bool:
     """Whether an index's vectors (its manifest's `encoder`) are what this encoder embeds today: the same weights,
     embedded by the same version of the code. Indexes recorded before versions were numbered are version 1."""
