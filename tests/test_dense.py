@@ -869,3 +869,29 @@ def test_a_dense_stage_with_another_encoder_than_the_index_table_builds_with_is_
         f"and the [index] table builds it with {tiny_encoder}: their vectors are not comparable; give the stage the "
         "[index] table's encoder, or none (a stage without one searches with the encoder its index was built with)\n")
     assert not (home / "indexes" / "cacm" / "dense-clash").exists()
+
+
+@pytest.mark.data
+def test_a_dense_build_through_the_cli_skips_and_counts_documents_without_title_or_text(rerank, home, tiny_encoder,
+                                                                                        tmp_path):
+    """A BEIR record whose title and text are both empty (or white space) is left out of a dense index, counted, as
+    Lucene leaves it out; one with a title alone is indexed."""
+    corpus = tmp_path / "blank.jsonl"
+    records = [{"_id": "a", "title": "Alpha", "text": "beta gamma"}, {"_id": "b", "title": "", "text": ""},
+               {"_id": "c", "title": "Only a title", "text": ""}, {"_id": "d", "title": " ", "text": "\t\n"}]
+    corpus.write_text("".join(json.dumps(record) + "\n" for record in records))
+    said = {}
+    for backend in ("dense", "lucene"):
+        extra = ("--encoder", tiny_encoder) if backend == "dense" else ()
+        said[backend] = rerank("index", "blankcli", "--backend", backend, "--corpus", str(corpus), *extra,
+                               "--overwrite").stderr
+        assert f"indexed 2 documents into index 'blankcli' ({backend}); 2 documents without text were skipped" in \
+            said[backend]
+    folder = home / "indexes" / "blankcli" / "dense"
+    assert (folder / "docids.txt").read_text().split() == ["a", "c"]
+    assert json.loads((folder / "rerank-index.json").read_text())["source"]["empty_documents_skipped"] == 2
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("1\talpha\n")
+    run = load_run(io.StringIO(rerank("retrieve", "blankcli", "--backend", "dense", "--encoder", tiny_encoder,
+                                      "--topics", str(topics), "--k", "10").stdout), "dense")
+    assert sorted(run.queries["1"].docids) == ["a", "c"]
