@@ -354,8 +354,28 @@ def load_pipeline(path: str | Path, overrides: dict | None = None) -> dict:
         raise DataError(f"{p}: [index] builds a {_index_label(*table_builds)}, which no retrieve stage searches ("
                         + (f"they search {they}" if searched else "no stage retrieves")
                         + "); leave the [index] table out, or give it the back end (and index name) a stage searches")
+    if built == "dense":
+        _check_dense_encoders(str(p), spec)
     _check_leaderboard(str(p), leaderboard_spec(spec, overrides or {}))
     return spec
+
+
+def _check_dense_encoders(source: str, spec: dict) -> None:
+    """A dense stage that searches the index the [index] table builds, with another encoder than the table's, was
+    refused when it ran (the vectors are not comparable): after the build and every stage before it. A stage
+    without `encoder` searches with the one its index was built with, the table's."""
+    table = _index_table_options(spec)
+    dense = api.backend("dense")
+    for stage in spec["stage"]:
+        if (stage["kind"] == "retrieve" and stage.get("backend") == "dense" and "encoder" in stage
+                and stage.get("index_name") == table.get("index_name")
+                and not dense.same_encoder(stage["encoder"], table.get("encoder"))):
+            builds = table.get("encoder", "the packaged all-MiniLM-L6-v2")
+            raise DataError(f"{source}: stage {stage['name']!r} searches the "
+                            f"{_index_label('dense', table.get('index_name'))} with encoder {stage['encoder']}, and "
+                            f"the [index] table builds it with {builds}: their vectors are not comparable; give the "
+                            "stage the [index] table's encoder, or none (a stage without one searches with the "
+                            "encoder its index was built with)")
 
 
 def _check_inputs(source: str, stage: dict) -> None:

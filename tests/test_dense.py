@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
+from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: spinning threads starve a busy CPU
 
@@ -338,16 +340,40 @@ def test_hnsw_finds_what_exact_search_finds(home, cacm_slice, tiny_encoder, monk
 
 
 @pytest.mark.data
-def test_an_index_built_with_another_encoder_is_refused(rerank, home, cacm_slice, tiny_encoder):  # noqa: F811
+def test_a_search_without_encoder_embeds_with_the_encoder_the_index_was_built_with(rerank, home, cacm_slice,  # noqa: F811
+                                                                                   tiny_encoder, tmp_path):
+    """`retrieve --backend dense` without --encoder embedded its queries with the packaged MiniLM, whatever encoder
+    the index was built with, and so refused every index built with `--encoder DIR` unless DIR was given again. An
+    index knows its encoder, as Pyserini's and PyTerrier's do: a search without --encoder uses the folder its manifest
+    records (recorded whole, so a relative --encoder works from elsewhere) while it holds the same content. Another
+    --encoder is refused as before; a recorded folder gone or changed is named in the refusal."""
     from rerank.retrieve import dense
 
-    dense.build("tinyslice", iter(_documents(cacm_slice, 50)), {}, encoder=tiny_encoder, overwrite=True)
-    done = rerank("retrieve", "tinyslice", "--backend", "dense", "--topics", str(cacm_slice / "topics.tsv"),
-                  check=False)
-    assert done.returncode == 1 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
-    assert "was built with encoder" in done.stderr and "not comparable" in done.stderr
-    same = list(dense.open_index("tinyslice", encoder=tiny_encoder).search({"q": "time sharing"}, k=3))
-    assert len(same) == 1 and len(same[0]) == 3
+    encoder = tmp_path / "own-encoder"
+    shutil.copytree(tiny_encoder, encoder)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(line + "\n" for line in (cacm_slice / "corpus.jsonl").read_text().splitlines()[:30]))
+    rerank("index", "ownencoder", "--backend", "dense", "--corpus", str(corpus), "--encoder", "own-encoder",
+           "--overwrite", cwd=tmp_path)
+    search = ("retrieve", "ownencoder", "--backend", "dense", "--topics", str(cacm_slice / "topics.tsv"), "--k", "5")
+    run = load_run(io.StringIO(rerank(*search).stdout), "recorded")
+    given = load_run(io.StringIO(rerank(*search, "--encoder", str(encoder)).stdout), "given")
+    stage = run.header.stages[-1]
+    assert stage["encoder"] == dense.encoder_identity(str(encoder))["hash"]
+    assert stage["encoder_path"] == given.header.stages[-1]["encoder_path"] == str(encoder.resolve())
+    assert {qid: (r.docids, r.scores) for qid, r in run.queries.items()} == {
+        qid: (r.docids, r.scores) for qid, r in given.queries.items()} and len(run.queries) == 8
+    for problem, why in (("another encoder given", "not " + dense.default_encoder_path()),
+                         ("folder changed", "which has changed since"), ("folder gone", "which is gone")):
+        if problem == "folder changed":
+            (encoder / "notes.txt").write_text("an edit")
+        elif problem == "folder gone":
+            shutil.rmtree(encoder)
+        extra = ("--encoder", dense.default_encoder_path()) if problem == "another encoder given" else ()
+        done = rerank(*search, *extra, check=False)
+        assert done.returncode == 1 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1, problem
+        assert f"was built with encoder {encoder.resolve()} (hash {stage['encoder']})" in done.stderr, problem
+        assert why in done.stderr and "not comparable" in done.stderr, problem
 
 
 @pytest.mark.data
@@ -776,7 +802,9 @@ def test_stored_passages_are_found_in_the_dense_index_the_stream_searched(home):
 @pytest.mark.data
 def test_a_pipeline_builds_and_searches_a_named_dense_index(rerank, home, tiny_encoder, tmp_path):
     """A retrieve stage's `index_name` searches that dense index, its run's fingerprint reads that index's manifest
-    (a rebuild runs the stage again), the check before any stage looks for that folder, and [index] builds it."""
+    (a rebuild runs the stage again, also one with another encoder, which a stage without `encoder` then searches
+    with), the check before any stage looks for that folder, and [index] builds it with its `encoder`, which a stage
+    without one uses (it used the packaged MiniLM, and the stage failed after the build)."""
     from rerank.errors import MissingIndexError
     from rerank.pipeline import _check_index_there
     from rerank.retrieve import api
@@ -785,13 +813,85 @@ def test_a_pipeline_builds_and_searches_a_named_dense_index(rerank, home, tiny_e
                                                 r"with: rerank index cacm --backend dense --index-name nosuch, or give"):
         _check_index_there({"dataset": "cacm"}, "dense", {"index_name": "nosuch"})
     spec = tmp_path / "named.toml"
-    encoder = f'encoder = "{tiny_encoder}"\n'
     spec.write_text(f'dataset = "cacm"\nmeasures = ["MAP"]\n[index]\nbackend = "dense"\nindex_name = "piped"\n'
-                    f'{encoder}[[stage]]\nname = "tiny"\nkind = "retrieve"\nbackend = "dense"\nindex_name = "piped"\n'
-                    f'{encoder}k = 20\n')
+                    f'encoder = "{tiny_encoder}"\n[[stage]]\nname = "tiny"\nkind = "retrieve"\nbackend = "dense"\n'
+                    f'index_name = "piped"\nk = 20\n')
     first = rerank("run", str(spec))
     assert first.stdout.splitlines()[1].startswith("tiny ")
     assert (home / "indexes" / "cacm" / "dense-piped" / "rerank-index.json").is_file()
     assert "tiny: up to date" in rerank("run", str(spec)).stderr
-    api.build_index("cacm", "dense", encoder=tiny_encoder, index_name="piped", overwrite=True)  # a new build
+    other = tmp_path / "other-encoder"  # the same weights in another folder with other content: another encoder
+    shutil.copytree(tiny_encoder, other)
+    (other / "notes.txt").write_text("another encoder")
+    api.build_index("cacm", "dense", encoder=str(other), index_name="piped", overwrite=True)
     assert "tiny: running retrieve" in rerank("run", str(spec)).stderr
+    header = load_run(io.StringIO((home / "runs" / "named" / "tiny.run").read_text()), "tiny").header
+    assert header.stages[-1]["encoder_path"] == str(other.resolve())
+
+
+@pytest.mark.data
+def test_a_dense_stage_with_another_encoder_than_the_index_table_builds_with_is_refused_when_read(rerank, home,
+                                                                                                  tiny_encoder,
+                                                                                                  tmp_path):
+    """A pipeline whose [index] builds a dense index with one encoder, and whose stage searches it with another, was
+    refused only when that stage ran: after the build and every stage before it. It is refused when the file is
+    read; the same encoder (another spelling of its folder, or a copy of it) or none is not."""
+    from rerank.errors import DataError
+    from rerank.pipeline import load_pipeline
+    from rerank.retrieve.dense import default_encoder_path
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_encoder, copy)
+    spec = tmp_path / "clash.toml"
+
+    def written(table: str, stage: str, index_name: str = "clash") -> None:
+        spec.write_text(f'dataset = "cacm"\nmeasures = ["MAP"]\n[index]\nbackend = "dense"\nindex_name = "clash"\n'
+                        f'{table}[[stage]]\nname = "dense"\nkind = "retrieve"\nbackend = "dense"\n'
+                        f'index_name = "{index_name}"\n{stage}[[stage]]\nname = "other"\nkind = "retrieve"\n'
+                        f'backend = "dense"\nindex_name = "clash"\n')
+
+    for table, stage in ((f'encoder = "{tiny_encoder}"\n', f'encoder = "{copy}"\n'),
+                         (f'encoder = "{tiny_encoder}"\n', f'encoder = "{tiny_encoder}/../{Path(tiny_encoder).name}"\n'),
+                         (f'encoder = "{tiny_encoder}"\n', ""), ("", f'encoder = "{default_encoder_path()}"\n')):
+        written(table, stage)
+        load_pipeline(spec)
+    written(f'encoder = "{tiny_encoder}"\n', f'encoder = "{default_encoder_path()}"\n', "elsewhere")  # another index
+    load_pipeline(spec)
+    written("", f'encoder = "{tiny_encoder}"\n')
+    with pytest.raises(DataError, match=re.escape(f"stage 'dense' searches the dense index 'clash' with encoder "
+                                                  f"{tiny_encoder}, and the [index] table builds it with the packaged "
+                                                  "all-MiniLM-L6-v2: their vectors are not comparable")):
+        load_pipeline(spec)
+    written(f'encoder = "{tiny_encoder}"\n', f'encoder = "{default_encoder_path()}"\n')
+    done = rerank("run", str(spec), check=False)
+    assert done.returncode == 1 and done.stdout == "" and done.stderr == (
+        f"rerank: error: {spec}: stage 'dense' searches the dense index 'clash' with encoder {default_encoder_path()}, "
+        f"and the [index] table builds it with {tiny_encoder}: their vectors are not comparable; give the stage the "
+        "[index] table's encoder, or none (a stage without one searches with the encoder its index was built with)\n")
+    assert not (home / "indexes" / "cacm" / "dense-clash").exists()
+
+
+@pytest.mark.data
+def test_a_dense_build_through_the_cli_skips_and_counts_documents_without_title_or_text(rerank, home, tiny_encoder,
+                                                                                        tmp_path):
+    """A BEIR record whose title and text are both empty (or white space) is left out of a dense index, counted, as
+    Lucene leaves it out; one with a title alone is indexed."""
+    corpus = tmp_path / "blank.jsonl"
+    records = [{"_id": "a", "title": "Alpha", "text": "beta gamma"}, {"_id": "b", "title": "", "text": ""},
+               {"_id": "c", "title": "Only a title", "text": ""}, {"_id": "d", "title": " ", "text": "\t\n"}]
+    corpus.write_text("".join(json.dumps(record) + "\n" for record in records))
+    said = {}
+    for backend in ("dense", "lucene"):
+        extra = ("--encoder", tiny_encoder) if backend == "dense" else ()
+        said[backend] = rerank("index", "blankcli", "--backend", backend, "--corpus", str(corpus), *extra,
+                               "--overwrite").stderr
+        assert f"indexed 2 documents into index 'blankcli' ({backend}); 2 documents without text were skipped" in \
+            said[backend]
+    folder = home / "indexes" / "blankcli" / "dense"
+    assert (folder / "docids.txt").read_text().split() == ["a", "c"]
+    assert json.loads((folder / "rerank-index.json").read_text())["source"]["empty_documents_skipped"] == 2
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("1\talpha\n")
+    run = load_run(io.StringIO(rerank("retrieve", "blankcli", "--backend", "dense", "--encoder", tiny_encoder,
+                                      "--topics", str(topics), "--k", "10").stdout), "dense")
+    assert sorted(run.queries["1"].docids) == ["a", "c"]

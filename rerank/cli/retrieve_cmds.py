@@ -30,7 +30,8 @@ def backend_options(command):
         click.option("--es-insecure", "es_verify_certs", flag_value=False, default=None,
                      help="Elasticsearch: do not verify the server's TLS certificate."),
         click.option("--encoder", type=click.Path(file_okay=False), default=None,
-                     help="Dense: sentence-transformers-style model folder (default: the packaged all-MiniLM-L6-v2)."),
+                     help="Dense: sentence-transformers-style model folder (index: default the packaged "
+                          "all-MiniLM-L6-v2; retrieve: default the one the index was built with)."),
     ]):
         command = option(command)
     return command

