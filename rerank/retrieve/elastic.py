@@ -6,8 +6,8 @@ Anserini's default) and a BM25 similarity with the given k1/b, bulk-loads with t
 `streaming_bulk` (documents without text are skipped, as Anserini skips them), refreshes and checks the
 count. Each build goes into a new index of its own (`<index name>-<time>-<random>`), and the index name is an
 alias that moves to it only once it is complete, deleting the build before in the same atomic step: a build
-that fails leaves the index name searching what it searched before, as Lucene's folder swap does. The NAME
-it was built for and whether the build finished are recorded in the index's own mapping `_meta` (so any
+that fails leaves the index name searching what it searched before, as Lucene's folder swap does; the aliases
+someone gave the build before move to the new one in that step. The NAME it was built for and whether the build finished are recorded in the index's own mapping `_meta` (so any
 machine that searches it can tell, and an index without that record, or built for another NAME, is
 refused), and a copy of the manifest is kept under indexes/NAME/elasticsearch/<index name>/ for the record
 (pipelines fingerprint their stages with it).
@@ -419,21 +419,31 @@ def _point(connection: Connection, index_name: str, build_name: str, replaced: s
     all: searches find the build before until then and this one after, and `remove_index` deletes the build before
     in the same step, so none is left behind. An older rerank's build, an index named `index_name` itself, is
     replaced the same way and without a moment in which the name finds nothing: no alias can take a name that an
-    index holds, and deleting that index first would leave one."""
+    index holds, and deleting that index first would leave one. The aliases someone gave the index replaced, which
+    `remove_index` would drop with it, move to the new build in that request, as they were (filter, routing)."""
     import elasticsearch
 
-    actions = [{"add": {"index": build_name, "alias": index_name}}]
-    if replaced is not None:
-        actions.append({"remove_index": {"index": replaced}})
+    moved: list[str] = []
 
     def point():
+        actions = [{"add": {"index": build_name, "alias": index_name}}]
         try:
+            if replaced is not None:
+                aliases = connection.client.indices.get_alias(index=replaced).body[replaced]["aliases"]
+                moved.extend(sorted(set(aliases) - {index_name}))
+                actions += [{"add": {"index": build_name, "alias": alias, **aliases[alias]}} for alias in moved]
+                actions.append({"remove_index": {"index": replaced}})
             return connection.client.indices.update_aliases(actions=actions)
         except elasticsearch.ApiError as refused:  # nothing moved (another build replaced `replaced` meanwhile)
             _discard(connection, build_name, refused)
             raise
 
     connection.call(f"point {index_name} at its new build {build_name}", point)
+    if moved:
+        import click
+
+        click.echo(f"rerank: note: the build replaced had other aliases too, now the new build's: {', '.join(moved)}",
+                   err=True)
 
 
 def _bulk_reason(item: dict) -> str:
