@@ -1,15 +1,72 @@
-"""The Elasticsearch back end's builds on a shared server: the aliases someone added to the build a rebuild replaces
-(against noida-db, started by the es_server fixture; each test is a few small builds)."""
+"""The Elasticsearch back end's builds on a shared server: two builds of one new index name at once, and the aliases
+someone added to the build a rebuild replaces (against noida-db, started by the es_server fixture; each test is a
+few small builds)."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
 from es_server import es_client, es_indexes, es_server  # noqa: F401  (fixture)
 from rerank.data.formats import Document
+from rerank.errors import BackendError
 from rerank.retrieve import elastic
 
 pytestmark = [pytest.mark.elasticsearch]
+
+
+def _bare_build(url, index, record, hours_ago=0.0):
+    """An index as rerank's build makes it, without documents: `record` is its `_meta` record, and it was created
+    `hours_ago` (noida-db, as Elasticsearch, takes a creation date given at creation)."""
+    created = int((time.time() - hours_ago * 3600) * 1000)
+    es_client(url).indices.create(index=index, settings={"index": {"creation_date": created}},
+                                  mappings={"_meta": {"rerank": record}, "properties": {"contents": {"type": "text"}}})
+
+
+def test_a_new_index_name_another_build_took_meanwhile_is_refused(es_server, home):  # noqa: F811
+    """A build of a new index name that another build took while it loaded added the name as a second alias: the
+    name found two builds, and every search of it was refused."""
+    other = {}
+
+    def documents():
+        yield Document("a1", "the build that finishes second")
+        other["build"] = elastic.build("race", [Document("b1", "the build that finishes first")], {},
+                                       es_url=es_server).source["index_build"]
+
+    with pytest.raises(BackendError, match="another build of Elasticsearch index 'rerank-race' at .*, "
+                                           "'rerank-race-.*', finished while this one loaded; this one is deleted: "
+                                           "pass --overwrite to replace that one"):
+        elastic.build("race", documents(), {}, es_url=es_server)
+    assert es_indexes(es_server, "rerank-race-") == {other["build"]: ["rerank-race"]}
+    index = elastic.open_index("race", es_url=es_server)
+    assert [ranking.docids for ranking in index.search({"1": "build"})] == [["b1"]]
+
+
+@pytest.mark.parametrize("settles_first", ["older", "newer"])
+def test_builds_that_point_a_new_name_at_once_agree_on_the_newer(es_server, capsys, settles_first):  # noqa: F811
+    """Two machines point a new index name at their builds at the same moment, then each checks what the name finds,
+    in either order: the newer build keeps it, whichever machine deletes the older one first."""
+    index_name = f"at-once-{settles_first}"
+    older, newer = f"{index_name}-20240101000000-ffff", f"{index_name}-20240101000001-0000"
+    for build in (older, newer):
+        _bare_build(es_server, build, {"name": "x", "index_name": index_name, "complete": True, "heartbeat": 1.0})
+    connection = elastic.Connection(es_server)
+    where = f"Elasticsearch index {index_name!r} at {es_server}"
+    for build in (older, newer):
+        elastic._point(connection, index_name, build, None)
+    assert es_indexes(es_server, index_name) == {older: [index_name], newer: [index_name]}  # the race
+    capsys.readouterr()
+    for build in ((older, newer) if settles_first == "older" else (newer, older)):
+        if build == older:
+            with pytest.raises(BackendError, match=f"the name finds {newer}: this build is deleted"):
+                elastic._settle(connection, index_name, older, where)
+        else:
+            elastic._settle(connection, index_name, newer, where)
+    assert es_indexes(es_server, index_name) == {newer: [index_name]}
+    said = capsys.readouterr().err
+    assert (f"another build of {where}, {older}, took the index name as this one did" in said) == (
+        settles_first == "newer")
 
 
 def test_aliases_someone_added_move_to_the_new_build(es_server, home, capsys):  # noqa: F811

@@ -7,7 +7,9 @@ Anserini's default) and a BM25 similarity with the given k1/b, bulk-loads with t
 count. Each build goes into a new index of its own (`<index name>-<time>-<random>`), and the index name is an
 alias that moves to it only once it is complete, deleting the build before in the same atomic step: a build
 that fails leaves the index name searching what it searched before, as Lucene's folder swap does; the aliases
-someone gave the build before move to the new one in that step. The NAME it was built for and whether the build finished are recorded in the index's own mapping `_meta` (so any
+someone gave the build before move to the new one in that step. A build of a new index name that another build
+took meanwhile is refused, or, pointed at the same moment, left to the newer (`_settle`). The NAME it was built
+for and whether the build finished are recorded in the index's own mapping `_meta` (so any
 machine that searches it can tell, and an index without that record, or built for another NAME, is
 refused), and a copy of the manifest is kept under indexes/NAME/elasticsearch/<index name>/ for the record
 (pipelines fingerprint their stages with it).
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import time
 from pathlib import Path
@@ -49,6 +52,7 @@ BULK_CHUNK = 500  # documents per bulk request
 BATCH = 16  # queries per msearch request: a few seconds' work on a busy test server, well inside the timeout
 MAX_NAME_BYTES = 255  # Elasticsearch's longest index name
 MAX_RESULT_WINDOW = 10_000  # Elasticsearch's default index.max_result_window: the most hits one search returns
+BUILD_SUFFIX = re.compile(r"-\d{14}-[0-9a-f]{4}")  # what `_build_name` adds to the index name
 ANALYSIS = {
     "filter": {
         "rerank_possessive": {"type": "stemmer", "language": "possessive_english"},
@@ -307,7 +311,8 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
           k1: float | None = None, b: float | None = None, es_ca_certs: str | None = None,
           es_verify_certs: bool | None = None, **_options) -> IndexInfo:
     """Create a new index with an explicit mapping, bulk-load `documents`, refresh, check the count, then point the
-    index name at it (`_point`); a build that fails is deleted, and the index name finds what it found before."""
+    index name at it (`_point`) and keep it the only build the name finds (`_settle`); a build that fails is deleted,
+    and the index name finds what it found before."""
     index_name = _index_name(name, index_name)
     build_name = _build_name(index_name)
     shards = 1 if shards is None else shards
@@ -348,11 +353,13 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
         # back to the cluster's defaults: a production cluster keeps its copies
         connection.call(f"finish {build_name}", connection.client.indices.put_settings, index=build_name,
                         settings={"index": {"refresh_interval": None, "number_of_replicas": None}})
+        replaced = _replaced_now(connection, name, index_name, where, overwrite)
     except BaseException as error:  # Ctrl-C and SIGTERM too
         if created:
             _discard(connection, build_name, error)
         raise
     _point(connection, index_name, build_name, replaced)
+    _settle(connection, index_name, build_name, where)
     info = IndexInfo(name, BACKEND, loaded, {**source, "es_url": connection.shown, "index_name": index_name,
                                              "index_build": build_name, "shards": shards, "similarity": similarity,
                                              "server": connection.profile["server"]})
@@ -414,6 +421,17 @@ def _discard(connection: Connection, build_name: str, error: BaseException) -> N
                           "once the server answers",)
 
 
+def _replaced_now(connection: Connection, name: str, index_name: str, where: str, overwrite: bool) -> str | None:
+    """What the new build replaces once it is complete: another build of the index name may have finished while it
+    loaded. With --overwrite that one is replaced, so the build that finishes last keeps the name, as when one
+    machine builds twice; without, the name it has taken is refused (it was free when this build began)."""
+    replaced = _build_replaced(connection, name, index_name, where, overwrite=True)
+    if replaced is not None and not overwrite:
+        raise BackendError(f"another build of {where}, {replaced!r}, finished while this one loaded; this one is "
+                           "deleted: pass --overwrite to replace that one")
+    return replaced
+
+
 def _point(connection: Connection, index_name: str, build_name: str, replaced: str | None) -> None:
     """Make `index_name` an alias of the finished build, in one request that the server applies whole or not at
     all: searches find the build before until then and this one after, and `remove_index` deletes the build before
@@ -444,6 +462,37 @@ def _point(connection: Connection, index_name: str, build_name: str, replaced: s
 
         click.echo(f"rerank: note: the build replaced had other aliases too, now the new build's: {', '.join(moved)}",
                    err=True)
+
+
+def _is_build_of(index_name: str, index: str) -> bool:
+    return index.startswith(index_name) and BUILD_SUFFIX.fullmatch(index[len(index_name):]) is not None
+
+
+def _settle(connection: Connection, index_name: str, build_name: str, where: str) -> None:
+    """Make sure the index name finds this build alone. Two new builds of a name that no index held, pointed at it at
+    the same moment, each add it as an alias (neither has a build before to remove, whose absence would refuse the
+    second), and searches then refuse the name. Of the builds that it finds, the newest by its name (the time it
+    began, then its random part) keeps it, as every machine that looks decides alike, and the others are deleted,
+    alias and index in one request, by whichever of their machines gets there first (the second finds nothing left
+    to delete); a build that loses says so and fails."""
+    holders = connection.call(f"look up the indexes {index_name} finds",
+                              connection.client.options(ignore_status=404).indices.get_alias, name=index_name).body
+    builds = [index for index in holders if _is_build_of(index_name, index)]  # a 404 answer names none
+    newest = max(builds, default=None)
+    losers = [build for build in builds if build != newest] if newest == build_name else [build_name]
+    for loser in losers:
+        connection.call(f"delete {loser}, a build that lost {index_name} to {newest}",
+                        connection.client.options(ignore_status=404).indices.update_aliases,
+                        actions=[{"remove_index": {"index": loser}}])
+    if newest != build_name:
+        raise BackendError(f"another build of {where} took the index name as this one, {build_name!r}, did, and the "
+                           f"name finds {newest or 'no build'}: this build is deleted; build again with --overwrite "
+                           "to replace it")
+    if losers:
+        import click
+
+        click.echo(f"rerank: note: another build of {where}, {', '.join(losers)}, took the index name as this one "
+                   "did; the newest build keeps it and the other is deleted", err=True)
 
 
 def _bulk_reason(item: dict) -> str:
