@@ -1,9 +1,10 @@
-"""The Elasticsearch back end's builds on a shared server: two builds of one new index name at once, and the aliases
-someone added to the build a rebuild replaces (against noida-db, started by the es_server fixture; each test is a
-few small builds)."""
+"""The Elasticsearch back end's builds on a shared server: builds that stopped before the index name was pointed at
+them, two builds of one new index name at once, and the aliases someone added to the build a rebuild replaces
+(against noida-db, started by the es_server fixture; each test is a few small builds)."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -22,6 +23,69 @@ def _bare_build(url, index, record, hours_ago=0.0):
     created = int((time.time() - hours_ago * 3600) * 1000)
     es_client(url).indices.create(index=index, settings={"index": {"creation_date": created}},
                                   mappings={"_meta": {"rerank": record}, "properties": {"contents": {"type": "text"}}})
+
+
+def test_builds_that_stopped_over_an_hour_ago_are_deleted_and_others_named(es_server, home, capsys):  # noqa: F811
+    """A build whose process was killed, or whose server was lost, stayed on the server for good: the next build of
+    its index name left it as if another machine were loading it."""
+    stopped = {"name": "left", "index_name": "rerank-left", "complete": False, "heartbeat": 60.0}
+    _bare_build(es_server, "rerank-left-20200101000000-dead", stopped, hours_ago=2)
+    _bare_build(es_server, "rerank-left-20200101000000-beef", stopped, hours_ago=2 / 60)  # alive a minute ago
+    older = {key: value for key, value in stopped.items() if key != "heartbeat"}  # an older rerank's: no heartbeat
+    _bare_build(es_server, "rerank-left-20200101000000-0ad0", older, hours_ago=2)
+    untouched = ["rerank-left-20200101000000-cafe",  # someone gave it an alias
+                 "rerank-left-other-20200101000000-dead",  # another index name's build
+                 "rerank-left-20200101000000-feed"]  # named as a build, but not one of this index name
+    for index, record in zip(untouched, (stopped, {**stopped, "index_name": "rerank-left-other"},
+                                         {**stopped, "index_name": "someone-else"})):
+        _bare_build(es_server, index, record, hours_ago=2)
+    es_client(es_server).indices.put_alias(index=untouched[0], name="kept-by-someone")
+    capsys.readouterr()
+
+    elastic.build("left", [Document("d1", "a build after the lost ones")], {}, es_url=es_server)
+
+    said = capsys.readouterr().err.splitlines()
+    where = f"Elasticsearch index 'rerank-left' at {es_server}"
+    assert (f"rerank: note: deleted 1 build(s) of {where} that stopped over an hour ago before the index name was "
+            "pointed at them: rerank-left-20200101000000-dead") in said
+    (warning,) = [line for line in said if line.startswith("rerank: warning:")]
+    assert re.match(re.escape(f"rerank: warning: {where} has builds it does not find: rerank-left-20200101000000-0ad0 "
+                              "(an older rerank's, which records no sign of life); rerank-left-20200101000000-beef "
+                              "(last alive ") + r"\d+ s ago: loading elsewhere, or stopped lately", warning)
+    assert warning.endswith(f"once no build of it is loading, delete them with: curl -X DELETE "
+                            f"'{es_server}/rerank-left-20200101000000-0ad0,rerank-left-20200101000000-beef'")
+    left = es_indexes(es_server, "rerank-left")
+    assert "rerank-left-20200101000000-dead" not in left
+    assert set(untouched) | {"rerank-left-20200101000000-beef", "rerank-left-20200101000000-0ad0"} < set(left)
+
+
+def test_a_loading_build_says_it_is_alive_and_another_build_leaves_it(es_server, home, capsys, monkeypatch):  # noqa: F811
+    """A build loading on another machine is told from one that stopped by the sign of life it records while it
+    loads (here at every document); one that finishes meanwhile leaves it alone and names it. The loading one, an
+    --overwrite, then replaces that one (it failed: the build it was to replace was gone)."""
+    monkeypatch.setattr(elastic, "HEARTBEAT_EVERY", 0)
+    monkeypatch.setattr(elastic, "BULK_CHUNK", 2)
+    elastic.build("alive", [Document("d0", "the build before")], {}, es_url=es_server)
+    seen = {}
+
+    def documents():
+        for i in range(6):
+            if i == 4:  # two bulk requests loaded
+                (loading,) = [index for index, aliases in es_indexes(es_server, "rerank-alive-").items() if not aliases]
+                record = es_client(es_server).indices.get_mapping(index=loading).body[loading]["mappings"]["_meta"]
+                seen["heartbeat"] = record["rerank"]["heartbeat"]
+                capsys.readouterr()
+                elastic.build("alive", [Document("e1", "another machine's build")], {}, es_url=es_server,
+                              overwrite=True)
+                seen["said"] = capsys.readouterr().err
+                seen["left"] = es_indexes(es_server, loading)
+            yield Document(f"n{i}", f"a loading build {i}")
+
+    last = elastic.build("alive", documents(), {}, es_url=es_server, overwrite=True).source["index_build"]
+    assert seen["heartbeat"] > 0
+    (loading,) = seen["left"]
+    assert re.search(f"has builds it does not find: {loading} \\(last alive \\d+ s ago: loading elsewhere", seen["said"])
+    assert loading == last and es_indexes(es_server, "rerank-alive-") == {last: ["rerank-alive"]}
 
 
 def test_a_new_index_name_another_build_took_meanwhile_is_refused(es_server, home):  # noqa: F811

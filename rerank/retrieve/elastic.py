@@ -7,9 +7,11 @@ Anserini's default) and a BM25 similarity with the given k1/b, bulk-loads with t
 count. Each build goes into a new index of its own (`<index name>-<time>-<random>`), and the index name is an
 alias that moves to it only once it is complete, deleting the build before in the same atomic step: a build
 that fails leaves the index name searching what it searched before, as Lucene's folder swap does; the aliases
-someone gave the build before move to the new one in that step. A build of a new index name that another build
-took meanwhile is refused, or, pointed at the same moment, left to the newer (`_settle`). The NAME it was built
-for and whether the build finished are recorded in the index's own mapping `_meta` (so any
+someone gave the build before move to the new one in that step. A loading build records signs of life, and the
+next build of the index name deletes its builds that stopped before the name was pointed at them (a killed
+process, a lost server) once an hour has passed without one (`_clear_leftovers`); a build of a new index name
+that another build took meanwhile is refused, or, pointed at the same moment, left to the newer (`_settle`). The
+NAME it was built for and whether the build finished are recorded in the index's own mapping `_meta` (so any
 machine that searches it can tell, and an index without that record, or built for another NAME, is
 refused), and a copy of the manifest is kept under indexes/NAME/elasticsearch/<index name>/ for the record
 (pipelines fingerprint their stages with it).
@@ -30,7 +32,7 @@ import re
 import secrets
 import time
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from ..atomic import atomic_dir
@@ -53,6 +55,11 @@ BATCH = 16  # queries per msearch request: a few seconds' work on a busy test se
 MAX_NAME_BYTES = 255  # Elasticsearch's longest index name
 MAX_RESULT_WINDOW = 10_000  # Elasticsearch's default index.max_result_window: the most hits one search returns
 BUILD_SUFFIX = re.compile(r"-\d{14}-[0-9a-f]{4}")  # what `_build_name` adds to the index name
+HEARTBEAT_EVERY = 60  # seconds between a loading build's signs of life (`_Heartbeat`)
+# A build its index name does not find, silent this long, has stopped: a live one records a sign of life at least
+# once between two bulk requests, and a request gives up after 10 minutes (a bulk request after 30, with the
+# client's two retries), so a live build's latest is never much more than 40 minutes old.
+STOPPED_AFTER = 3600
 ANALYSIS = {
     "filter": {
         "rerank_possessive": {"type": "stemmer", "language": "possessive_english"},
@@ -311,8 +318,9 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
           k1: float | None = None, b: float | None = None, es_ca_certs: str | None = None,
           es_verify_certs: bool | None = None, **_options) -> IndexInfo:
     """Create a new index with an explicit mapping, bulk-load `documents`, refresh, check the count, then point the
-    index name at it (`_point`) and keep it the only build the name finds (`_settle`); a build that fails is deleted,
-    and the index name finds what it found before."""
+    index name at it (`_point`), keep it the only build the name finds (`_settle`) and delete the builds of the name
+    that stopped before they were pointed at (`_clear_leftovers`); a build that fails is deleted, and the index name
+    finds what it found before."""
     index_name = _index_name(name, index_name)
     build_name = _build_name(index_name)
     shards = 1 if shards is None else shards
@@ -331,10 +339,11 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
 
         click.echo(f"rerank: note: {connection.profile['server']} ignores BM25 parameters and scores with "
                    f"k1={fixed_k1} b={fixed_b}", err=True)
-    meta = {"rerank": {"name": name, "index_name": index_name, "complete": False, "source": source,
+    meta = {"rerank": {"name": name, "index_name": index_name, "complete": False, "heartbeat": 0, "source": source,
                        "similarity": similarity}}
     texts = WithText(documents)  # documents without text are skipped and counted, as Anserini skips them
     created = False
+    life = _Heartbeat(connection, build_name, meta)
     try:
         connection.call(f"create index {build_name} (a new build of {index_name})", connection.client.indices.create,
                         index=build_name,
@@ -345,10 +354,10 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
                                   "properties": {FIELD: {"type": "text", "analyzer": "rerank_english",
                                                          "similarity": "rerank_bm25"}}})
         created = True
-        loaded = _load(connection, build_name, texts, where)
+        loaded = _load(connection, build_name, texts, where, life.beat)
         source = {**source, **empty_skipped(texts.skipped)}
         meta["rerank"].update(complete=True, documents=loaded, source=source)
-        connection.call(f"finish {build_name}", connection.client.indices.put_mapping, index=build_name, meta=meta)
+        life.write(f"finish {build_name}")
         # the bulk-load settings (no refreshes, no replicas, as Elasticsearch's indexing-speed guide advises) go
         # back to the cluster's defaults: a production cluster keeps its copies
         connection.call(f"finish {build_name}", connection.client.indices.put_settings, index=build_name,
@@ -368,11 +377,38 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
         info.write(tmp)
     if _older_manifest_of(folder) == index_name:  # an older rerank's record of the index just replaced
         (folder / MANIFEST).unlink()
+    _clear_leftovers(connection, index_name, life, where)
     return info
 
 
-def _load(connection: Connection, build_name: str, texts: WithText, where: str) -> int:
-    """Bulk-load the documents into the new build, refresh it and check its count: how many it holds."""
+class _Heartbeat:
+    """A build's signs of life, by which a later build of its index name, on any machine, tells one that stopped
+    from one still loading (`_clear_leftovers`): `heartbeat` in its `_meta` record, the seconds from its creation to
+    its latest sign, rewritten at most once a minute while it loads. Seconds since its creation, on this machine's
+    steady clock, since the server's `creation_date` then dates it without comparing two machines' clocks."""
+
+    def __init__(self, connection: Connection, build_name: str, meta: dict):
+        self.connection, self.build_name, self.meta = connection, build_name, meta
+        self.began = self.written = time.monotonic()  # just before the server creates the index: never later
+
+    def since_creation(self) -> float:
+        return round(time.monotonic() - self.began, 3)
+
+    def beat(self) -> None:
+        """A sign of life, if the latest is a minute old."""
+        if time.monotonic() - self.written >= HEARTBEAT_EVERY:
+            self.write(f"record that {self.build_name} is loading")
+
+    def write(self, doing: str) -> None:
+        """The `_meta` record, with this moment as its latest sign of life."""
+        self.meta["rerank"]["heartbeat"] = self.since_creation()
+        self.connection.call(doing, self.connection.client.indices.put_mapping, index=self.build_name, meta=self.meta)
+        self.written = time.monotonic()
+
+
+def _load(connection: Connection, build_name: str, texts: WithText, where: str, alive: Callable[[], None]) -> int:
+    """Bulk-load the documents into the new build (saying it is `alive` as they go), refresh it and check its count:
+    how many it holds."""
     from elasticsearch import helpers
 
     def actions() -> Iterator[dict]:
@@ -392,6 +428,7 @@ def _load(connection: Connection, build_name: str, texts: WithText, where: str) 
                     if len(reasons) < 3:
                         reasons.append(_bulk_reason(item))
                 bar.update(1)
+                alive()
         return loaded, failed, reasons
 
     loaded, failed, reasons = connection.call(f"load documents into {build_name}", load)
@@ -418,7 +455,7 @@ def _discard(connection: Connection, build_name: str, error: BaseException) -> N
     except (elastic_transport.TransportError, elasticsearch.ApiError):
         if isinstance(error, RerankError):
             error.args = (f"{error}; its unfinished build, index {build_name!r}, is left on the server: delete it "
-                          "once the server answers",)
+                          "once the server answers, or a build of the index name an hour from now will",)
 
 
 def _replaced_now(connection: Connection, name: str, index_name: str, where: str, overwrite: bool) -> str | None:
@@ -493,6 +530,51 @@ def _settle(connection: Connection, index_name: str, build_name: str, where: str
 
         click.echo(f"rerank: note: another build of {where}, {', '.join(losers)}, took the index name as this one "
                    "did; the newest build keeps it and the other is deleted", err=True)
+
+
+def _clear_leftovers(connection: Connection, index_name: str, life: _Heartbeat, where: str) -> None:
+    """Delete the builds of `index_name` that stopped before they were pointed at (a lost server, a killed process):
+    those the name does not find, with no alias at all, whose latest sign of life is over an hour old by the
+    server's clock (`STOPPED_AFTER`). Those silent for less may be loading on another machine, and an older rerank's
+    record no sign of life: they are named in a warning line, with the command that deletes them. Best effort: the
+    index is built, and a server that refuses to list or delete them is a warning too."""
+    import click
+
+    try:
+        found = connection.call(f"list the builds of {index_name}", connection.client.indices.get,
+                                index=f"{index_name}-*").body
+        if life.build_name not in found:  # replaced already, by a build after this one: it clears them
+            return
+        created = {index: int(body["settings"]["index"]["creation_date"]) / 1000 for index, body in found.items()}
+        now = created[life.build_name] + life.since_creation()  # the server's clock
+        stopped, left = [], {}
+        for index, body in sorted(found.items()):
+            record = body.get("mappings", {}).get("_meta", {}).get("rerank", {})
+            if (index == life.build_name or body.get("aliases") or not _is_build_of(index_name, index)
+                    or record.get("index_name") != index_name):
+                continue
+            if "heartbeat" not in record:
+                left[index] = "an older rerank's, which records no sign of life"
+                continue
+            silent = now - created[index] - record["heartbeat"]
+            if silent > STOPPED_AFTER:
+                stopped.append(index)
+            else:
+                left[index] = (f"last alive {max(silent, 0):.0f} s ago: loading elsewhere, or stopped lately, and "
+                               "then a build an hour after it stopped deletes it")
+        if stopped:
+            connection.call(f"delete the builds of {index_name} that stopped", connection.client.indices.delete,
+                            index=",".join(stopped), ignore_unavailable=True)  # another build may delete them too
+            click.echo(f"rerank: note: deleted {len(stopped)} build(s) of {where} that stopped over an hour ago "
+                       f"before the index name was pointed at them: {', '.join(stopped)}", err=True)
+    except BackendError as error:
+        click.echo(f"rerank: warning: {where} is built, but its builds that stopped before it were not cleared: "
+                   f"{error}", err=True)
+        return
+    if left:
+        named = "; ".join(f"{index} ({why})" for index, why in left.items())
+        click.echo(f"rerank: warning: {where} has builds it does not find: {named}; once no build of it is loading, "
+                   f"delete them with: curl -X DELETE '{connection.shown.rstrip('/')}/{','.join(left)}'", err=True)
 
 
 def _bulk_reason(item: dict) -> str:
