@@ -1,4 +1,5 @@
-"""A pytest fixture that runs the Elasticsearch-compatible test server (noida-db) on a free local port.
+"""A pytest fixture that runs the Elasticsearch-compatible test server (noida-db) on a free local port, and the
+helpers that look at what it holds.
 
 CI tests the Elasticsearch back end against noida-db 0.2.3 (PyPI), which speaks the Elasticsearch 8
 REST API; a missing binary fails the tests loudly, it does not skip them. Import `es_server` into a
@@ -73,3 +74,16 @@ def es_server(tmp_path_factory) -> Iterator[str]:
     """One server for the session's tests; yields its URL."""
     with running_server(tmp_path_factory.mktemp("noida")) as (url, _process):
         yield url
+
+
+def es_client(url: str):
+    """The official client, for what a test sets up or looks at on the server itself."""
+    from elasticsearch import Elasticsearch
+
+    return Elasticsearch(url)
+
+
+def es_indexes(url: str, prefix: str) -> dict[str, list[str]]:
+    """The indexes on the server whose names start with `prefix`, each with its aliases."""
+    return {index: sorted(body["aliases"])
+            for index, body in es_client(url).indices.get_alias(index=f"{prefix}*").body.items()}

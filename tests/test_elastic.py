@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from es_server import es_server, running_server  # noqa: F401  (fixture)
+from es_server import es_client, es_indexes, es_server, running_server  # noqa: F401  (fixture)
 from retrieval_fixtures import cacm_slice, rerank_module  # noqa: F401  (fixtures)
 from rerank.retrieve.elastic import public_url
 from rerank.runs import load_run
@@ -101,12 +101,6 @@ def test_missing_index_says_how_to_build_it(rerank, es_server, cacm_slice):  # n
             in done.stderr)
 
 
-def _indexes(url, prefix):
-    """The indexes on the server whose names start with `prefix`, each with its aliases."""
-    return {index: sorted(body["aliases"]) for index, body in _client(url).indices.get_alias(index="*").body.items()
-            if index.startswith(prefix)}
-
-
 def test_a_rebuild_that_fails_leaves_the_index_as_it_was(rerank, es_server, cacm_slice, tmp_path):  # noqa: F811
     """--overwrite deleted the index before loading the new build: a document the server refused (or a lost server,
     or Ctrl-C) left no index, or an incomplete one, where a complete one had answered."""
@@ -117,20 +111,20 @@ def test_a_rebuild_that_fails_leaves_the_index_as_it_was(rerank, es_server, cacm
     search = ("retrieve", "broken", "--backend", "elasticsearch", "--es-url", es_server,
               "--topics", str(cacm_slice / "topics.tsv"))
     rerank("index", "broken", "--backend", "elasticsearch", "--es-url", es_server, "--corpus", str(tmp_path / "good.jsonl"))
-    before, built = rerank(*search).stdout, _indexes(es_server, "rerank-broken")
+    before, built = rerank(*search).stdout, es_indexes(es_server, "rerank-broken")
     done = rerank("index", "broken", "--backend", "elasticsearch", "--es-url", es_server,
                   "--corpus", str(tmp_path / "bad.jsonl"), "--overwrite", check=False)
     assert done.returncode != 0
     assert "1 of 51 documents failed to load into a new build of" in done.stderr and "too long" in done.stderr
     assert "the build is deleted and the index name left as it was" in done.stderr and "indexed" not in done.stderr
-    assert _indexes(es_server, "rerank-broken") == built  # one build, the one before, under the index name
+    assert es_indexes(es_server, "rerank-broken") == built  # one build, the one before, under the index name
     assert list(built.values()) == [["rerank-broken"]]
     assert _rankings(rerank(*search).stdout) == _rankings(before)
 
 
 def test_an_incomplete_index_is_refused(rerank, es_server, cacm_slice):  # noqa: F811
     """An older rerank's build that failed part-way: it is refused, and --overwrite replaces it."""
-    _client(es_server).indices.create(index="rerank-half", mappings={
+    es_client(es_server).indices.create(index="rerank-half", mappings={
         "_meta": {"rerank": {"name": "half", "complete": False, "source": {}}},
         "properties": {"contents": {"type": "text"}}})
     search = ("retrieve", "half", "--backend", "elasticsearch", "--es-url", es_server,
@@ -254,12 +248,6 @@ def test_wrong_credentials_are_one_line(rerank, cacm_slice):
     assert "wrong" not in done.stderr
 
 
-def _client(url):
-    from elasticsearch import Elasticsearch
-
-    return Elasticsearch(url)
-
-
 def _only(answer):
     """The one index's part of an answer about an index name (keyed by the build the name is an alias of)."""
     (body,) = answer.body.values()
@@ -268,7 +256,7 @@ def _only(answer):
 
 def test_an_index_not_built_by_rerank_is_refused(rerank, es_server, cacm_slice):  # noqa: F811
     """Searching another application's index (no `contents` field) gave an empty run and exit 0."""
-    _client(es_server).indices.create(index="foreign", mappings={"properties": {"title": {"type": "text"}}})
+    es_client(es_server).indices.create(index="foreign", mappings={"properties": {"title": {"type": "text"}}})
     done = rerank("retrieve", "slice", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", "foreign",
                   "--topics", str(cacm_slice / "topics.tsv"), check=False)
     assert done.returncode == 2 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
@@ -276,12 +264,12 @@ def test_an_index_not_built_by_rerank_is_refused(rerank, es_server, cacm_slice):
     rebuild = rerank("index", "slice", "--backend", "elasticsearch", "--es-url", es_server, "--index-name", "foreign",
                      "--overwrite", "--corpus", str(cacm_slice / "corpus.jsonl"), check=False)
     assert rebuild.returncode == 2 and "exists and was not built by `rerank index`; it is left alone" in rebuild.stderr
-    assert _client(es_server).indices.exists(index="foreign")  # --overwrite deleted another application's index
+    assert es_client(es_server).indices.exists(index="foreign")  # --overwrite deleted another application's index
 
 
 def test_a_built_index_gets_the_cluster_default_replicas_back(es_slice, es_server):
     """Replicas are off while bulk loading and stayed off: a production cluster kept one copy of the index."""
-    settings = _only(_client(es_server).indices.get_settings(index="rerank-slice"))["settings"]["index"]
+    settings = _only(es_client(es_server).indices.get_settings(index="rerank-slice"))["settings"]["index"]
     assert str(settings.get("number_of_replicas", "1")) != "0" and str(settings.get("refresh_interval", "1s")) != "-1"
 
 
@@ -300,7 +288,7 @@ def test_an_index_built_for_another_name_is_refused(rerank, es_slice, es_server,
                      "--corpus", str(cacm_slice / "corpus.jsonl"), check=False)
     assert rebuild.returncode == 2 and len(rebuild.stderr.strip().splitlines()) == 1
     assert "was built for 'slice', not 'SLICE'" in rebuild.stderr
-    meta = _only(_client(es_server).indices.get_mapping(index="rerank-slice"))["mappings"]["_meta"]
+    meta = _only(es_client(es_server).indices.get_mapping(index="rerank-slice"))["mappings"]["_meta"]
     assert meta["rerank"]["name"] == "slice" and meta["rerank"]["complete"]
 
 
@@ -388,7 +376,7 @@ def test_documents_without_text_are_skipped_as_lucene_skips_them(rerank, es_serv
     assert said["lucene"].endswith("; 2 documents without text were skipped, as Anserini does")
     assert said["elasticsearch"].startswith("indexed 2 documents into Elasticsearch index 'rerank-blank' at ")
     assert said["elasticsearch"].endswith(said["lucene"].partition(" (lucene)")[2])
-    assert _client(es_server).count(index="rerank-blank")["count"] == 2
+    assert es_client(es_server).count(index="rerank-blank")["count"] == 2
 
 
 def test_an_uppercase_index_name_is_named_as_such(rerank, es_server, cacm_slice):  # noqa: F811
@@ -468,7 +456,7 @@ def test_refusals_say_why_or_nothing(rerank, cacm_slice):
 def test_an_older_reranks_index_is_searched_and_replaced_by_an_alias(rerank, es_server, cacm_slice):  # noqa: F811
     """rerank built the index under the index name itself: it is searched as before, and --overwrite moves the name
     to a new build, as an alias, in the request that deletes it."""
-    client = _client(es_server)
+    client = es_client(es_server)
     client.indices.create(index="rerank-older", mappings={
         "_meta": {"rerank": {"name": "older", "complete": True, "documents": 1, "source": {},
                              "similarity": {"k1": 0.9, "b": 0.4}}},
@@ -480,7 +468,7 @@ def test_an_older_reranks_index_is_searched_and_replaced_by_an_alias(rerank, es_
     assert {docid for ranking in _run(rerank(*search).stdout).queries.values() for docid in ranking.docids} == {"old-1"}
     rerank("index", "older", "--backend", "elasticsearch", "--es-url", es_server,
            "--corpus", str(cacm_slice / "corpus.jsonl"), "--overwrite")
-    (build, aliases), = _indexes(es_server, "rerank-older").items()
+    (build, aliases), = es_indexes(es_server, "rerank-older").items()
     assert build.startswith("rerank-older-") and aliases == ["rerank-older"]
     found = {docid for ranking in _run(rerank(*search).stdout).queries.values() for docid in ranking.docids}
     assert "old-1" not in found and len(found) > 8
@@ -505,11 +493,11 @@ def test_a_search_while_rebuilding_finds_the_build_before(es_server, home):
                 raise KeyboardInterrupt
             yield Document(f"n{i}", f"before the new build {i}")
 
-    built = _indexes(es_server, "rerank-rebuilt")
+    built = es_indexes(es_server, "rerank-rebuilt")
     with pytest.raises(KeyboardInterrupt):
         elastic.build("rebuilt", documents(), {}, es_url=es_server, overwrite=True)
     assert sorted(before[0]) == ["d1", "d2"] and during == [before]
-    assert _indexes(es_server, "rerank-rebuilt") == built  # the unfinished build is deleted
+    assert es_indexes(es_server, "rerank-rebuilt") == built  # the unfinished build is deleted
 
 
 def test_a_search_that_a_rebuild_overtakes_stops(es_server, home):
@@ -530,8 +518,8 @@ def test_a_search_that_a_rebuild_overtakes_stops(es_server, home):
 def test_aliases_rerank_did_not_make_are_left_alone(rerank, es_slice, es_server, cacm_slice):  # noqa: F811
     """An alias of several indexes was searched as its first; someone's alias of rerank's build of another index
     name was taken for that name's, and --overwrite deleted the build that other name searches."""
-    client = _client(es_server)
-    (build,) = _indexes(es_server, "rerank-slice-")
+    client = es_client(es_server)
+    (build,) = es_indexes(es_server, "rerank-slice-")
     client.indices.put_alias(index=build, name="mine")
     client.indices.create(index="foreign-two", mappings={"properties": {"contents": {"type": "text"}}})
     client.indices.update_aliases(actions=[{"add": {"index": index, "alias": "both"}} for index in (build, "foreign-two")])
@@ -549,7 +537,7 @@ def test_aliases_rerank_did_not_make_are_left_alone(rerank, es_slice, es_server,
                   "--topics", topics)
     ours = rerank("retrieve", es_slice, "--backend", "elasticsearch", "--es-url", es_server, "--topics", topics)
     assert _rankings(mine.stdout) == _rankings(ours.stdout)
-    assert sorted(_indexes(es_server, build)[build]) == ["both", "mine", "rerank-slice"]
+    assert sorted(es_indexes(es_server, build)[build]) == ["both", "mine", "rerank-slice"]
 
 
 def test_a_long_index_name_leaves_room_for_its_builds(rerank, cacm_slice):

@@ -6,8 +6,12 @@ Anserini's default) and a BM25 similarity with the given k1/b, bulk-loads with t
 `streaming_bulk` (documents without text are skipped, as Anserini skips them), refreshes and checks the
 count. Each build goes into a new index of its own (`<index name>-<time>-<random>`), and the index name is an
 alias that moves to it only once it is complete, deleting the build before in the same atomic step: a build
-that fails leaves the index name searching what it searched before, as Lucene's folder swap does. The NAME
-it was built for and whether the build finished are recorded in the index's own mapping `_meta` (so any
+that fails leaves the index name searching what it searched before, as Lucene's folder swap does; the aliases
+someone gave the build before move to the new one in that step. A loading build records signs of life, and the
+next build of the index name deletes its builds that stopped before the name was pointed at them (a killed
+process, a lost server) once an hour has passed without one (`_clear_leftovers`); a build of a new index name
+that another build took meanwhile is refused, or, pointed at the same moment, left to the newer (`_settle`). The
+NAME it was built for and whether the build finished are recorded in the index's own mapping `_meta` (so any
 machine that searches it can tell, and an index without that record, or built for another NAME, is
 refused), and a copy of the manifest is kept under indexes/NAME/elasticsearch/<index name>/ for the record
 (pipelines fingerprint their stages with it).
@@ -24,10 +28,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import time
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from ..atomic import atomic_dir
@@ -49,6 +54,12 @@ BULK_CHUNK = 500  # documents per bulk request
 BATCH = 16  # queries per msearch request: a few seconds' work on a busy test server, well inside the timeout
 MAX_NAME_BYTES = 255  # Elasticsearch's longest index name
 MAX_RESULT_WINDOW = 10_000  # Elasticsearch's default index.max_result_window: the most hits one search returns
+BUILD_SUFFIX = re.compile(r"-\d{14}-[0-9a-f]{4}")  # what `_build_name` adds to the index name
+HEARTBEAT_EVERY = 60  # seconds between a loading build's signs of life (`_Heartbeat`)
+# A build its index name does not find, silent this long, has stopped: a live one records a sign of life at least
+# once between two bulk requests, and a request gives up after 10 minutes (a bulk request after 30, with the
+# client's two retries), so a live build's latest is never much more than 40 minutes old.
+STOPPED_AFTER = 3600
 ANALYSIS = {
     "filter": {
         "rerank_possessive": {"type": "stemmer", "language": "possessive_english"},
@@ -307,7 +318,9 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
           k1: float | None = None, b: float | None = None, es_ca_certs: str | None = None,
           es_verify_certs: bool | None = None, **_options) -> IndexInfo:
     """Create a new index with an explicit mapping, bulk-load `documents`, refresh, check the count, then point the
-    index name at it (`_point`); a build that fails is deleted, and the index name finds what it found before."""
+    index name at it (`_point`), keep it the only build the name finds (`_settle`) and delete the builds of the name
+    that stopped before they were pointed at (`_clear_leftovers`); a build that fails is deleted, and the index name
+    finds what it found before."""
     index_name = _index_name(name, index_name)
     build_name = _build_name(index_name)
     shards = 1 if shards is None else shards
@@ -326,10 +339,11 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
 
         click.echo(f"rerank: note: {connection.profile['server']} ignores BM25 parameters and scores with "
                    f"k1={fixed_k1} b={fixed_b}", err=True)
-    meta = {"rerank": {"name": name, "index_name": index_name, "complete": False, "source": source,
+    meta = {"rerank": {"name": name, "index_name": index_name, "complete": False, "heartbeat": 0, "source": source,
                        "similarity": similarity}}
     texts = WithText(documents)  # documents without text are skipped and counted, as Anserini skips them
     created = False
+    life = _Heartbeat(connection, build_name, meta)
     try:
         connection.call(f"create index {build_name} (a new build of {index_name})", connection.client.indices.create,
                         index=build_name,
@@ -340,19 +354,21 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
                                   "properties": {FIELD: {"type": "text", "analyzer": "rerank_english",
                                                          "similarity": "rerank_bm25"}}})
         created = True
-        loaded = _load(connection, build_name, texts, where)
+        loaded = _load(connection, build_name, texts, where, life.beat)
         source = {**source, **empty_skipped(texts.skipped)}
         meta["rerank"].update(complete=True, documents=loaded, source=source)
-        connection.call(f"finish {build_name}", connection.client.indices.put_mapping, index=build_name, meta=meta)
+        life.write(f"finish {build_name}")
         # the bulk-load settings (no refreshes, no replicas, as Elasticsearch's indexing-speed guide advises) go
         # back to the cluster's defaults: a production cluster keeps its copies
         connection.call(f"finish {build_name}", connection.client.indices.put_settings, index=build_name,
                         settings={"index": {"refresh_interval": None, "number_of_replicas": None}})
+        replaced = _replaced_now(connection, name, index_name, where, overwrite)
     except BaseException as error:  # Ctrl-C and SIGTERM too
         if created:
             _discard(connection, build_name, error)
         raise
     _point(connection, index_name, build_name, replaced)
+    _settle(connection, index_name, build_name, where)
     info = IndexInfo(name, BACKEND, loaded, {**source, "es_url": connection.shown, "index_name": index_name,
                                              "index_build": build_name, "shards": shards, "similarity": similarity,
                                              "server": connection.profile["server"]})
@@ -361,11 +377,38 @@ def build(name: str, documents: Iterable[Document], source: dict, overwrite: boo
         info.write(tmp)
     if _older_manifest_of(folder) == index_name:  # an older rerank's record of the index just replaced
         (folder / MANIFEST).unlink()
+    _clear_leftovers(connection, index_name, life, where)
     return info
 
 
-def _load(connection: Connection, build_name: str, texts: WithText, where: str) -> int:
-    """Bulk-load the documents into the new build, refresh it and check its count: how many it holds."""
+class _Heartbeat:
+    """A build's signs of life, by which a later build of its index name, on any machine, tells one that stopped
+    from one still loading (`_clear_leftovers`): `heartbeat` in its `_meta` record, the seconds from its creation to
+    its latest sign, rewritten at most once a minute while it loads. Seconds since its creation, on this machine's
+    steady clock, since the server's `creation_date` then dates it without comparing two machines' clocks."""
+
+    def __init__(self, connection: Connection, build_name: str, meta: dict):
+        self.connection, self.build_name, self.meta = connection, build_name, meta
+        self.began = self.written = time.monotonic()  # just before the server creates the index: never later
+
+    def since_creation(self) -> float:
+        return round(time.monotonic() - self.began, 3)
+
+    def beat(self) -> None:
+        """A sign of life, if the latest is a minute old."""
+        if time.monotonic() - self.written >= HEARTBEAT_EVERY:
+            self.write(f"record that {self.build_name} is loading")
+
+    def write(self, doing: str) -> None:
+        """The `_meta` record, with this moment as its latest sign of life."""
+        self.meta["rerank"]["heartbeat"] = self.since_creation()
+        self.connection.call(doing, self.connection.client.indices.put_mapping, index=self.build_name, meta=self.meta)
+        self.written = time.monotonic()
+
+
+def _load(connection: Connection, build_name: str, texts: WithText, where: str, alive: Callable[[], None]) -> int:
+    """Bulk-load the documents into the new build (saying it is `alive` as they go), refresh it and check its count:
+    how many it holds."""
     from elasticsearch import helpers
 
     def actions() -> Iterator[dict]:
@@ -385,6 +428,7 @@ def _load(connection: Connection, build_name: str, texts: WithText, where: str) 
                     if len(reasons) < 3:
                         reasons.append(_bulk_reason(item))
                 bar.update(1)
+                alive()
         return loaded, failed, reasons
 
     loaded, failed, reasons = connection.call(f"load documents into {build_name}", load)
@@ -411,7 +455,18 @@ def _discard(connection: Connection, build_name: str, error: BaseException) -> N
     except (elastic_transport.TransportError, elasticsearch.ApiError):
         if isinstance(error, RerankError):
             error.args = (f"{error}; its unfinished build, index {build_name!r}, is left on the server: delete it "
-                          "once the server answers",)
+                          "once the server answers, or a build of the index name an hour from now will",)
+
+
+def _replaced_now(connection: Connection, name: str, index_name: str, where: str, overwrite: bool) -> str | None:
+    """What the new build replaces once it is complete: another build of the index name may have finished while it
+    loaded. With --overwrite that one is replaced, so the build that finishes last keeps the name, as when one
+    machine builds twice; without, the name it has taken is refused (it was free when this build began)."""
+    replaced = _build_replaced(connection, name, index_name, where, overwrite=True)
+    if replaced is not None and not overwrite:
+        raise BackendError(f"another build of {where}, {replaced!r}, finished while this one loaded; this one is "
+                           "deleted: pass --overwrite to replace that one")
+    return replaced
 
 
 def _point(connection: Connection, index_name: str, build_name: str, replaced: str | None) -> None:
@@ -419,21 +474,107 @@ def _point(connection: Connection, index_name: str, build_name: str, replaced: s
     all: searches find the build before until then and this one after, and `remove_index` deletes the build before
     in the same step, so none is left behind. An older rerank's build, an index named `index_name` itself, is
     replaced the same way and without a moment in which the name finds nothing: no alias can take a name that an
-    index holds, and deleting that index first would leave one."""
+    index holds, and deleting that index first would leave one. The aliases someone gave the index replaced, which
+    `remove_index` would drop with it, move to the new build in that request, as they were (filter, routing)."""
     import elasticsearch
 
-    actions = [{"add": {"index": build_name, "alias": index_name}}]
-    if replaced is not None:
-        actions.append({"remove_index": {"index": replaced}})
+    moved: list[str] = []
 
     def point():
+        actions = [{"add": {"index": build_name, "alias": index_name}}]
         try:
+            if replaced is not None:
+                aliases = connection.client.indices.get_alias(index=replaced).body[replaced]["aliases"]
+                moved.extend(sorted(set(aliases) - {index_name}))
+                actions += [{"add": {"index": build_name, "alias": alias, **aliases[alias]}} for alias in moved]
+                actions.append({"remove_index": {"index": replaced}})
             return connection.client.indices.update_aliases(actions=actions)
         except elasticsearch.ApiError as refused:  # nothing moved (another build replaced `replaced` meanwhile)
             _discard(connection, build_name, refused)
             raise
 
     connection.call(f"point {index_name} at its new build {build_name}", point)
+    if moved:
+        import click
+
+        click.echo(f"rerank: note: the build replaced had other aliases too, now the new build's: {', '.join(moved)}",
+                   err=True)
+
+
+def _is_build_of(index_name: str, index: str) -> bool:
+    return index.startswith(index_name) and BUILD_SUFFIX.fullmatch(index[len(index_name):]) is not None
+
+
+def _settle(connection: Connection, index_name: str, build_name: str, where: str) -> None:
+    """Make sure the index name finds this build alone. Two new builds of a name that no index held, pointed at it at
+    the same moment, each add it as an alias (neither has a build before to remove, whose absence would refuse the
+    second), and searches then refuse the name. Of the builds that it finds, the newest by its name (the time it
+    began, then its random part) keeps it, as every machine that looks decides alike, and the others are deleted,
+    alias and index in one request, by whichever of their machines gets there first (the second finds nothing left
+    to delete); a build that loses says so and fails."""
+    holders = connection.call(f"look up the indexes {index_name} finds",
+                              connection.client.options(ignore_status=404).indices.get_alias, name=index_name).body
+    builds = [index for index in holders if _is_build_of(index_name, index)]  # a 404 answer names none
+    newest = max(builds, default=None)
+    losers = [build for build in builds if build != newest] if newest == build_name else [build_name]
+    for loser in losers:
+        connection.call(f"delete {loser}, a build that lost {index_name} to {newest}",
+                        connection.client.options(ignore_status=404).indices.update_aliases,
+                        actions=[{"remove_index": {"index": loser}}])
+    if newest != build_name:
+        raise BackendError(f"another build of {where} took the index name as this one, {build_name!r}, did, and the "
+                           f"name finds {newest or 'no build'}: this build is deleted; build again with --overwrite "
+                           "to replace it")
+    if losers:
+        import click
+
+        click.echo(f"rerank: note: another build of {where}, {', '.join(losers)}, took the index name as this one "
+                   "did; the newest build keeps it and the other is deleted", err=True)
+
+
+def _clear_leftovers(connection: Connection, index_name: str, life: _Heartbeat, where: str) -> None:
+    """Delete the builds of `index_name` that stopped before they were pointed at (a lost server, a killed process):
+    those the name does not find, with no alias at all, whose latest sign of life is over an hour old by the
+    server's clock (`STOPPED_AFTER`). Those silent for less may be loading on another machine, and an older rerank's
+    record no sign of life: they are named in a warning line, with the command that deletes them. Best effort: the
+    index is built, and a server that refuses to list or delete them is a warning too."""
+    import click
+
+    try:
+        found = connection.call(f"list the builds of {index_name}", connection.client.indices.get,
+                                index=f"{index_name}-*").body
+        if life.build_name not in found:  # replaced already, by a build after this one: it clears them
+            return
+        created = {index: int(body["settings"]["index"]["creation_date"]) / 1000 for index, body in found.items()}
+        now = created[life.build_name] + life.since_creation()  # the server's clock
+        stopped, left = [], {}
+        for index, body in sorted(found.items()):
+            record = body.get("mappings", {}).get("_meta", {}).get("rerank", {})
+            if (index == life.build_name or body.get("aliases") or not _is_build_of(index_name, index)
+                    or record.get("index_name") != index_name):
+                continue
+            if "heartbeat" not in record:
+                left[index] = "an older rerank's, which records no sign of life"
+                continue
+            silent = now - created[index] - record["heartbeat"]
+            if silent > STOPPED_AFTER:
+                stopped.append(index)
+            else:
+                left[index] = (f"last alive {max(silent, 0):.0f} s ago: loading elsewhere, or stopped lately, and "
+                               "then a build an hour after it stopped deletes it")
+        if stopped:
+            connection.call(f"delete the builds of {index_name} that stopped", connection.client.indices.delete,
+                            index=",".join(stopped), ignore_unavailable=True)  # another build may delete them too
+            click.echo(f"rerank: note: deleted {len(stopped)} build(s) of {where} that stopped over an hour ago "
+                       f"before the index name was pointed at them: {', '.join(stopped)}", err=True)
+    except BackendError as error:
+        click.echo(f"rerank: warning: {where} is built, but its builds that stopped before it were not cleared: "
+                   f"{error}", err=True)
+        return
+    if left:
+        named = "; ".join(f"{index} ({why})" for index, why in left.items())
+        click.echo(f"rerank: warning: {where} has builds it does not find: {named}; once no build of it is loading, "
+                   f"delete them with: curl -X DELETE '{connection.shown.rstrip('/')}/{','.join(left)}'", err=True)
 
 
 def _bulk_reason(item: dict) -> str:
