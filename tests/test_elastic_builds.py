@@ -167,3 +167,19 @@ def test_an_older_reranks_index_keeps_its_aliases_when_replaced(es_server, home)
     elastic.build("legacy", [Document("d1", "rebuilt")], {}, es_url=es_server, overwrite=True)
     ((build, aliases),) = es_indexes(es_server, "rerank-legacy").items()
     assert build.startswith("rerank-legacy-") and aliases == ["legacy-production", "rerank-legacy"]
+
+
+def test_a_build_is_named_by_the_utc_time_it_began(monkeypatch):
+    """Builds were named by the machine's local time, so of two machines in other time zones building one name, the
+    one `_settle` took for the newer was not the one that began later."""
+    import datetime
+
+    monkeypatch.setenv("TZ", "Etc/GMT-14")  # fourteen hours east of UTC, where no day is UTC's day at noon
+    time.tzset()
+    try:
+        before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0, tzinfo=None)
+        began = datetime.datetime.strptime(elastic._build_name("x").split("-")[1], "%Y%m%d%H%M%S")
+    finally:
+        monkeypatch.undo()  # TZ as it was
+        time.tzset()
+    assert before <= began <= before + datetime.timedelta(minutes=1)

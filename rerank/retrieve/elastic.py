@@ -281,9 +281,10 @@ def _build_command(name: str, connection: Connection, index_name: str) -> str:
 
 
 def _build_name(index_name: str) -> str:
-    """A new index for one build of `index_name`: the time it began, and a random part (two machines may build the
-    same name at once). Checked before the server is asked, which refuses names over 255 bytes."""
-    built = f"{index_name}-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(2)}"
+    """A new index for one build of `index_name`: the time it began, in UTC (machines in other time zones build one
+    name, and `_settle` keeps the newest by it), and a random part (two machines may build the same name at once).
+    Checked before the server is asked, which refuses names over 255 bytes."""
+    built = f"{index_name}-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
     if len(built.encode()) > MAX_NAME_BYTES:
         raise UsageError(f"--index-name {index_name!r} is too long: each build is an index named after it with "
                          f"{len(built) - len(index_name)} characters more, and Elasticsearch index names are at most "
