@@ -131,8 +131,9 @@ def test_failed_output_leaves_nothing_behind(rerank, tmp_path, session_home):
     fails(rerank, "cat", "-o", str(nested), input="1 Q0 a 1 2.0 t\n1 Q0 a 2 1.0 t\n", words="duplicate")
     assert list(tmp_path.iterdir()) == []
     corpus = tmp_path / "docs.jsonl"
-    corpus.write_text('{"id": "a"}\n')
-    fails(rerank, "index", "halfway", "--corpus", str(corpus), words="record has no 'contents' or 'text'")
+    corpus.write_text('{"id": "a", "title": "T", "body": "x"}\n')  # the field that holds the text named as it is
+    fails(rerank, "index", "halfway", "--corpus", str(corpus),
+          words="record has no 'contents' or 'text' (its other keys: 'title', 'body')")
     assert not (session_home / "indexes" / "halfway").exists()
     corpus.write_text('{"id": "a", "contents": "x"}\n{"id": "a", "contents": "y"}\n')
     fails(rerank, "index", "twice", "--corpus", str(corpus), words="document id 'a' appears twice")

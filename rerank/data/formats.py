@@ -210,7 +210,8 @@ def read_jsonl_docs(path: str | Path) -> Iterator[Document]:
                 raise FormatError(str(path), line_no, "record has no 'id' or '_id'")
             field_name = "contents" if "contents" in record else "text" if "text" in record else None
             if field_name is None:
-                raise FormatError(str(path), line_no, "record has no 'contents' or 'text'")
+                others = ", ".join(repr(key) for key in record if key not in ("id", "_id", "docid")) or "none"
+                raise FormatError(str(path), line_no, f"record has no 'contents' or 'text' (its other keys: {others})")
             title = record.get("title") or "" if field_name == "text" else ""
             for name, value in ((field_name, record[field_name]), ("title", title)):
                 if not isinstance(value, str):  # null would be indexed as the word "null", a number as digits
