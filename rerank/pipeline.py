@@ -169,11 +169,13 @@ def _check_index_there(spec: dict, backend_name: str, options: dict | None = Non
     options = options or {}
     index_name, built = options.get("index_name"), _index_table_backend(spec)
     folder = api.manifest_folder(spec["dataset"], backend_name, options)
-    rebuild = ("" if backend_name == "lucene"
-               else api.backend(backend_name).build_options(index_name, options.get("encoder")))
+    of_table = (backend_name, index_name) == (built, _index_table_options(spec).get("index_name"))
+    # a stage without `encoder` searches with its index's, which the [index] table builds it with
+    encoder = options.get("encoder") or (_index_table_options(spec).get("encoder") if of_table else None)
+    rebuild = "" if backend_name == "lucene" else api.backend(backend_name).build_options(index_name, encoder)
     if folder.exists():
         IndexInfo.read(folder, spec["dataset"], backend_name, rebuild or None)
-    elif (backend_name, index_name) != (built, _index_table_options(spec).get("index_name")):
+    elif not of_table:
         table_builds = _index_label(built, _index_table_options(spec).get("index_name")) if built else ""
         table = (f" (the pipeline's [index] table builds its {table_builds}: one "
                  f"{'back end' if built != backend_name else 'index'} per pipeline)" if built

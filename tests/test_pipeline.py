@@ -388,6 +388,20 @@ def test_a_missing_index_of_another_back_end_than_the_index_table_builds(tmp_pat
         _check_index_there({"dataset": "vaswani"}, "dense")
 
 
+def test_an_unfinished_dense_index_names_the_index_tables_encoder_in_its_rebuild_command(tmp_path, monkeypatch):
+    """A stage without `encoder` searches with the one its index was built with, the [index] table's; the rebuild
+    command for its unfinished index left that encoder out, so it would have rebuilt with the packaged MiniLM."""
+    from rerank.errors import MissingIndexError
+    from rerank.pipeline import _check_index_there
+
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
+    (tmp_path / "indexes" / "vaswani" / "dense-mine").mkdir(parents=True)  # a build's folder, no manifest
+    spec = {"dataset": "vaswani", "index": {"backend": "dense", "index_name": "mine", "encoder": "/models/tasb"}}
+    with pytest.raises(MissingIndexError, match="rerank index vaswani --backend dense --index-name mine --encoder "
+                                                "/models/tasb"):
+        _check_index_there(spec, "dense", {"index_name": "mine"})
+
+
 def test_an_unfinished_index_the_index_table_would_not_build_stops_the_pipeline_before_any_stage(rerank, tmp_path):
     """`[index]` builds a missing index only: with an index folder there but no manifest (copied in, not built by
     rerank), the check passed it and the error came after "bm25: running retrieve"."""
