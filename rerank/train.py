@@ -1014,6 +1014,8 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                 "dev_measure": dev.measure.label if dev else None, "dev_value": metric,
                 # the training queries held out for dev, by id: the split is seeded, but a list needs no re-run
                 "held_out_qids": sorted(q.qid for q in dev.queries) if args.dev_fraction or args.dev_fold else None,
+                # --dev's queries, by id: a dev run file may hold some of its data set's alone (score says which)
+                "dev_qids": sorted(q.qid for q in dev.queries) if args.dev else None,
                 "history": history, "train_queries": len(queries),
                 "seconds": round(time.perf_counter() - began, 1),
                 "ended": None}))  # until training ends: an interrupted run's checkpoint keeps None

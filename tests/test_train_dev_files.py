@@ -58,7 +58,7 @@ def test_one_run_of_every_query_trains_and_stops_by_the_dev_split_s_own_judgemen
     """One --qrels served the candidates and the dev run: a BEIR user with qrels/train.tsv and qrels/dev.tsv had to
     concatenate them by hand, and passing one run of every query as both was refused as 'the training set'.
     --dev-qrels judges the dev run alone; each split's unjudged queries are left out, with a note; the checkpoint
-    records the dev files, by content too, and still tells the queries it trained on."""
+    records the dev files, by content too, and the dev queries' ids, and still tells the queries it trained on."""
     folder, split = beir
     done = rerank("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", "--topics", "queries.jsonl",
                   "--corpus", "corpus.jsonl", "--dev", "all.run", "--dev-qrels", "qrels/dev.tsv", *STEPS, "-o", "ck",
@@ -68,7 +68,7 @@ def test_one_run_of_every_query_trains_and_stops_by_the_dev_split_s_own_judgemen
     assert f"rerank: note: {unjudged[1]} queries of all.run are not judged in qrels/dev.tsv and left out (" in done.stderr
     assert "step 2: dev MAP = " in done.stderr and "warning" not in done.stderr
     record = training_record(folder / "ck")
-    assert record["train_queries"] == len(split["train"])
+    assert record["train_queries"] == len(split["train"]) and record["dev_qids"] == sorted(split["dev"])
     assert (record["qrels"], record["dev_qrels"]) == (str(folder / "qrels/train.tsv"), str(folder / "qrels/dev.tsv"))
     assert record["file_sha256"]["dev_qrels"] == hashlib.sha256((folder / "qrels/dev.tsv").read_bytes()).hexdigest()
     from rerank.train import trained_qids
@@ -126,3 +126,25 @@ def test_dev_files_refused_in_one_line(beir, rerank, options, words):
     assert len(done.stderr.strip().splitlines()) == 1 and words in done.stderr, done.stderr
     assert not (folder / "ck").exists()
 
+
+def test_score_tells_the_dev_run_s_queries_from_a_test_split(tmp_path, rerank, data_root, monkeypatch):
+    """A checkpoint whose --dev was a run file of some of a data set's queries: `score` on the whole data set noted
+    that every query it did not train on had chosen its step ('dev figures, not test figures'), those held out for
+    testing too. The checkpoint records the dev queries' ids, and only those are noted."""
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    from rerank.data import get_dataset
+
+    dataset = get_dataset("trecqa-dev")
+    judged = sorted(dataset.qrels())
+    parts = {"train": judged[:40], "dev": judged[40:55]}  # and 10 judged questions left for testing
+    for name, qids in parts.items():
+        with open(tmp_path / f"{name}.run", "w") as handle, RunWriter(handle, RunHeader({"dataset": "trecqa-dev"})) as out:
+            for ranking in dataset.candidates():
+                if ranking.qid in qids:
+                    out.write(ranking)
+    ck = tmp_path / "ck"
+    rerank("train", "tk", "--candidates", "train.run", "--dev", "dev.run", *STEPS, "-o", str(ck), cwd=tmp_path)
+    scored = rerank("score", "--model", "tk", "--checkpoint", str(ck),
+                    input=rerank("retrieve", "trecqa-dev", "--candidates").stdout).stderr
+    assert f"its checkpoint {ck} was trained on 40 of the 81 queries re-scored here" in scored
+    assert f"its checkpoint {ck} chose its best training step by 15 of the 81 queries re-scored here" in scored
