@@ -204,8 +204,10 @@ def seen_in_training(model: Reranker, dataset: str | None) -> tuple[set[str], se
     training = json.loads(manifest.read_text()).get("training") or {}
     trained = (trained_qids(training) or set()) if training.get("train_source") == dataset else set()
     chosen = set(training.get("held_out_qids") or ()) if training.get("train_source") == dataset else set()
-    if training.get("dev_source") == dataset and dataset in dataset_names():
-        chosen |= set(get_dataset(dataset).qrels())
+    if training.get("dev_source") == dataset:  # checkpoints from before `dev_qids`: every query the data set judges
+        dev_qids = training.get("dev_qids")
+        chosen |= set(dev_qids if dev_qids is not None else get_dataset(dataset).qrels() if dataset in dataset_names()
+                      else ())
     return trained, chosen - trained
 
 

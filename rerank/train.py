@@ -6,7 +6,8 @@ register a factory in `TRAINABLE` (`"module:function"`, called with the model op
 
 Training data come from judged candidates: a run the data set ships, or a run file of the user's (e.g.
 from `rerank retrieve`; its queries' and documents' texts found through its header, or `topics`/`corpus`,
-and its judgements from its data set's or a `qrels` file). For every training query, each candidate
+and its judgements from its data set's or a `qrels` file; a dev run file may have its split's own, `dev_qrels`
+and `dev_topics`, as BEIR judges its splits apart). For every training query, each candidate
 with grade >= the relevance level (`min_rel`) is a positive; a group is one positive plus `negatives`
 candidates graded below `min_rel` (unjudged candidates count as non-relevant, as trec_eval does),
 re-sampled every epoch. Losses: listwise softmax cross-entropy over the group (the positive is the
@@ -276,6 +277,7 @@ def new_trainable(name: str, **options: Any) -> TrainableRanker:
 # ---------------------------------------------------------------------------------------------- the data
 
 DISTILL_DEFAULTS = {"distill": "margin-mse", "distill_weight": 1.0, "teacher_scale": 1.0}
+DEV_OWN = ("qrels", "topics")  # the run files' options a --dev run file may have its own of (--dev-qrels, ...)
 
 
 @dataclass
@@ -293,6 +295,10 @@ class TrainArgs:
     topics: str | None = None
     corpus: str | None = None
     min_rel: int | None = None
+    # A --dev run file's own judgements and query texts, where its split has files of its own (BEIR's qrels/dev.tsv
+    # beside qrels/train.tsv, MS MARCO's queries.dev.tsv): instead of qrels/topics, which then serve the candidates
+    dev_qrels: str | None = None
+    dev_topics: str | None = None
     steps: int = 300
     batch_groups: int = 4
     negatives: int = 7
@@ -368,9 +374,12 @@ class TrainArgs:
             raise UsageError("give only one of --dev DATASET, --dev-fraction and --dev-fold")
         if self.eval_on_start and not (self.dev or self.dev_fraction or self.dev_fold):
             raise UsageError("--eval-on-start evaluates on a dev set: give --dev, --dev-fraction or --dev-fold")
-        if self.dev is not None and (self.dev == self.train or _same_file(self.dev, self.candidates)):
-            # early stopping would pick by the training queries
-            raise UsageError(f"--dev {self.dev} is the training set; hold queries out with --dev-fraction or --dev-fold")
+        if self.dev is not None and (self.dev == self.train
+                                     or (_same_file(self.dev, self.candidates) and self.dev_qrels is None)):
+            # early stopping would pick by the training queries; with judgements of its own the dev split of one run
+            # (BEIR's one queries.jsonl) holds other queries, and build_dev refuses any it shares with training
+            raise UsageError(f"--dev {self.dev} is the training set; hold queries out with --dev-fraction or --dev-fold"
+                             " (or judge its dev queries apart: --dev-qrels FILE)")
         if self.dev_fold is not None:
             self.fold()
         for label, value in (("--steps", self.steps), ("--batch-groups", self.batch_groups),
@@ -402,15 +411,28 @@ class TrainArgs:
         if self.dev in dataset_names() and not get_dataset(self.dev).run_files:  # not "pass --candidates FILE"
             raise DataError(f"--dev {self.dev} ships no candidate run to evaluate on: retrieve some (rerank "
                             f"retrieve {self.dev} > FILE) and pass --dev FILE")
-        if not self.candidate_file and not (self.dev and Path(self.dev).is_file()):
+        own = [f"--dev-{key}" for key in DEV_OWN if getattr(self, f"dev_{key}") is not None]
+        if own and not self.dev_file:  # they would be ignored
+            dev = (f"--dev {self.dev} is a data set, which brings its own" if self.dev
+                   else "give the dev run with --dev FILE")
+            raise UsageError(f"{', '.join(own)}: for a dev run file (--dev FILE); {dev}")
+        if not self.candidate_file:
+            # the run files' options serve the dev run file, where it has none of its own (--dev-qrels, ...)
             given = [f"--{key.replace('_', '-')}" for key in ("qrels", "topics", "corpus", "min_rel")
-                     if getattr(self, key) is not None]
+                     if getattr(self, key) is not None
+                     and not (self.dev_file and getattr(self, f"dev_{key}", None) is None)]
             if given:  # they would be ignored: named data sets bring their own
                 raise UsageError(f"{', '.join(given)}: for candidate run files (--candidates FILE, --dev FILE); "
-                                 f"the data set {self.train} brings its own")
+                                 f"the data set {self.train} brings its own"
+                                 + (f", and the dev run has {', '.join(own)}" if own else ""))
         from .evaluate.session import check_min_rel
 
         check_min_rel(self.min_rel)  # as eval's --min-rel
+
+    @property
+    def dev_file(self) -> bool:
+        """Whether `dev` names a run file rather than a data set (check() found it)."""
+        return self.dev is not None and self.dev not in dataset_names()
 
     @property
     def candidate_file(self) -> bool:
@@ -477,6 +499,7 @@ class Judged:
     min_rel: int
     measures: tuple[str, ...]
     name: str  # the data set, or the run file when its header names none
+    note: str = ""  # the queries its qrels file left out, said once the data are known to be usable
 
 
 def _judged(rankings: list[QueryRanking], topics: dict[str, str], texts: dict[str, str], qrels: Qrels,
@@ -506,12 +529,14 @@ def judged_queries(dataset_name: str, run: str | None) -> Judged:
     return Judged(queries, texts, qrels, dataset.min_rel, dataset.measures, dataset_name)
 
 
-def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None]) -> Judged:
+def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None], dev: bool = False) -> Judged:
     """The judged queries of a run file and their candidates: texts through its header (or --topics/--corpus),
-    as the score stage finds them; judgements from --qrels or its data set (or --train's), as eval finds them."""
+    as the score stage finds them; judgements from --qrels or its data set (or --train's), as eval finds them.
+    The `dev` run's own --dev-qrels/--dev-topics, where given, stand in for --qrels/--topics."""
     from .docstore import doc_store_for, queries_for
     from .evaluate.session import judgements_for
 
+    (qrels_option, qrels), (topics_option, topics_file) = (_run_file_option(args, key, dev) for key in DEV_OWN)
     with open_run_file(path) as handle:
         run = load_run(handle, path)
     if not any(r.docids for r in run.queries.values()):  # not "no qrels" or "no query is judged", as eval says it
@@ -519,20 +544,24 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None]) -> J
     if args.train is not None and run.header.dataset not in (None, args.train):
         raise UsageError(f"{path} is a run of {run.header.dataset}, not of --train {args.train}")
     header = RunHeader({**run.header.fields, "dataset": run.header.dataset or args.train})
-    if args.qrels and header.dataset in dataset_names() and get_dataset(header.dataset).judged:
+    if qrels and header.dataset in dataset_names() and get_dataset(header.dataset).judged:
         # one --qrels serves --candidates and --dev: a dev run of another data set would silently score 0
-        log(f"warning: {path} is a run of {header.dataset}; --qrels {args.qrels} judges it, not "
+        log(f"warning: {path} is a run of {header.dataset}; {qrels_option} {qrels} judges it, not "
             f"{header.dataset}'s qrels")
     try:
-        judgements = judgements_for([run], args.qrels, args.min_rel, fallback_dataset=args.train)
+        judgements = judgements_for([run], qrels, args.min_rel, fallback_dataset=args.train,
+                                    qrels_option=qrels_option)
     except UsageError as error:  # its messages speak of "the run": say which
         raise UsageError(f"{path}: {error}") from None
     remedy = (f"the run {path} needs a '# ' header naming a data set known here, or its topics and corpus "
-              "(pass --topics/--corpus)")
-    topics = queries_for(header, args.topics, remedy=remedy)
+              f"(pass {topics_option}/--corpus)")
+    topics = queries_for(header, topics_file, remedy=remedy)
     rankings = [r for qid, r in run.queries.items() if judgements.qrels.get(qid)]
     if not rankings:  # before any text is read
-        raise DataError(f"no query of {path} is judged in {judgements.source}: nothing to train or evaluate on")
+        split = (" (the training queries' judgements? give the dev run's with --dev-qrels FILE)"
+                 if dev and args.qrels and not args.dev_qrels else "")
+        raise DataError(f"no query of {path} is judged in {judgements.source}{split}: nothing to train or "
+                        "evaluate on")
     wanted = {d for r in rankings for d in r.docids}
     store = doc_store_for(header, args.corpus, remedy=remedy)
     texts = store.texts(wanted)
@@ -545,13 +574,28 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None]) -> J
             f"no text in {store.source}; they are left out")
     untitled = [r.qid for r in rankings if r.qid not in topics]
     if len(untitled) == len(rankings):
-        raise DataError(f"no judged query of {path} has a text in its topics; are they the run's? (pass --topics)")
+        raise DataError(f"no judged query of {path} has a text in its topics; are they the run's? (pass "
+                        f"{topics_option})")
     if untitled:
         n = len(untitled)
         log(f"warning: {counted(n, 'judged query', 'judged queries')} of {path} {verb(n, 'has', 'have')} no text in the "
             f"topics; {verb(n, 'it is', 'they are')} left out")
+    note = ""
+    if qrels and len(rankings) < len(run.queries):  # as eval says: a qrels file of one split judges the others' none
+        from .evaluate.session import some_ids
+
+        unjudged = [qid for qid in run.queries if not judgements.qrels.get(qid)]
+        note = (f"note: {counted(len(unjudged), 'query', 'queries')} of {path} {verb(len(unjudged), 'is', 'are')} "
+                f"not judged in {qrels} and left out {some_ids(unjudged)}")
     queries = _judged(rankings, topics, texts, judgements.qrels, judgements.min_rel)
-    return Judged(queries, texts, judgements.qrels, judgements.min_rel, judgements.measures, name)
+    return Judged(queries, texts, judgements.qrels, judgements.min_rel, judgements.measures, name, note)
+
+
+def _run_file_option(args: TrainArgs, key: str, dev: bool) -> tuple[str, str | None]:
+    """The option that names a run file's `key` file (qrels, topics), and that file: the dev run's own where given."""
+    if dev and getattr(args, f"dev_{key}") is not None:
+        return f"--dev-{key}", getattr(args, f"dev_{key}")
+    return f"--{key}", getattr(args, key)
 
 
 def training_set(args: TrainArgs, log: Callable[[str], None]) -> Judged:
@@ -565,7 +609,7 @@ def dev_set(args: TrainArgs, log: Callable[[str], None]) -> Judged:
     if args.dev in dataset_names():
         shipped = get_dataset(args.dev).run_files
         return judged_queries(args.dev, args.candidates if args.candidates in shipped else None)
-    return judged_run_file(args.dev, replace(args, train=None), log)
+    return judged_run_file(args.dev, replace(args, train=None), log, dev=True)
 
 
 @dataclass
@@ -756,9 +800,17 @@ def build_dev(args: TrainArgs, training: Judged,
         if shared:  # early stopping would pick by the training queries, as with --dev TRAIN
             from .evaluate.session import some_ids
 
+            split = f" (is --dev-qrels {args.dev_qrels} the dev split's?)" if args.dev_qrels else ""
             raise UsageError(f"--dev {args.dev} shares {len(shared)} of its {len(dev_queries)} queries with the "
-                             f"training set {some_ids(shared)}; hold queries out with --dev-fraction or --dev-fold")
+                             f"training set {some_ids(shared)}{split}; hold queries out with --dev-fraction or "
+                             "--dev-fold")
     else:
+        dev_queries = None
+    # said after every refusal above, which then stands alone on its line
+    for note in (training.note, judged.note if judged is not training else ""):
+        if note:
+            log(note)
+    if dev_queries is None:
         return train_queries, None
     measure = parse_measure(args.metric or judged.measures[0], judged.min_rel)
     dev_qrels = {q.qid: judged.qrels[q.qid] for q in dev_queries}  # the mean runs over the dev queries only
@@ -922,7 +974,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     record = asdict(args)
     del record["overwrite"]  # how -o was written, not how the model was trained
     files = ["qrels", "topics", "corpus", "teacher", *(["candidates"] if args.candidate_file else []),
-             *(["dev"] if args.dev not in dataset_names() else [])]
+             *(["dev", *(f"dev_{key}" for key in DEV_OWN)] if args.dev_file else [])]
     # The files it read, recorded resolved (found from any folder, as --init's base is) and by content: a run
     # file regenerated under the same name must be told from the one this checkpoint learnt from. A pipe
     # (--qrels <(zcat ...)) was read once and has no content left to hash: opening it again waits for a writer.
@@ -962,6 +1014,8 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                 "dev_measure": dev.measure.label if dev else None, "dev_value": metric,
                 # the training queries held out for dev, by id: the split is seeded, but a list needs no re-run
                 "held_out_qids": sorted(q.qid for q in dev.queries) if args.dev_fraction or args.dev_fold else None,
+                # --dev's queries, by id: a dev run file may hold some of its data set's alone (score says which)
+                "dev_qids": sorted(q.qid for q in dev.queries) if args.dev else None,
                 "history": history, "train_queries": len(queries),
                 "seconds": round(time.perf_counter() - began, 1),
                 "ended": None}))  # until training ends: an interrupted run's checkpoint keeps None

@@ -125,8 +125,14 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
                    "rerank retrieve) whose judged queries train; its header names its data set, texts and qrels.")
 @click.option("--qrels", type=click.Path(dir_okay=False), default=None,
               help="Judgements for run files (--candidates FILE, --dev FILE) instead of their data set's.")
+@click.option("--dev-qrels", type=click.Path(dir_okay=False), default=None,
+              help="Judgements for the --dev run file alone (BEIR's qrels/dev.tsv; --qrels then judges the "
+                   "candidates); its queries may then be in the --candidates run too.")
 @click.option("--topics", type=click.Path(dir_okay=False), default=None,
               help="Query texts for run files whose header names neither data set nor topics.")
+@click.option("--dev-topics", type=click.Path(dir_okay=False), default=None,
+              help="Query texts for the --dev run file alone (e.g. a queries.dev.tsv; --topics then serves the "
+                   "candidates).")
 @click.option("--corpus", type=click.Path(dir_okay=False), default=None,
               help="Document texts for run files whose header names neither data set, index nor corpus.")
 @click.option("--min-rel", type=int, default=None,
@@ -169,8 +175,8 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
                    "-O term_weights=query-idf -O exact_sigma=0.01 -O oov_buckets=50000 (see README).")
 @click.option("--init", "init_from", type=click.Path(), default=None,
               help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")
-def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwrite, candidates, qrels, topics, corpus,
-          min_rel, steps, batch_groups, negatives,
+def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwrite, candidates, qrels, dev_qrels,
+          topics, dev_topics, corpus, min_rel, steps, batch_groups, negatives,
           loss, lr, head_lr_scale, eval_every, patience, eval_on_start, dev_depth, metric, seed, teacher, distill,
           distill_weight,
           teacher_scale, teacher_min_score, max_minutes, max_length, threads, precision, device, model_option,
@@ -191,7 +197,7 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
         read_checkpoint(init_from, model_name)
     args = TrainArgs(train=train_set, output=output, dev=dev_set, dev_fraction=dev_fraction,
                      dev_fold=dev_fold, candidates=candidates, qrels=qrels, topics=topics, corpus=corpus,
-                     min_rel=min_rel,
+                     min_rel=min_rel, dev_qrels=dev_qrels, dev_topics=dev_topics,
                      steps=steps, batch_groups=batch_groups, negatives=negatives,
                      lr=lr if lr is not None else SCRATCH_LR.get(model_name, 3e-5), head_lr_scale=head_lr_scale, loss=loss,
                      eval_every=eval_every, patience=patience, eval_on_start=eval_on_start, dev_depth=dev_depth,

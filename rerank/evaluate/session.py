@@ -57,10 +57,12 @@ def _level_note(qrels_path: str, level: int) -> str:
 
 
 def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
-                   fallback_dataset: str | None = None, dataset_option: str = "") -> Judgements:
+                   fallback_dataset: str | None = None, dataset_option: str = "",
+                   qrels_option: str = "--qrels") -> Judgements:
     """Qrels given explicitly, else those of the data set named in the runs' headers, else `fallback_dataset`'s
     (a pipeline's, whose runs may come from a topics file of its own; eval's `dataset_option`, which the
-    messages then name: a QA set has no qrels file to pass instead).
+    messages then name: a QA set has no qrels file to pass instead). `qrels_option` names the option that gives
+    the qrels file (train's dev run has --dev-qrels).
 
     Runs that name different data sets have no qrels in common (CACM's and Vaswani's query ids even
     overlap, so one would silently score 0 against the other's): they are refused unless --qrels says which.
@@ -76,9 +78,9 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
     if qrels_path:
         if not Path(qrels_path).exists() and qrels_path in dataset_names():  # a name where a file belongs
             qrels_file = get_dataset(qrels_path).files.get("qrels")
-            raise UsageError("--qrels takes a file, not a data set's name"
+            raise UsageError(f"{qrels_option} takes a file, not a data set's name"
                              + (f" ({qrels_path}'s is {qrels_file})" if qrels_file else "")
-                             + f"; a run whose header names {qrels_path} needs no --qrels"
+                             + f"; a run whose header names {qrels_path} needs no {qrels_option}"
                              + (f", one without a header takes {dataset_option} {qrels_path}"
                                 if dataset_option else ""))
         level = min_rel if min_rel is not None else (dataset.min_rel if dataset else 1)
@@ -92,7 +94,7 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
         qrels_of_index = get_dataset(index).files.get("qrels") if index in dataset_names() else None
         hint = f" (if its topics are {index}'s, its qrels are {qrels_of_index})" if qrels_of_index else ""
         remedy = f", or {dataset_option} NAME (a data set's queries)" if dataset_option else ""
-        raise UsageError(f"no qrels: the run's header names no known data set; pass --qrels FILE{hint}{remedy}")
+        raise UsageError(f"no qrels: the run's header names no known data set; pass {qrels_option} FILE{hint}{remedy}")
     return Judgements(dataset.qrels(), min_rel if min_rel is not None else dataset.min_rel, dataset.measures, name,
                       dataset.unjudged_rule, topics=frozenset(dataset.topics()) if dataset.unjudged_rule else None)
 

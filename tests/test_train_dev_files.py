@@ -1,0 +1,150 @@
+"""`rerank train` on run files whose dev split has files of its own (BEIR's qrels/train.tsv and qrels/dev.tsv over one
+queries.jsonl; MS MARCO's queries.train.tsv and queries.dev.tsv): --dev-qrels and --dev-topics, through the real CLI
+with GloVe TK on TrecQA dev written out as a BEIR data set."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from rerank.runs import RunHeader, RunWriter
+
+pytestmark = pytest.mark.data
+
+STEPS = ("--steps", "2", "--eval-every", "1", "--dev-depth", "5", "--negatives", "2", "--batch-groups", "2",
+         "--threads", "1")
+
+
+@pytest.fixture
+def beir(tmp_path, data_root, monkeypatch):
+    """TrecQA dev as a BEIR folder (corpus.jsonl, queries.jsonl, qrels/{train,dev}.tsv: its judged questions split
+    2 to 1), a headerless run of every question (all.run, as a user's first stage over it writes) and that run
+    split by the same questions, each with its own topics file (train.run + train.tsv, dev.run + dev.tsv)."""
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    from rerank.data import get_dataset
+
+    dataset = get_dataset("trecqa-dev")
+    qrels, topics = dataset.qrels(), dataset.topics()
+    judged = sorted(qrels)
+    split = {"train": judged[: 2 * len(judged) // 3], "dev": judged[2 * len(judged) // 3 :]}
+    (tmp_path / "qrels").mkdir()
+    for name, qids in split.items():
+        (tmp_path / "qrels" / f"{name}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+            f"{q}\t{d}\t{g}\n" for q in qids for d, g in qrels[q].items()))
+        (tmp_path / f"{name}.tsv").write_text("".join(f"{q}\t{topics[q]}\n" for q in qids))
+    (tmp_path / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in topics.items()))
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n"
+                                                   for d, t in dataset.doc_texts().items()))
+    rankings = dataset.candidates()
+    for name, qids in (("all", set(topics)), *split.items()):
+        with open(tmp_path / f"{name}.run", "w") as handle, RunWriter(handle, RunHeader()) as out:
+            for ranking in rankings:
+                if ranking.qid in qids:
+                    out.write(ranking)
+        lines = (tmp_path / f"{name}.run").read_text().splitlines(keepends=True)  # headerless, as Pyserini's
+        (tmp_path / f"{name}.run").write_text("".join(line for line in lines if not line.startswith("#")))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path, split
+
+
+def training_record(folder: Path) -> dict:
+    return json.loads((folder / "checkpoint.json").read_text())["training"]
+
+
+def test_one_run_of_every_query_trains_and_stops_by_the_dev_split_s_own_judgements(beir, rerank):
+    """One --qrels served the candidates and the dev run: a BEIR user with qrels/train.tsv and qrels/dev.tsv had to
+    concatenate them by hand, and passing one run of every query as both was refused as 'the training set'.
+    --dev-qrels judges the dev run alone; each split's unjudged queries are left out, with a note; the checkpoint
+    records the dev files, by content too, and the dev queries' ids, and still tells the queries it trained on."""
+    folder, split = beir
+    done = rerank("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", "--topics", "queries.jsonl",
+                  "--corpus", "corpus.jsonl", "--dev", "all.run", "--dev-qrels", "qrels/dev.tsv", *STEPS, "-o", "ck",
+                  cwd=folder)
+    unjudged = 81 - len(split["train"]), 81 - len(split["dev"])
+    assert f"rerank: note: {unjudged[0]} queries of all.run are not judged in qrels/train.tsv and left out (" in done.stderr
+    assert f"rerank: note: {unjudged[1]} queries of all.run are not judged in qrels/dev.tsv and left out (" in done.stderr
+    assert "step 2: dev MAP = " in done.stderr and "warning" not in done.stderr
+    record = training_record(folder / "ck")
+    assert record["train_queries"] == len(split["train"]) and record["dev_qids"] == sorted(split["dev"])
+    assert (record["qrels"], record["dev_qrels"]) == (str(folder / "qrels/train.tsv"), str(folder / "qrels/dev.tsv"))
+    assert record["file_sha256"]["dev_qrels"] == hashlib.sha256((folder / "qrels/dev.tsv").read_bytes()).hexdigest()
+    from rerank.train import trained_qids
+
+    assert trained_qids(record) == set(split["train"])  # judged as training judged them: by --qrels alone
+
+
+def test_split_runs_with_their_own_topics_files(beir, rerank):
+    """Each split's run with its own topics file (--dev-topics), as MS MARCO ships its queries per split: the same
+    training as one topics file of every query gives, recorded with the dev topics file."""
+    folder, split = beir
+    common = ("--corpus", "corpus.jsonl", "--dev", "dev.run", "--dev-qrels", "qrels/dev.tsv", *STEPS)
+    rerank("train", "tk", "--candidates", "train.run", "--qrels", "qrels/train.tsv", "--topics", "train.tsv",
+           "--dev-topics", "dev.tsv", *common, "-o", "apart", cwd=folder)
+    rerank("train", "tk", "--candidates", "train.run", "--qrels", "qrels/train.tsv", "--topics", "queries.jsonl",
+           *common, "-o", "shared", cwd=folder)
+    apart, shared = training_record(folder / "apart"), training_record(folder / "shared")
+    assert apart["history"][-1]["MAP"] == shared["history"][-1]["MAP"]
+    assert apart["dev_topics"] == str(folder / "dev.tsv") and shared["dev_topics"] is None
+    assert set(apart["file_sha256"]) == {"candidates", "qrels", "topics", "corpus", "dev", "dev_qrels", "dev_topics"}
+
+
+@pytest.mark.parametrize("options, words", [
+    # the training split's qrels judge none of the dev run: say which option gives the dev run's
+    (("--candidates", "train.run", "--qrels", "qrels/train.tsv", "--dev", "dev.run"),
+     "no query of dev.run is judged in qrels/train.tsv (the training queries' judgements? give the dev run's with "
+     "--dev-qrels FILE)"),
+    (("--candidates", "all.run", "--qrels", "qrels/train.tsv", "--dev", "all.run"),
+     "--dev all.run is the training set; hold queries out with --dev-fraction or --dev-fold (or judge its dev "
+     "queries apart: --dev-qrels FILE)"),
+    (("--candidates", "all.run", "--qrels", "qrels/train.tsv", "--dev", "all.run", "--dev-qrels", "qrels/train.tsv"),
+     "(is --dev-qrels qrels/train.tsv the dev split's?); hold queries out with --dev-fraction or --dev-fold"),
+    # options that would be ignored
+    (("--candidates", "train.run", "--qrels", "qrels/train.tsv", "--dev-qrels", "qrels/dev.tsv"),
+     "--dev-qrels: for a dev run file (--dev FILE); give the dev run with --dev FILE"),
+    (("--candidates", "train.run", "--qrels", "qrels/train.tsv", "--dev-fraction", "0.2", "--dev-topics", "dev.tsv"),
+     "--dev-topics: for a dev run file (--dev FILE); give the dev run with --dev FILE"),
+    (("--train", "trecqa-train", "--dev", "trecqa-dev", "--dev-qrels", "qrels/dev.tsv"),
+     "--dev-qrels: for a dev run file (--dev FILE); --dev trecqa-dev is a data set, which brings its own"),
+    (("--train", "trecqa-train", "--dev", "dev.run", "--qrels", "qrels/train.tsv", "--dev-qrels", "qrels/dev.tsv"),
+     "--qrels: for candidate run files (--candidates FILE, --dev FILE); the data set trecqa-train brings its own, "
+     "and the dev run has --dev-qrels"),
+    # errors about the dev run's files name the dev options
+    (("--candidates", "train.run", "--qrels", "qrels/train.tsv", "--dev", "dev.run", "--dev-qrels", "trecqa-dev"),
+     "dev.run: --dev-qrels takes a file, not a data set's name"),
+    (("--candidates", "train.run", "--qrels", "qrels/train.tsv", "--dev", "dev.run", "--dev-qrels", "qrels/dev.tsv",
+      "--dev-topics", "train.tsv"),
+     "no judged query of dev.run has a text in its topics; are they the run's? (pass --dev-topics)"),
+])
+def test_dev_files_refused_in_one_line(beir, rerank, options, words):
+    folder, _ = beir
+    texts = () if "--train" in options else ("--topics", "queries.jsonl", "--corpus", "corpus.jsonl")
+    done = rerank("train", "tk", *texts, *options, "--steps", "1", "-o", "ck", check=False, cwd=folder)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and words in done.stderr, done.stderr
+    assert not (folder / "ck").exists()
+
+
+def test_score_tells_the_dev_run_s_queries_from_a_test_split(tmp_path, rerank, data_root, monkeypatch):
+    """A checkpoint whose --dev was a run file of some of a data set's queries: `score` on the whole data set noted
+    that every query it did not train on had chosen its step ('dev figures, not test figures'), those held out for
+    testing too. The checkpoint records the dev queries' ids, and only those are noted."""
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    from rerank.data import get_dataset
+
+    dataset = get_dataset("trecqa-dev")
+    judged = sorted(dataset.qrels())
+    parts = {"train": judged[:40], "dev": judged[40:55]}  # and 10 judged questions left for testing
+    for name, qids in parts.items():
+        with open(tmp_path / f"{name}.run", "w") as handle, RunWriter(handle, RunHeader({"dataset": "trecqa-dev"})) as out:
+            for ranking in dataset.candidates():
+                if ranking.qid in qids:
+                    out.write(ranking)
+    ck = tmp_path / "ck"
+    rerank("train", "tk", "--candidates", "train.run", "--dev", "dev.run", *STEPS, "-o", str(ck), cwd=tmp_path)
+    scored = rerank("score", "--model", "tk", "--checkpoint", str(ck),
+                    input=rerank("retrieve", "trecqa-dev", "--candidates").stdout).stderr
+    assert f"its checkpoint {ck} was trained on 40 of the 81 queries re-scored here" in scored
+    assert f"its checkpoint {ck} chose its best training step by 15 of the 81 queries re-scored here" in scored
