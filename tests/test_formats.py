@@ -213,6 +213,35 @@ def test_beir_queries_are_topics(tmp_path):
         formats.read_topics(path)
 
 
+@pytest.mark.parametrize("records, topics", [
+    # `ir_datasets export msmarco-passage/dev queries --format jsonl`
+    (['{"query_id": "1048585", "text": "what is paula deen\'s brother"}'], {"1048585": "what is paula deen's brother"}),
+    # `ir_datasets export ... queries --format jsonl` of TREC topics: the title is the query, as a <top>'s <title> is
+    (['{"query_id": "301", "title": "International Organized Crime", "description": "Identify ...", "narrative": "A"}'],
+     {"301": "International Organized Crime"}),
+    (['{"qid": "q1", "query": "first query"}', '{"qid": "q2", "query": "second"}'],  # a PyTerrier topics frame's
+     {"q1": "first query", "q2": "second"}),                                       # to_json(orient="records", lines=True)
+])
+def test_jsonl_topics_of_ir_datasets_and_pyterrier(tmp_path, records, topics):
+    """ir_datasets' `query_id` was 'record has no 'id' or '_id'', and its TREC queries (with a title) were refused
+    as 'a corpus, not topics'."""
+    path = tmp_path / "queries.jsonl"
+    path.write_text("\n".join(records) + "\n")
+    assert formats.read_topics(path) == topics
+
+
+@pytest.mark.parametrize("record, words", [
+    ('{"qid": "q1", "body": "x"}', "record has no 'text', 'query' or 'title' (its other keys: 'body')"),
+    ('{"query": "x"}', "record has no '_id', 'id', 'query_id' or 'qid' (its other keys: 'query')"),
+    ('{"query_id": null, "text": "x"}', "record's id is null"),  # it was the query 'None'
+])
+def test_jsonl_topics_without_an_id_or_text_are_named(tmp_path, record, words):
+    path = tmp_path / "queries.jsonl"
+    path.write_text(record + "\n")
+    with pytest.raises(FormatError, match=f"queries.jsonl:1: {re.escape(words)}$"):
+        formats.read_topics(path)
+
+
 @pytest.mark.parametrize("record, fields", [('{"id": "d1", "contents": "a document"}', "'contents'"),
                                             ('{"_id": "d1", "title": "T", "text": "body"}', "'title'")])
 def test_a_corpus_given_as_topics_is_refused(tmp_path, record, fields):
@@ -223,11 +252,19 @@ def test_a_corpus_given_as_topics_is_refused(tmp_path, record, fields):
         formats.read_topics(path)
 
 
-def test_jsonl_both_layouts(tmp_path):
+def test_jsonl_every_tools_layout(tmp_path):
+    """Pyserini's and BEIR's; ir_datasets' `doc_id` (`ir_datasets export ... docs --format jsonl`) and PyTerrier's
+    `docno` were refused as 'record has no 'id' or '_id''."""
     path = tmp_path / "c.jsonl"
-    path.write_text('{"id": "a", "contents": "x y"}\n{"_id": "b", "title": "T", "text": "body"}\n')
+    path.write_text('{"id": "a", "contents": "x y"}\n{"_id": "b", "title": "T", "text": "body"}\n'
+                    '{"doc_id": "c", "text": "ir datasets"}\n{"docno": "d", "text": "pyterrier"}\n')
     docs = list(formats.sniff_documents(path))
-    assert [(d.docid, d.contents) for d in docs] == [("a", "x y"), ("b", "T body")]
+    assert [(d.docid, d.contents) for d in docs] == [("a", "x y"), ("b", "T body"), ("c", "ir datasets"),
+                                                     ("d", "pyterrier")]
+    path.write_text('{"contents": "x"}\n')
+    with pytest.raises(FormatError, match="record has no 'id', '_id', 'docid', 'doc_id' or 'docno' "
+                                          r"\(its other keys: 'contents'\)$"):
+        list(formats.sniff_documents(path))
 
 
 @pytest.mark.parametrize("line, words", [

@@ -1,8 +1,9 @@
 """Readers for the file formats IR collections come in. Each names the file and line of a fault.
 
-Documents: TREC SGML (`<DOC><DOCNO>`), JSONL (`{id, contents}` or `{_id, title, text}`), SMART/Glasgow
-(`.I id` records with `.T .W .A .B .X` fields), `docid<TAB>text` TSV (MS MARCO's collection.tsv). Topics: `qid<TAB>text`, TREC `<top><num><title>`, BEIR's
-`queries.jsonl`, and the SGML `<DOC><DOCNO>` form some collections use for queries (gzip or plain). Qrels:
+Documents: TREC SGML (`<DOC><DOCNO>`), JSONL (Pyserini's `{id, contents}`, BEIR's `{_id, title, text}`, ir_datasets'
+and PyTerrier's ids), SMART/Glasgow (`.I id` records with `.T .W .A .B .X` fields), `docid<TAB>text` TSV (MS MARCO's
+collection.tsv). Topics: `qid<TAB>text`, TREC `<top><num><title>`, JSONL (BEIR's `queries.jsonl`, ir_datasets' and
+PyTerrier's), and the SGML `<DOC><DOCNO>` form some collections use for queries (gzip or plain). Qrels:
 TREC, graded; BEIR's TSV.
 Candidates with text: the TREC DL `retrieve_results_*.json` lists. Answer selection: TrecQA jacana
 pseudo-XML and WikiQA TSVs, turned into queries, candidate "documents" and qrels.
@@ -193,8 +194,8 @@ def read_trec_sgml(path: str | Path) -> Iterator[Document]:
         raise FormatError(str(path), None, "no <DOC> records found")
 
 
-def read_jsonl_docs(path: str | Path) -> Iterator[Document]:
-    """JSONL with `{id, contents}` (Pyserini) or `{_id, title, text}` (BEIR)."""
+def _json_records(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """(line number, record) of each JSON object line of a JSONL file; a line that is not one is named."""
     with open_text(path) as handle:
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
@@ -205,18 +206,46 @@ def read_jsonl_docs(path: str | Path) -> Iterator[Document]:
                 raise FormatError(str(path), line_no, f"invalid JSON ({exc.msg})") from None
             if not isinstance(record, dict):
                 raise FormatError(str(path), line_no, f"a record must be a JSON object, not {type(record).__name__}")
-            docid = record.get("id", record.get("_id", record.get("docid")))
-            if docid is None:
-                raise FormatError(str(path), line_no, "record has no 'id' or '_id'")
-            field_name = "contents" if "contents" in record else "text" if "text" in record else None
-            if field_name is None:
-                others = ", ".join(repr(key) for key in record if key not in ("id", "_id", "docid")) or "none"
-                raise FormatError(str(path), line_no, f"record has no 'contents' or 'text' (its other keys: {others})")
-            title = record.get("title") or "" if field_name == "text" else ""
-            for name, value in ((field_name, record[field_name]), ("title", title)):
-                if not isinstance(value, str):  # null would be indexed as the word "null", a number as digits
-                    raise FormatError(str(path), line_no, f"'{name}' must be a string, not {json.dumps(value)[:40]}")
-            yield Document(str(docid), record[field_name], title)
+            yield line_no, record
+
+
+def _record_field(record: dict, keys: tuple[str, ...], path: str | Path, line_no: int,
+                  read: tuple[str, ...] = ()) -> tuple[str, object]:
+    """(key, value) of the first of `keys` a JSONL record has, naming its other keys (those not `read` already) where
+    it has none: each tool that writes such files names its fields its own way."""
+    key = next((key for key in keys if key in record), None)
+    if key is None:
+        others = ", ".join(repr(key) for key in record if key not in read) or "none"
+        wanted = " or ".join(filter(None, [", ".join(map(repr, keys[:-1])), repr(keys[-1])]))
+        raise FormatError(str(path), line_no, f"record has no {wanted} (its other keys: {others})")
+    return key, record[key]
+
+
+def _record_id(record: dict, keys: tuple[str, ...], path: str | Path, line_no: int) -> str:
+    _, value = _record_field(record, keys, path, line_no)
+    if value is None:
+        raise FormatError(str(path), line_no, "record's id is null")
+    return str(value)
+
+
+def _text_value(name: str, value: object, path: str | Path, line_no: int) -> str:
+    if not isinstance(value, str):  # null would be indexed as the word "null", a number as digits
+        raise FormatError(str(path), line_no, f"'{name}' must be a string, not {json.dumps(value)[:40]}")
+    return value
+
+
+# Pyserini's `id`, BEIR's `_id`, ir_datasets' `doc_id` (`ir_datasets export ... docs`), PyTerrier's `docno`
+DOC_ID_KEYS = ("id", "_id", "docid", "doc_id", "docno")
+
+
+def read_jsonl_docs(path: str | Path) -> Iterator[Document]:
+    """JSONL with `{id, contents}` (Pyserini), `{_id, title, text}` (BEIR), `{doc_id, text}` (ir_datasets) or
+    `{docno, text}` (PyTerrier)."""
+    for line_no, record in _json_records(path):
+        docid = _record_id(record, DOC_ID_KEYS, path, line_no)
+        field_name, text = _record_field(record, ("contents", "text"), path, line_no, DOC_ID_KEYS)
+        title = record.get("title") or "" if field_name == "text" else ""
+        yield Document(docid, _text_value(field_name, text, path, line_no), _text_value("title", title, path, line_no))
 
 
 _SMART_FIELD = re.compile(r"^\.([A-Z])(?:\s+(.*))?$")
@@ -310,20 +339,37 @@ def read_topics(path: str | Path) -> dict[str, str]:
         return _record_topics(((d.docid, d.text) for d in read_trec_sgml(path)), path)
     if start.startswith(".I"):
         return _record_topics(((d.docid, d.contents) for d in read_smart(path)), path)
-    if _json_first_line(start):  # BEIR's queries.jsonl, `{_id, text}`: the corpus reader's records
+    if _json_first_line(start):
         _refuse_corpus_records(start, path)
-        return _record_topics(((d.docid, d.contents) for d in read_jsonl_docs(path)), path)
+        return _read_jsonl_topics(path)
     return _read_tsv_topics(path)
+
+
+# BEIR's queries.jsonl `{_id, text}`; ir_datasets' `{query_id, text}` (MS MARCO's) or `{query_id, title, description,
+# narrative}` (TREC's, whose title is the query, as a <top>'s <title> is); PyTerrier's topics frame `{qid, query}`
+TOPIC_ID_KEYS, TOPIC_TEXT_KEYS = ("_id", "id", "query_id", "qid"), ("text", "query", "title")
+
+
+def _read_jsonl_topics(path: str | Path) -> dict[str, str]:
+    topics: dict[str, str] = {}
+    for line_no, record in _json_records(path):
+        qid = _record_id(record, TOPIC_ID_KEYS, path, line_no)
+        name, text = _record_field(record, TOPIC_TEXT_KEYS, path, line_no, TOPIC_ID_KEYS)
+        _add_topic(topics, qid, _text_value(name, text, path, line_no), path, line_no)
+    return topics
 
 
 def _refuse_corpus_records(start: str, path: str | Path) -> None:
     """A corpus given as topics (`--topics corpus.jsonl`, the two options swapped) was searched one document per
-    query; its records say what it is: Pyserini's `contents`, BEIR's corpus `title` (BEIR queries have neither)."""
+    query; its records say what it is: Pyserini's `contents`, BEIR's corpus `title` (BEIR queries have neither; a
+    record with ir_datasets' or PyTerrier's query id is a query, whose title may be its text)."""
     try:
         first = json.loads(start.partition("\n")[0])
     except ValueError:
         return  # the record reader names the bad line
-    fields = [f for f in ("contents", "title") if isinstance(first, dict) and f in first]
+    if not isinstance(first, dict) or "query_id" in first or "qid" in first:
+        return
+    fields = [f for f in ("contents", "title") if f in first]
     if fields:
         raise FormatError(str(path), None, f"its records have {' and '.join(repr(f) for f in fields)}: a corpus, not "
                           "topics (JSONL topics are BEIR's queries.jsonl, {\"_id\", \"text\"}); is it --corpus?")
