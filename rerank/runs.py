@@ -406,8 +406,13 @@ def _columns_hint(parts: list[str]) -> str:
     if len(parts) > 6 and q0[0]:
         return " (a run tag with a space in it? make it one word)"
     if len(parts) == 1 and "," in parts[0]:
-        return " (comma-separated values, which pandas' to_csv writes unless sep=' '?)"
+        return comma_separated_hint(" ")
     return ""
+
+
+def comma_separated_hint(separator: str) -> str:
+    """For a line of one column with commas in it (a run's, qrels', topics')."""
+    return f" (comma-separated values, which pandas' to_csv writes unless sep={separator!r}?)"
 
 
 def whole_number(text: str) -> int | None:

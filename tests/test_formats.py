@@ -193,6 +193,37 @@ def test_beir_qrels_and_their_faults(tmp_path):
         formats.read_qrels(path)
 
 
+@pytest.mark.parametrize("text", [
+    "qid docno label\nq1 d1 1\nq1 d2 0\nq2 d1 2\n",  # a PyTerrier qrels frame, pandas' to_csv(sep=" ", index=False)
+    "qid\titeration\tdocno\tlabel\nq1\t0\td1\t1\nq1\t0\td2\t0\nq2\tQ0\td1\t2\n",  # with its iteration
+    # ir_datasets' qrels_iter() as a frame: its fields' order, the iteration last
+    "query_id\tdoc_id\trelevance\titeration\nq1\td1\t1\t0\nq1\td2\t0\t0\nq2\td1\t2\t0\n",
+])
+def test_qrels_under_a_header_line_naming_their_columns(tmp_path, text):
+    """A qrels frame written by pandas with its header was refused ('grade 'label' is not an integer', or 3 columns
+    where 4 were expected); its column names say which is which, as BEIR's header does."""
+    path = tmp_path / "qrels.txt"
+    path.write_text(text)
+    assert formats.read_qrels(path) == {"q1": {"d1": 1, "d2": 0}, "q2": {"d1": 2}}
+    path.write_text(text.replace("q2", "q2 x", 1))  # a line of another width is named with the header's columns
+    with pytest.raises(FormatError, match=f"qrels.txt:4: expected {len(text.split(chr(10))[0].split())} columns"):
+        formats.read_qrels(path)
+
+
+@pytest.mark.parametrize("reader, text, words", [
+    (formats.read_qrels, "qid,docno,label\nq1,d1,1\n", "comma-separated values, which pandas' to_csv writes unless "
+                                                         "sep=' '?)"),
+    (formats.read_topics, "qid,query\nq1,first query\n", "comma-separated values, which pandas' to_csv writes unless "
+                                                          "sep='\\t'?)"),
+])
+def test_comma_separated_qrels_and_topics_are_named_so(tmp_path, reader, text, words):
+    """pandas' to_csv writes commas unless told otherwise; the error said only how many columns it found."""
+    path = tmp_path / "frame.csv"
+    path.write_text(text)
+    with pytest.raises(FormatError, match=re.escape(words)):
+        reader(path)
+
+
 @pytest.mark.parametrize("line, found", [('{"_id": "q1", "text": "what is x"}', "found 6; its lines are JSON records"),
                                          ("q1\twhat is x y", "found 5; its lines are 'id<TAB>text'"),
                                          ("q1\twhat is x", "grade 'x' is not an integer; its lines are 'id<TAB>text'")])

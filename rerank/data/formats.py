@@ -4,7 +4,7 @@ Documents: TREC SGML (`<DOC><DOCNO>`), JSONL (Pyserini's `{id, contents}`, BEIR'
 and PyTerrier's ids), SMART/Glasgow (`.I id` records with `.T .W .A .B .X` fields), `docid<TAB>text` TSV (MS MARCO's
 collection.tsv). Topics: `qid<TAB>text`, TREC `<top><num><title>`, JSONL (BEIR's `queries.jsonl`, ir_datasets' and
 PyTerrier's), and the SGML `<DOC><DOCNO>` form some collections use for queries (gzip or plain). Qrels:
-TREC, graded; BEIR's TSV.
+TREC, graded; under a header line naming the columns (BEIR's TSV, pandas' frames).
 Candidates with text: the TREC DL `retrieve_results_*.json` lists. Answer selection: TrecQA jacana
 pseudo-XML and WikiQA TSVs, turned into queries, candidate "documents" and qrels.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 from ..errors import DataError, FormatError
-from ..runs import collector_paused, trec_columns, whole_number
+from ..runs import collector_paused, comma_separated_hint, trec_columns, whole_number
 
 
 @dataclass(frozen=True)
@@ -455,7 +455,8 @@ def _read_tsv_topics(path: str | Path) -> dict[str, str]:
                 continue
             qid, sep, text = line.rstrip("\n").partition("\t")
             if not sep or not qid.strip():
-                raise FormatError(str(path), line_no, "expected 'qid<TAB>query text'")
+                hint = comma_separated_hint("\t") if "," in line and "\t" not in line else ""
+                raise FormatError(str(path), line_no, f"expected 'qid<TAB>query text'{hint}")
             columns = 1 + len(text.strip().split("\t"))
             if columns > 2:  # Anserini searches the second column alone; all of them made another run, silently
                 raise FormatError(str(path), line_no, f"expected 'qid<TAB>query text', found {columns} columns; "
@@ -486,8 +487,23 @@ def _read_trec_topics(path: str | Path) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------------------- qrels
 
-BEIR_QRELS_HEADER = ["query-id", "corpus-id", "score"]
-TREC_QRELS_COLUMNS, BEIR_QRELS_COLUMNS = ("qid", "iter", "docid", "grade"), ("qid", "docid", "grade")
+TREC_QRELS_COLUMNS = ("qid", "iter", "docid", "grade")
+# The names a header line may give each column: BEIR's `query-id corpus-id score`, and a pandas frame's written with
+# its header (PyTerrier's `qid docno label`; ir_datasets' `query_id doc_id relevance iteration`, in that order)
+QRELS_HEADER_NAMES = {name: column for column, names in (("qid", ("query-id", "qid", "query_id")),
+                                                          ("iter", ("iteration", "iter", "q0")),
+                                                          ("docid", ("corpus-id", "docno", "doc_id", "docid")),
+                                                          ("grade", ("score", "label", "relevance", "grade")))
+                      for name in names}
+
+
+def _qrels_header(parts: list[str]) -> tuple[str, ...] | None:
+    """The columns a header line names (`TREC_QRELS_COLUMNS`' names, in its order), or None for a line that is not
+    one: each of qid, docid and grade named once, and nothing else but an iteration."""
+    columns = tuple(QRELS_HEADER_NAMES.get(part.lower()) for part in parts)
+    if None in columns or sorted(column for column in columns if column != "iter") != ["docid", "grade", "qid"]:
+        return None
+    return columns
 
 
 # trec_eval's code (pytrec_eval) counts judgements in an array of one slot per grade up to a query's highest:
@@ -499,6 +515,8 @@ def _not_judgements(line: str) -> str:
     """What a line that is no judgement looks like instead, where it tells: `--qrels queries.jsonl` (or topics.tsv, the
     two files swapped) was told only that its line had 6 columns, or a grade that was a query's word."""
     fields = line.rstrip("\r\n").split("\t")
+    if len(line.split()) == 1 and "," in line:
+        return comma_separated_hint(" ")
     if line.lstrip().startswith("{"):
         return "; its lines are JSON records, as topics (BEIR's queries.jsonl) or a corpus are, not judgements"
     if len(fields) == 2 and len(fields[1].split()) > 1:
@@ -509,23 +527,27 @@ def _not_judgements(line: str) -> str:
 @collector_paused()
 def read_qrels(path: str | Path) -> Qrels:
     """TREC qrels `qid iter docid grade` (graded; negative grades kept: trec_eval reads them as pooled but
-    unjudged, never relevant, and bpref skips them as it skips unjudged documents), or BEIR's
-    `qrels/*.tsv`: the header line `query-id corpus-id score`, then `qid docid grade` lines."""
+    unjudged, never relevant, and bpref skips them as it skips unjudged documents), or columns a header line names
+    (`QRELS_HEADER_NAMES`): BEIR's `qrels/*.tsv`, `query-id corpus-id score` then `qid docid grade` lines, or a
+    PyTerrier or ir_datasets qrels frame that pandas wrote."""
     qrels: Qrels = {}
     first_seen: dict[tuple[str, str], int] = {}
     columns = TREC_QRELS_COLUMNS
+    at_qid, at_docid, at_grade = 0, 2, 3
     with open_text(path) as handle:
         for line_no, line in enumerate(handle, 1):
             parts = trec_columns(line)
             if not parts:
                 continue
-            if parts == BEIR_QRELS_HEADER and not first_seen:
-                columns = BEIR_QRELS_COLUMNS
+            header = None if first_seen else _qrels_header(parts)
+            if header:
+                columns = header
+                at_qid, at_docid, at_grade = map(columns.index, ("qid", "docid", "grade"))
                 continue
             if len(parts) != len(columns):
                 raise FormatError(str(path), line_no, f"expected {len(columns)} columns '{' '.join(columns)}', "
                                                       f"found {len(parts)}{_not_judgements(line)}")
-            qid, docid, grade_text = parts[0], parts[-2], parts[-1]
+            qid, docid, grade_text = parts[at_qid], parts[at_docid], parts[at_grade]
             grade = whole_number(grade_text)
             if grade is None:
                 raise FormatError(str(path), line_no, f"grade {grade_text!r} is not an integer{_not_judgements(line)}")
