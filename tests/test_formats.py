@@ -235,6 +235,31 @@ def test_topics_given_as_qrels_are_named_so(tmp_path, line, found):
         formats.read_qrels(path)
 
 
+@pytest.mark.parametrize("text", [
+    # TREC's Web tracks (2009-2014): a root element, then <topic number type> with <query>, <description>, <subtopic>s
+    '<webtrack2009>\n<topic number="1" type="faceted">\n  <query>obama family tree</query>\n  <description>Find '
+    'information on President Barack Obama\'s family history</description>\n  <subtopic number="1" type="nav">x'
+    '</subtopic>\n</topic>\n<topic number="2" type="single">\n  <query>french lick\n resort and casino</query>\n'
+    '</topic>\n</webtrack2009>\n',
+    # TREC-COVID: an XML declaration; <topics> (which starts as <top> does) holding <topic number>
+    '<?xml version="1.0" encoding="UTF-8"?>\n<topics task="COVIDSearch 2020" batch="5">\n  <topic number="1">\n'
+    '    <query>obama family tree</query>\n    <question>q</question>\n  </topic>\n  <topic number="2">\n'
+    '    <query>french lick resort and casino</query>\n  </topic>\n</topics>\n',
+    # TREC's Health Misinformation track: the number an element of its own
+    "<topics>\n<topic>\n<number>1</number>\n<query>obama family tree</query>\n</topic>\n<topic>\n<number>2</number>\n"
+    "<query>french lick resort and casino</query>\n<description>d</description>\n</topic>\n</topics>\n",
+])
+def test_xml_topics_of_later_trec_tracks(tmp_path, text):
+    """Pyserini reads these (its web and COVID topic readers); rerank took them for TSV ('expected qid<TAB>query
+    text') or, from '<topics>', for <top> topics ('no <top> records found')."""
+    path = tmp_path / "topics.xml"
+    path.write_text(text)
+    assert formats.read_topics(path) == {"1": "obama family tree", "2": "french lick resort and casino"}
+    path.write_text(text.replace("<query>", "<title>", 1).replace("</query>", "</title>", 1))
+    with pytest.raises(FormatError, match="topics.xml:[23]: <topic> without a number .* or <query>$"):
+        formats.read_topics(path)
+
+
 def test_beir_queries_are_topics(tmp_path):
     path = tmp_path / "queries.jsonl"
     path.write_text('{"_id": "q1", "text": "first query", "metadata": {}}\n{"_id": "q2", "text": "second"}\n')

@@ -2,7 +2,7 @@
 
 Documents: TREC SGML (`<DOC><DOCNO>`), JSONL (Pyserini's `{id, contents}`, BEIR's `{_id, title, text}`, ir_datasets'
 and PyTerrier's ids), SMART/Glasgow (`.I id` records with `.T .W .A .B .X` fields), `docid<TAB>text` TSV (MS MARCO's
-collection.tsv). Topics: `qid<TAB>text`, TREC `<top><num><title>`, JSONL (BEIR's `queries.jsonl`, ir_datasets' and
+collection.tsv). Topics: `qid<TAB>text`, TREC `<top><num><title>`, XML `<topic number><query>`, JSONL (BEIR's `queries.jsonl`, ir_datasets' and
 PyTerrier's), and the SGML `<DOC><DOCNO>` form some collections use for queries (gzip or plain). Qrels:
 TREC, graded; under a header line naming the columns (BEIR's TSV, pandas' frames).
 Candidates with text: the TREC DL `retrieve_results_*.json` lists. Answer selection: TrecQA jacana
@@ -333,6 +333,8 @@ _TITLE = re.compile(r"<title>\s*(?:Topic:)?(.*?)(?=<(?!/?title)[a-z]+>|</top>|</
 def read_topics(path: str | Path) -> dict[str, str]:
     """Topics in any of the usual forms, detected from the content; qid -> query text."""
     start = _first_non_blank(Path(path))
+    if start.startswith("<") and _XML_TOPIC.search(start):
+        return _read_xml_topics(path)
     if start.lower().startswith("<top"):
         return _read_trec_topics(path)
     if start.upper().startswith("<DOC"):
@@ -464,6 +466,32 @@ def _read_tsv_topics(path: str | Path) -> dict[str, str]:
             _add_topic(topics, qid.strip(), text.strip(), path, line_no)
     if not topics:
         raise FormatError(str(path), None, "no topics found")
+    return topics
+
+
+_XML_TOPIC = re.compile(r"<topic[\s>]", re.I)
+_TOPIC_TAGS = re.compile(r"<(/?)topic(?:\s[^>]*)?>", re.I)
+_NUMBER_ATTRIBUTE = re.compile(r"""\bnumber\s*=\s*["']?([^"'\s>]+)""", re.I)
+_NUMBER_ELEMENT = re.compile(r"<number>\s*([^\s<]+)", re.I)
+_QUERY = re.compile(r"<query>(.*?)</query>", re.S | re.I)
+
+
+def _read_xml_topics(path: str | Path) -> dict[str, str]:
+    """The XML topics of TREC's Web tracks, TREC-COVID and later tracks: `<topic number="N">` (or a `<number>` in it)
+    holding a `<query>`, the query searched (Anserini's web and COVID topic readers search it too)."""
+    with open_text(path) as handle:
+        content = handle.read()
+    topics: dict[str, str] = {}
+    line, counted = 1, 0
+    for start, body in _closed_records(content, _TOPIC_TAGS, "topic", path):
+        line, counted = line + content.count("\n", counted, start), start
+        number = _NUMBER_ATTRIBUTE.search(_TOPIC_TAGS.match(content, start).group(0)) or _NUMBER_ELEMENT.search(body)
+        query = _QUERY.search(body)
+        if not number or not query:
+            raise FormatError(str(path), line, '<topic> without a number (number="N" or <number>) or <query>')
+        _add_topic(topics, number.group(1), " ".join(query.group(1).split()), path, line)
+    if not topics:
+        raise FormatError(str(path), None, "no <topic> records found")
     return topics
 
 
