@@ -282,6 +282,7 @@ class RunReader:
 
     def __init__(self, handle: IO[str], source: str = "<stdin>", strict: bool = False, msmarco: bool = False):
         self.handle, self.source, self.strict, self.msmarco = handle, source, strict or msmarco, msmarco
+        self._first_rank: int | None = None  # an MS MARCO run's: 1, or PyTerrier's 0
         self.header = RunHeader()
         self._line_no = 0
         self._ended = False
@@ -346,15 +347,20 @@ class RunReader:
 
     def _msmarco_record(self, parts: list[str]) -> tuple[int, str, str, int, float, str]:
         """A line of an MS MARCO run, 'qid docid rank' (Pyserini's --output-format msmarco), as a record scored
-        1/rank: the score Pyserini's and Anserini's converters to TREC lines give it, which keeps the ranks' order."""
+        1/rank: the score Pyserini's and Anserini's converters to TREC lines give it, which keeps the ranks' order.
+        PyTerrier numbers ranks from 0 (its 'minimal' format): a run whose first rank is 0 is read so, one up."""
         if len(parts) != 3:
             hint = " (a TREC run? leave out --msmarco)" if len(parts) == 6 else ""
             raise FormatError(self.source, self._line_no, f"expected 3 columns 'qid docid rank' (an MS MARCO run), "
                                                           f"found {len(parts)}{hint}")
         qid, docid, rank = parts
         rank_value = whole_number(rank)
-        if rank_value is None or rank_value < 1:
-            raise FormatError(self.source, self._line_no, f"rank {rank!r} is not a whole number from 1 up")
+        if self._first_rank is None:
+            self._first_rank = 0 if rank_value == 0 else 1
+        if rank_value is None or rank_value < self._first_rank:
+            raise FormatError(self.source, self._line_no, f"rank {rank!r} is not a whole number from "
+                                                          f"{self._first_rank} up")
+        rank_value += 1 - self._first_rank
         return self._line_no, qid, docid, rank_value, 1 / rank_value, MSMARCO_TAG
 
     def __iter__(self) -> Iterator[QueryRanking]:

@@ -138,11 +138,15 @@ def test_msmarco_runs_are_read_scored_one_over_rank():
     got = list(reader)
     assert [(q.qid, q.docids, q.scores, q.tag) for q in got] == [
         ("1", ["b", "a", "c"], [1.0, 0.5, 1 / 3], "msmarco"), ("2", ["z"], [1.0], "msmarco")]
+    # PyTerrier's write_results(format="minimal") numbers ranks from 0, as PyTerrier does
+    from_zero = RunReader(io.StringIO("1\tb\t0\n1\ta\t1\n1\tc\t2\n2\tz\t0\n"), "m", msmarco=True)
+    assert [(q.qid, q.docids, q.scores) for q in from_zero] == [(q.qid, q.docids, q.scores) for q in got]
 
 
 @pytest.mark.parametrize("text, line, words", [
     ("1 Q0 a 1 2.5 t\n", 1, "expected 3 columns 'qid docid rank' (an MS MARCO run), found 6 (a TREC run? leave out"),
-    ("1\ta\t0\n", 1, "rank '0' is not a whole number from 1 up"),  # 0-based ranks would make 1/0
+    ("1\ta\t1\n1\tb\t0\n", 2, "rank '0' is not a whole number from 1 up"),  # (1/0)
+    ("1\ta\t0\n1\tb\t-1\n", 2, "rank '-1' is not a whole number from 0 up"),
     ("1\ta\tfirst\n", 1, "rank 'first' is not a whole number from 1 up"),
     ("1\ta\t1\n1\tb\t1\n", 2, "rank 1 appears twice"),  # BEIR's qrels without their header: grades, not ranks
     ("1\ta\t1\n1\ta\t2\n", 2, "duplicate document a"),

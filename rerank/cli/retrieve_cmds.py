@@ -125,8 +125,9 @@ def retrieve(name, backend_name, k, topics, candidate_run, threads, stage_name, 
               help="Keep the stream's first N queries (a quick test; eval then counts those alone).")
 @click.option("--depth", type=click.IntRange(min=1), metavar="K", help="Keep each query's top K documents.")
 @click.option("--msmarco", is_flag=True,
-              help="RUN is an MS MARCO run, 'qid<TAB>docid<TAB>rank' lines (Pyserini's --output-format msmarco): "
-                   "write it as TREC lines, each document scored 1/rank, as Pyserini's converter scores it.")
+              help="RUN is an MS MARCO run, 'qid<TAB>docid<TAB>rank' lines (Pyserini's --output-format msmarco; "
+                   "PyTerrier's 'minimal', ranked from 0): write it as TREC lines, each document scored 1/rank, as "
+                   "Pyserini's converter scores it.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 def cat(run: str | None, trec_only: bool, strict: bool, first_queries: int | None, depth: int | None,
         msmarco: bool, output: str | None) -> None:
