@@ -374,7 +374,8 @@ def _refuse_corpus_records(start: str, path: str | Path) -> None:
     fields = [f for f in ("contents", "title") if f in first]
     if fields:
         raise FormatError(str(path), None, f"its records have {' and '.join(repr(f) for f in fields)}: a corpus, not "
-                          "topics (JSONL topics are BEIR's queries.jsonl, {\"_id\", \"text\"}); is it --corpus?")
+                          "topics (JSONL topics are BEIR's queries.jsonl, {\"_id\", \"text\"}, ir_datasets' "
+                          "{\"query_id\", ...} or PyTerrier's {\"qid\", \"query\"}); is it --corpus?")
 
 
 def _json_first_line(start: str) -> bool:
