@@ -291,7 +291,6 @@ class RunReader:
         self._line_iter = _text_lines(handle, source)
         self._read_header()
 
-
     def _read_header(self) -> None:
         for line in self._line_iter:
             self._line_no += 1

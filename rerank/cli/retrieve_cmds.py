@@ -85,8 +85,9 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
 @click.option("--original-query-weight", type=float, default=None,
               help="RM3: weight of the original query (default 0.5).")
 @click.option("--topics", type=click.Path(dir_okay=False),
-              help="Topics file (TSV, TREC <top> or <topic> XML, SGML, or JSONL: BEIR queries.jsonl, ir_datasets, PyTerrier); default: the data set NAME's topics. "
-                   "With --candidates, some of NAME's queries, whose candidates alone are replayed.")
+              help="Topics file (TSV, TREC <top> or <topic> XML, SGML, or JSONL: BEIR queries.jsonl, ir_datasets, "
+                   "PyTerrier); default: the data set NAME's topics. With --candidates, some of NAME's queries, "
+                   "whose candidates alone are replayed.")
 @click.option("--candidates", "candidate_run", is_flag=False, flag_value="", default=None, metavar="[RUN]",
               help="Replay a candidate run shipped with the data set (bm25, bm25-rm3; default its first) instead of searching.")
 @click.option("--threads", default=api.SEARCH_THREADS, show_default=True, help="Search threads.")

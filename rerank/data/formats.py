@@ -2,9 +2,9 @@
 
 Documents: TREC SGML (`<DOC><DOCNO>`), JSONL (Pyserini's `{id, contents}`, BEIR's `{_id, title, text}`, ir_datasets'
 and PyTerrier's ids), SMART/Glasgow (`.I id` records with `.T .W .A .B .X` fields), `docid<TAB>text` TSV (MS MARCO's
-collection.tsv). Topics: `qid<TAB>text`, TREC `<top><num><title>`, XML `<topic number><query>`, JSONL (BEIR's `queries.jsonl`, ir_datasets' and
-PyTerrier's), and the SGML `<DOC><DOCNO>` form some collections use for queries (gzip or plain). Qrels:
-TREC, graded; under a header line naming the columns (BEIR's TSV, pandas' frames).
+collection.tsv). Topics: `qid<TAB>text`, TREC `<top><num><title>`, XML `<topic number><query>`, JSONL (BEIR's
+`queries.jsonl`, ir_datasets' and PyTerrier's), and the SGML `<DOC><DOCNO>` form some collections use for queries
+(gzip or plain). Qrels: TREC, graded; under a header line naming the columns (BEIR's TSV, pandas' frames).
 Candidates with text: the TREC DL `retrieve_results_*.json` lists. Answer selection: TrecQA jacana
 pseudo-XML and WikiQA TSVs, turned into queries, candidate "documents" and qrels.
 """
