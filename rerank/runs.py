@@ -45,6 +45,7 @@ END_TEXT = "end of run"  # from format 2 on, the last line of a complete stream
 TIME_KEY = "time"
 TEXT_FIELDS = ("dataset", "index", "topics", "corpus", "qrels")  # header fields that name a data set, index or file
 CUT_KEY = "cut"  # header field: what `rerank cat --first/--depth` kept of a stream ({"queries": N, "depth": K})
+MSMARCO_TAG = "msmarco"  # the tag of a run read from MS MARCO's 'qid docid rank' lines, which carry none
 BYTE_ORDER_MARK = "\ufeff"  # Windows editors start UTF-8 files with one; it is not part of the first qid
 
 
@@ -257,35 +258,38 @@ def _not_utf8(source: str, error: UnicodeDecodeError) -> FormatError:
     return FormatError(source, None, f"not UTF-8 text ({error.reason}){hint}")
 
 
+def _text_lines(handle: IO[str], source: str) -> Iterator[str]:
+    """A run's lines, less a byte-order mark; bytes that are not UTF-8 become a FormatError naming the file, not a
+    traceback."""
+    lines = iter(handle)
+    try:
+        for line in lines:
+            yield line.removeprefix(BYTE_ORDER_MARK)
+            break
+        yield from lines  # not a loop of its own here
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(source, exc) from None
+
+
 class RunReader:
     """Streams a run query by query; validates as it goes and names the line of any fault.
 
     `strict` also demands ranks that agree with scores (rank i before rank j implies
     score_i >= score_j) and consecutive ranks from 1. Lenient mode ignores the rank column, as
     trec_eval does. Records of one query must be contiguous (needed to stream); `load_run`
-    accepts any order.
+    accepts any order. `msmarco` reads an MS MARCO run instead (`_msmarco_record`), strictly: its ranks are its scores.
     """
 
-    def __init__(self, handle: IO[str], source: str = "<stdin>", strict: bool = False):
-        self.handle, self.source, self.strict = handle, source, strict
+    def __init__(self, handle: IO[str], source: str = "<stdin>", strict: bool = False, msmarco: bool = False):
+        self.handle, self.source, self.strict, self.msmarco = handle, source, strict or msmarco, msmarco
+        self._first_rank: int | None = None  # an MS MARCO run's: 1, or PyTerrier's 0
         self.header = RunHeader()
         self._line_no = 0
         self._ended = False
         self._pending: str | None = None
         self._timings: dict[str, list[Timing]] = {}
-        self._line_iter = self._lines()
+        self._line_iter = _text_lines(handle, source)
         self._read_header()
-
-    def _lines(self) -> Iterator[str]:
-        """The handle's lines; bytes that are not UTF-8 become a FormatError naming the file, not a traceback."""
-        lines = iter(self.handle)
-        try:
-            for line in lines:
-                yield line.removeprefix(BYTE_ORDER_MARK)
-                break
-            yield from lines  # not a loop of its own here
-        except UnicodeDecodeError as exc:
-            raise _not_utf8(self.source, exc) from None
 
     def _read_header(self) -> None:
         for line in self._line_iter:
@@ -319,17 +323,19 @@ class RunReader:
             if closed:  # a run appended to a finished one: its records would merge into this run's queries
                 raise FormatError(self.source, self._line_no, f"a record after the '# {END_TEXT}' line (runs joined by "
                                                               "cat?); give each run as a file of its own")
+            if self.msmarco:
+                yield self._msmarco_record(parts)
+                continue
             if len(parts) != 6:
-                hint = " (an MS MARCO 'qid docid rank' run? convert it to TREC lines first)" if len(parts) == 3 else ""
-                if len(parts) == 4 and whole_number(parts[3]) is not None:  # `eval QRELS RUN`, trec_eval's order
-                    hint = " (a qrels file ('qid iter docid grade')? pass it with --qrels FILE, not as a run)"
-                raise FormatError(self.source, self._line_no,
-                                  f"expected 6 columns 'qid Q0 docid rank score tag', found {len(parts)}{hint}")
+                raise FormatError(self.source, self._line_no, f"expected 6 columns 'qid Q0 docid rank score tag', "
+                                                              f"found {len(parts)}{_columns_hint(parts)}")
             qid, _, docid, rank, score, tag = parts
             try:
                 score_value = float(score if "_" not in score else no_underscores(score))
             except ValueError:
-                raise FormatError(self.source, self._line_no, f"score {score!r} is not a number") from None
+                hint = "" if whole_number(rank) is not None else \
+                    " (a line of column names, which pandas' to_csv writes unless header=False?)"
+                raise FormatError(self.source, self._line_no, f"score {score!r} is not a number{hint}") from None
             if not math.isfinite(score_value):  # no order or normalisation (z-scores, min-max) can use it
                 raise FormatError(self.source, self._line_no, f"score is {score!r}, not a finite number")
             # ASCII digits, the usual rank, read as whole_number reads them, without its calls
@@ -337,6 +343,24 @@ class RunReader:
             if rank_value is None:  # the likeliest cause: score and rank columns swapped
                 raise FormatError(self.source, self._line_no, f"rank {rank!r} is not an integer")
             yield self._line_no, qid, docid, rank_value, score_value, tag
+
+    def _msmarco_record(self, parts: list[str]) -> tuple[int, str, str, int, float, str]:
+        """A line of an MS MARCO run, 'qid docid rank' (Pyserini's --output-format msmarco), as a record scored
+        1/rank: the score Pyserini's and Anserini's converters to TREC lines give it, which keeps the ranks' order.
+        PyTerrier numbers ranks from 0 (its 'minimal' format): a run whose first rank is 0 is read so, one up."""
+        if len(parts) != 3:
+            hint = " (a TREC run? leave out --msmarco)" if len(parts) == 6 else ""
+            raise FormatError(self.source, self._line_no, f"expected 3 columns 'qid docid rank' (an MS MARCO run), "
+                                                          f"found {len(parts)}{hint}")
+        qid, docid, rank = parts
+        rank_value = whole_number(rank)
+        if self._first_rank is None:
+            self._first_rank = 0 if rank_value == 0 else 1
+        if rank_value is None or rank_value < self._first_rank:
+            raise FormatError(self.source, self._line_no, f"rank {rank!r} is not a whole number from "
+                                                          f"{self._first_rank} up")
+        rank_value += 1 - self._first_rank
+        return self._line_no, qid, docid, rank_value, 1 / rank_value, MSMARCO_TAG
 
     def __iter__(self) -> Iterator[QueryRanking]:
         done: set[str] = set()
@@ -371,6 +395,29 @@ class RunReader:
         ranking = QueryRanking.from_scores(qid, (r[1] for r in rows), (r[3] for r in rows), tag=tag)
         ranking.timings = self._timings.pop(qid, [])
         return ranking
+
+
+def _columns_hint(parts: list[str]) -> str:
+    """What a run line of the wrong width most likely is, where its columns tell (the files other tools write)."""
+    q0 = [part.upper() in ("Q0", "0") for part in parts[1:3]]  # where the second column stands
+    if len(parts) == 3:
+        return " (an MS MARCO run, 'qid docid rank'? rerank cat --msmarco FILE converts it)"
+    if len(parts) == 4 and whole_number(parts[3]) is not None:  # `eval QRELS RUN`, trec_eval's order
+        return " (a qrels file ('qid iter docid grade')? pass it with --qrels FILE, not as a run)"
+    if len(parts) == 5 and q0[0]:
+        return " (no run tag after the score? trec_eval needs one too)"
+    if len(parts) == 7 and q0 == [False, True]:
+        return " (a first column of row numbers, which pandas' to_csv writes unless index=False?)"
+    if len(parts) > 6 and q0[0]:
+        return " (a run tag with a space in it? make it one word)"
+    if len(parts) == 1 and "," in parts[0]:
+        return comma_separated_hint(" ")
+    return ""
+
+
+def comma_separated_hint(separator: str) -> str:
+    """For a line of one column with commas in it (a run's, qrels', topics')."""
+    return f" (comma-separated values, which pandas' to_csv writes unless sep={separator!r}?)"
 
 
 def whole_number(text: str) -> int | None:

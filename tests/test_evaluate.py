@@ -221,6 +221,29 @@ def test_depth_evaluates_each_querys_top_documents_as_trec_eval_M(rerank, data_r
 
 
 @pytest.mark.data
+def test_an_msmarco_run_converted_by_cat_evaluates_as_pyserinis_conversion_does(rerank, data_root, tmp_path):
+    """Pyserini's runs in --output-format msmarco ('qid<TAB>docid<TAB>rank') were refused with 'convert it to TREC
+    lines first', and rerank had no way to. `cat --msmarco` writes what Pyserini's converter writes, each document
+    scored 1/rank, so eval's figures are trec_eval's on that conversion."""
+    dl = data_root / "trec-dl"
+    qrels = dl / "qrels" / "qrels.dl19-passage.txt"
+    records = [line.split() for line in (dl / "bm25" / "trec_results_dl19.txt").read_text().splitlines()]
+    (tmp_path / "run.tsv").write_text("".join(f"{qid}\t{docid}\t{rank}\n" for qid, _, docid, rank, _, _ in records))
+    (tmp_path / "pyserini.trec").write_text("".join(f"{qid} Q0 {docid} {rank} {1 / int(rank)} TEMPRUN\n"
+                                                    for qid, _, docid, rank, _, _ in records))
+    refused = rerank("eval", str(tmp_path / "run.tsv"), "--qrels", str(qrels), check=False)
+    assert refused.returncode == 1 and "rerank cat --msmarco FILE converts it" in refused.stderr
+    converted = rerank("cat", "--msmarco", "--trec", str(tmp_path / "run.tsv")).stdout
+    assert [line.split()[:5] for line in converted.splitlines()] == [
+        [qid, "Q0", docid, rank, repr(1 / int(rank))] for qid, _, docid, rank, _, _ in records]
+    board, = json.loads(rerank("eval", "--qrels", str(qrels), "--min-rel", "2", "-m", "MAP", "-m", "nDCG@10",
+                               "-m", "MRR@10", "--format", "json", input=converted).stdout)
+    ref = trec_eval(qrels, tmp_path / "pyserini.trec", ["map", "ndcg_cut.10", "recip_rank"], min_rel=2, depth=10)
+    assert round(board["nDCG@10"], 4) == ref["ndcg_cut_10"] and round(board["MRR@10"], 4) == ref["recip_rank"]
+    assert round(board["MAP"], 4) == trec_eval(qrels, tmp_path / "pyserini.trec", ["map"], min_rel=2)["map"]
+
+
+@pytest.mark.data
 def test_dl19_leaderboard_matches_trec_eval_with_graded_relevance(rerank, data_root, tmp_path):
     dl = data_root / "trec-dl"
     bm25 = rerank("retrieve", "trec-dl-2019", "--candidates", "bm25").stdout

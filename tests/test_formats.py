@@ -193,6 +193,37 @@ def test_beir_qrels_and_their_faults(tmp_path):
         formats.read_qrels(path)
 
 
+@pytest.mark.parametrize("text", [
+    "qid docno label\nq1 d1 1\nq1 d2 0\nq2 d1 2\n",  # a PyTerrier qrels frame, pandas' to_csv(sep=" ", index=False)
+    "qid\titeration\tdocno\tlabel\nq1\t0\td1\t1\nq1\t0\td2\t0\nq2\tQ0\td1\t2\n",  # with its iteration
+    # ir_datasets' qrels_iter() as a frame: its fields' order, the iteration last
+    "query_id\tdoc_id\trelevance\titeration\nq1\td1\t1\t0\nq1\td2\t0\t0\nq2\td1\t2\t0\n",
+])
+def test_qrels_under_a_header_line_naming_their_columns(tmp_path, text):
+    """A qrels frame written by pandas with its header was refused ('grade 'label' is not an integer', or 3 columns
+    where 4 were expected); its column names say which is which, as BEIR's header does."""
+    path = tmp_path / "qrels.txt"
+    path.write_text(text)
+    assert formats.read_qrels(path) == {"q1": {"d1": 1, "d2": 0}, "q2": {"d1": 2}}
+    path.write_text(text.replace("q2", "q2 x", 1))  # a line of another width is named with the header's columns
+    with pytest.raises(FormatError, match=f"qrels.txt:4: expected {len(text.split(chr(10))[0].split())} columns"):
+        formats.read_qrels(path)
+
+
+@pytest.mark.parametrize("reader, text, words", [
+    (formats.read_qrels, "qid,docno,label\nq1,d1,1\n", "comma-separated values, which pandas' to_csv writes unless "
+                                                         "sep=' '?)"),
+    (formats.read_topics, "qid,query\nq1,first query\n", "comma-separated values, which pandas' to_csv writes unless "
+                                                          "sep='\\t'?)"),
+])
+def test_comma_separated_qrels_and_topics_are_named_so(tmp_path, reader, text, words):
+    """pandas' to_csv writes commas unless told otherwise; the error said only how many columns it found."""
+    path = tmp_path / "frame.csv"
+    path.write_text(text)
+    with pytest.raises(FormatError, match=re.escape(words)):
+        reader(path)
+
+
 @pytest.mark.parametrize("line, found", [('{"_id": "q1", "text": "what is x"}', "found 6; its lines are JSON records"),
                                          ("q1\twhat is x y", "found 5; its lines are 'id<TAB>text'"),
                                          ("q1\twhat is x", "grade 'x' is not an integer; its lines are 'id<TAB>text'")])
@@ -204,12 +235,66 @@ def test_topics_given_as_qrels_are_named_so(tmp_path, line, found):
         formats.read_qrels(path)
 
 
+@pytest.mark.parametrize("text", [
+    # TREC's Web tracks (2009-2014): a root element, then <topic number type> with <query>, <description>, <subtopic>s
+    '<webtrack2009>\n<topic number="1" type="faceted">\n  <query>obama family tree</query>\n  <description>Find '
+    'information on President Barack Obama\'s family history</description>\n  <subtopic number="1" type="nav">x'
+    '</subtopic>\n</topic>\n<topic number="2" type="single">\n  <query>french lick\n resort and casino</query>\n'
+    '</topic>\n</webtrack2009>\n',
+    # TREC-COVID: an XML declaration; <topics> (which starts as <top> does) holding <topic number>
+    '<?xml version="1.0" encoding="UTF-8"?>\n<topics task="COVIDSearch 2020" batch="5">\n  <topic number="1">\n'
+    '    <query>obama family tree</query>\n    <question>q</question>\n  </topic>\n  <topic number="2">\n'
+    '    <query>french lick resort and casino</query>\n  </topic>\n</topics>\n',
+    # TREC's Health Misinformation track: the number an element of its own
+    "<topics>\n<topic>\n<number>1</number>\n<query>obama family tree</query>\n</topic>\n<topic>\n<number>2</number>\n"
+    "<query>french lick resort and casino</query>\n<description>d</description>\n</topic>\n</topics>\n",
+])
+def test_xml_topics_of_later_trec_tracks(tmp_path, text):
+    """Pyserini reads these (its web and COVID topic readers); rerank took them for TSV ('expected qid<TAB>query
+    text') or, from '<topics>', for <top> topics ('no <top> records found')."""
+    path = tmp_path / "topics.xml"
+    path.write_text(text)
+    assert formats.read_topics(path) == {"1": "obama family tree", "2": "french lick resort and casino"}
+    path.write_text(text.replace("<query>", "<title>", 1).replace("</query>", "</title>", 1))
+    with pytest.raises(FormatError, match="topics.xml:[23]: <topic> without a number .* or <query>$"):
+        formats.read_topics(path)
+
+
 def test_beir_queries_are_topics(tmp_path):
     path = tmp_path / "queries.jsonl"
     path.write_text('{"_id": "q1", "text": "first query", "metadata": {}}\n{"_id": "q2", "text": "second"}\n')
     assert formats.read_topics(path) == {"q1": "first query", "q2": "second"}
     path.write_text('{"_id": "q1", "text": "first"}\n{"_id": "q1", "text": "again"}\n')
     with pytest.raises(FormatError, match="q1"):
+        formats.read_topics(path)
+
+
+@pytest.mark.parametrize("records, topics", [
+    # `ir_datasets export msmarco-passage/dev queries --format jsonl`
+    (['{"query_id": "1048585", "text": "what is paula deen\'s brother"}'], {"1048585": "what is paula deen's brother"}),
+    # `ir_datasets export ... queries --format jsonl` of TREC topics: the title is the query, as a <top>'s <title> is
+    (['{"query_id": "301", "title": "International Organized Crime", "description": "Identify ...", "narrative": "A"}'],
+     {"301": "International Organized Crime"}),
+    (['{"qid": "q1", "query": "first query"}', '{"qid": "q2", "query": "second"}'],  # a PyTerrier topics frame's
+     {"q1": "first query", "q2": "second"}),                                       # to_json(orient="records", lines=True)
+])
+def test_jsonl_topics_of_ir_datasets_and_pyterrier(tmp_path, records, topics):
+    """ir_datasets' `query_id` was 'record has no 'id' or '_id'', and its TREC queries (with a title) were refused
+    as 'a corpus, not topics'."""
+    path = tmp_path / "queries.jsonl"
+    path.write_text("\n".join(records) + "\n")
+    assert formats.read_topics(path) == topics
+
+
+@pytest.mark.parametrize("record, words", [
+    ('{"qid": "q1", "body": "x"}', "record has no 'text', 'query' or 'title' (its other keys: 'body')"),
+    ('{"query": "x"}', "record has no '_id', 'id', 'query_id' or 'qid' (its other keys: 'query')"),
+    ('{"query_id": null, "text": "x"}', "record's id is null"),  # it was the query 'None'
+])
+def test_jsonl_topics_without_an_id_or_text_are_named(tmp_path, record, words):
+    path = tmp_path / "queries.jsonl"
+    path.write_text(record + "\n")
+    with pytest.raises(FormatError, match=f"queries.jsonl:1: {re.escape(words)}$"):
         formats.read_topics(path)
 
 
@@ -223,11 +308,19 @@ def test_a_corpus_given_as_topics_is_refused(tmp_path, record, fields):
         formats.read_topics(path)
 
 
-def test_jsonl_both_layouts(tmp_path):
+def test_jsonl_every_tools_layout(tmp_path):
+    """Pyserini's and BEIR's; ir_datasets' `doc_id` (`ir_datasets export ... docs --format jsonl`) and PyTerrier's
+    `docno` were refused as 'record has no 'id' or '_id''."""
     path = tmp_path / "c.jsonl"
-    path.write_text('{"id": "a", "contents": "x y"}\n{"_id": "b", "title": "T", "text": "body"}\n')
+    path.write_text('{"id": "a", "contents": "x y"}\n{"_id": "b", "title": "T", "text": "body"}\n'
+                    '{"doc_id": "c", "text": "ir datasets"}\n{"docno": "d", "text": "pyterrier"}\n')
     docs = list(formats.sniff_documents(path))
-    assert [(d.docid, d.contents) for d in docs] == [("a", "x y"), ("b", "T body")]
+    assert [(d.docid, d.contents) for d in docs] == [("a", "x y"), ("b", "T body"), ("c", "ir datasets"),
+                                                     ("d", "pyterrier")]
+    path.write_text('{"contents": "x"}\n')
+    with pytest.raises(FormatError, match="record has no 'id', '_id', 'docid', 'doc_id' or 'docno' "
+                                          r"\(its other keys: 'contents'\)$"):
+        list(formats.sniff_documents(path))
 
 
 @pytest.mark.parametrize("line, words", [

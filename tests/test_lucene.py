@@ -143,6 +143,33 @@ def test_beir_queries_and_qrels_give_the_trec_files_figures(rerank, vaswani_inde
     assert figures == ["0.2856", "0.2856"]
 
 
+def test_ir_datasets_pyterrier_and_trec_xml_files_give_the_trec_files_figures(rerank, vaswani_index, data_root,
+                                                                                tmp_path):
+    """Vaswani's topics and qrels as other tools write them: ir_datasets' `export ... queries --format jsonl` of TREC
+    topics (`query_id`, the query in `title`) and its qrels as a pandas frame (`query_id doc_id relevance iteration`),
+    a TREC Web track XML topics file, and a PyTerrier qrels frame (`qid docno label`). Each was refused; each now
+    gives the run and the MAP of the TREC files."""
+    from rerank.data import get_dataset
+
+    vaswani = get_dataset("vaswani", data_root)
+    topics, judged = vaswani.topics(), [(q, d, g) for q, docs in vaswani.qrels().items() for d, g in docs.items()]
+    (tmp_path / "queries.jsonl").write_text("".join(json.dumps({"query_id": qid, "title": text, "description": "d",
+                                                                "narrative": "n"}) + "\n" for qid, text in topics.items()))
+    (tmp_path / "topics.xml").write_text("<webtrack2009>\n" + "".join(
+        f'<topic number="{qid}" type="single">\n  <query>{text}</query>\n</topic>\n' for qid, text in topics.items())
+        + "</webtrack2009>\n")
+    (tmp_path / "irds.tsv").write_text("query_id\tdoc_id\trelevance\titeration\n"
+                                       + "".join(f"{q}\t{d}\t{g}\t0\n" for q, d, g in judged))
+    (tmp_path / "pyterrier.txt").write_text("qid docno label\n" + "".join(f"{q} {d} {g}\n" for q, d, g in judged))
+    native = rerank("retrieve", "vaswani").stdout
+    for topics_file, qrels_file in (("queries.jsonl", "irds.tsv"), ("topics.xml", "pyterrier.txt")):
+        run = rerank("retrieve", "vaswani", "--topics", str(tmp_path / topics_file)).stdout
+        assert [line for line in run.splitlines() if line[0] != "#"] == [
+            line for line in native.splitlines() if line[0] != "#"]
+        assert rerank("eval", "-m", "MAP", "--qrels", str(tmp_path / qrels_file), input=run).stdout.split()[-1] == \
+            "0.2856"
+
+
 def test_stream_header_and_timings(rerank, vaswani_index):
     out = rerank("retrieve", "vaswani", "--k", "10").stdout.splitlines()
     assert out[0] == "# rerank-run: 2" and out[-1] == "# end of run"

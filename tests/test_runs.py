@@ -79,7 +79,7 @@ def test_plain_trec_run_without_header_is_read():
 
 @pytest.mark.parametrize("text, line, words", [
     ("1 Q0 a 1 2.5\n", 1, "expected 6 columns"),
-    ("1\ta\t1\n", 1, "an MS MARCO 'qid docid rank' run?"),
+    ("1\ta\t1\n", 1, "an MS MARCO run, 'qid docid rank'? rerank cat --msmarco FILE converts it"),
     # `rerank eval QRELS RUN`, trec_eval's argument order: the qrels file is read as a run
     ("1 0 a 1\n", 1, "a qrels file ('qid iter docid grade')? pass it with --qrels"),
     ("1 Q0 a 1 2.5 t\n1 Q0 b 2 high t\n", 2, "is not a number"),
@@ -95,6 +95,12 @@ def test_plain_trec_run_without_header_is_read():
     ("1 Q0 a 1 2_5 t\n", 1, "score '2_5' is not a number"),
     ("1 Q0 a 1_0 2.5 t\n", 1, "rank '1_0' is not an integer"),
     ("1 Q0 a 1_0.0 2.5 t\n", 1, "rank '1_0.0' is not an integer"),
+    # the files other tools write: pandas' to_csv with its defaults, a run tag left out or with a space in it
+    ("qid Q0 docno rank score name\n1 Q0 a 1 2.5 t\n", 1, "a line of column names, which pandas' to_csv writes"),
+    ("1,Q0,a,1,2.5,t\n", 1, "comma-separated values, which pandas' to_csv writes unless sep=' '"),
+    ("0 1 Q0 a 1 2.5 t\n", 1, "a first column of row numbers, which pandas' to_csv writes unless index=False"),
+    ("1 Q0 a 1 2.5\n", 1, "no run tag after the score?"),
+    ("1 Q0 a 1 2.5 my run\n", 1, "a run tag with a space in it?"),
 ])
 def test_malformed_lines_are_named(text, line, words):
     with pytest.raises(FormatError) as info:
@@ -123,6 +129,33 @@ def test_whole_run_loader_names_a_duplicate_document(text):
     with pytest.raises(FormatError, match=r"r:7: duplicate document b for query 2 \(first at line 5\)"):
         load_run(io.StringIO('# rerank-run: 2\n# dataset: "x"\n' + text.replace("1 Q0 a", "# time: 1 s 1.0 1\n1 Q0 a")
                              + "# end of run\n"), "r")
+
+
+def test_msmarco_runs_are_read_scored_one_over_rank():
+    """Pyserini's --output-format msmarco ('qid<TAB>docid<TAB>rank') was refused with 'convert it to TREC lines
+    first' and no way to; `rerank cat --msmarco` reads it, scored 1/rank as Pyserini's converter scores it."""
+    reader = RunReader(io.StringIO("1\tb\t1\n1\ta\t2\n1\tc\t3\n2\tz\t1\n"), "m", msmarco=True)
+    got = list(reader)
+    assert [(q.qid, q.docids, q.scores, q.tag) for q in got] == [
+        ("1", ["b", "a", "c"], [1.0, 0.5, 1 / 3], "msmarco"), ("2", ["z"], [1.0], "msmarco")]
+    # PyTerrier's write_results(format="minimal") numbers ranks from 0, as PyTerrier does
+    from_zero = RunReader(io.StringIO("1\tb\t0\n1\ta\t1\n1\tc\t2\n2\tz\t0\n"), "m", msmarco=True)
+    assert [(q.qid, q.docids, q.scores) for q in from_zero] == [(q.qid, q.docids, q.scores) for q in got]
+
+
+@pytest.mark.parametrize("text, line, words", [
+    ("1 Q0 a 1 2.5 t\n", 1, "expected 3 columns 'qid docid rank' (an MS MARCO run), found 6 (a TREC run? leave out"),
+    ("1\ta\t1\n1\tb\t0\n", 2, "rank '0' is not a whole number from 1 up"),  # (1/0)
+    ("1\ta\t0\n1\tb\t-1\n", 2, "rank '-1' is not a whole number from 0 up"),
+    ("1\ta\tfirst\n", 1, "rank 'first' is not a whole number from 1 up"),
+    ("1\ta\t1\n1\tb\t1\n", 2, "rank 1 appears twice"),  # BEIR's qrels without their header: grades, not ranks
+    ("1\ta\t1\n1\ta\t2\n", 2, "duplicate document a"),
+    ("1\ta\t1\n2\tb\t1\n1\tc\t2\n", 3, "not contiguous"),
+])
+def test_msmarco_run_faults_are_named(text, line, words):
+    with pytest.raises(FormatError) as info:
+        list(RunReader(io.StringIO(text), "m", msmarco=True))
+    assert info.value.line_no == line and words in str(info.value)
 
 
 def test_ranks_written_as_floats_are_read():

@@ -85,8 +85,9 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
 @click.option("--original-query-weight", type=float, default=None,
               help="RM3: weight of the original query (default 0.5).")
 @click.option("--topics", type=click.Path(dir_okay=False),
-              help="Topics file (TSV, TREC <top>, SGML or BEIR queries.jsonl); default: the data set NAME's topics. "
-                   "With --candidates, some of NAME's queries, whose candidates alone are replayed.")
+              help="Topics file (TSV, TREC <top> or <topic> XML, SGML, or JSONL: BEIR queries.jsonl, ir_datasets, "
+                   "PyTerrier); default: the data set NAME's topics. With --candidates, some of NAME's queries, "
+                   "whose candidates alone are replayed.")
 @click.option("--candidates", "candidate_run", is_flag=False, flag_value="", default=None, metavar="[RUN]",
               help="Replay a candidate run shipped with the data set (bm25, bm25-rm3; default its first) instead of searching.")
 @click.option("--threads", default=api.SEARCH_THREADS, show_default=True, help="Search threads.")
@@ -124,13 +125,18 @@ def retrieve(name, backend_name, k, topics, candidate_run, threads, stage_name, 
 @click.option("--first", "first_queries", type=click.IntRange(min=1), metavar="N",
               help="Keep the stream's first N queries (a quick test; eval then counts those alone).")
 @click.option("--depth", type=click.IntRange(min=1), metavar="K", help="Keep each query's top K documents.")
+@click.option("--msmarco", is_flag=True,
+              help="RUN is an MS MARCO run, 'qid<TAB>docid<TAB>rank' lines (Pyserini's --output-format msmarco; "
+                   "PyTerrier's 'minimal', ranked from 0): write it as TREC lines, each document scored 1/rank, as "
+                   "Pyserini's converter scores it.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 def cat(run: str | None, trec_only: bool, strict: bool, first_queries: int | None, depth: int | None,
-        output: str | None) -> None:
+        msmarco: bool, output: str | None) -> None:
     """Validate a run stream and write it out again (normalised order and ranks), whole or cut (--first,
-    --depth: a run cut with head lacks its end line, and the next stage refuses it)."""
+    --depth: a run cut with head lacks its end line, and the next stage refuses it); or convert an MS MARCO
+    run (--msmarco)."""
     with open_run_input(run) as (handle, source):
-        reader = RunReader(handle, source, strict)
+        reader = RunReader(handle, source, strict, msmarco)
         rankings = iter(reader)
         first = next(rankings, None)
         if first is None:

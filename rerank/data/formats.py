@@ -1,9 +1,10 @@
 """Readers for the file formats IR collections come in. Each names the file and line of a fault.
 
-Documents: TREC SGML (`<DOC><DOCNO>`), JSONL (`{id, contents}` or `{_id, title, text}`), SMART/Glasgow
-(`.I id` records with `.T .W .A .B .X` fields), `docid<TAB>text` TSV (MS MARCO's collection.tsv). Topics: `qid<TAB>text`, TREC `<top><num><title>`, BEIR's
-`queries.jsonl`, and the SGML `<DOC><DOCNO>` form some collections use for queries (gzip or plain). Qrels:
-TREC, graded; BEIR's TSV.
+Documents: TREC SGML (`<DOC><DOCNO>`), JSONL (Pyserini's `{id, contents}`, BEIR's `{_id, title, text}`, ir_datasets'
+and PyTerrier's ids), SMART/Glasgow (`.I id` records with `.T .W .A .B .X` fields), `docid<TAB>text` TSV (MS MARCO's
+collection.tsv). Topics: `qid<TAB>text`, TREC `<top><num><title>`, XML `<topic number><query>`, JSONL (BEIR's
+`queries.jsonl`, ir_datasets' and PyTerrier's), and the SGML `<DOC><DOCNO>` form some collections use for queries
+(gzip or plain). Qrels: TREC, graded; under a header line naming the columns (BEIR's TSV, pandas' frames).
 Candidates with text: the TREC DL `retrieve_results_*.json` lists. Answer selection: TrecQA jacana
 pseudo-XML and WikiQA TSVs, turned into queries, candidate "documents" and qrels.
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 from ..errors import DataError, FormatError
-from ..runs import collector_paused, trec_columns, whole_number
+from ..runs import collector_paused, comma_separated_hint, trec_columns, whole_number
 
 
 @dataclass(frozen=True)
@@ -193,8 +194,8 @@ def read_trec_sgml(path: str | Path) -> Iterator[Document]:
         raise FormatError(str(path), None, "no <DOC> records found")
 
 
-def read_jsonl_docs(path: str | Path) -> Iterator[Document]:
-    """JSONL with `{id, contents}` (Pyserini) or `{_id, title, text}` (BEIR)."""
+def _json_records(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """(line number, record) of each JSON object line of a JSONL file; a line that is not one is named."""
     with open_text(path) as handle:
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
@@ -205,18 +206,46 @@ def read_jsonl_docs(path: str | Path) -> Iterator[Document]:
                 raise FormatError(str(path), line_no, f"invalid JSON ({exc.msg})") from None
             if not isinstance(record, dict):
                 raise FormatError(str(path), line_no, f"a record must be a JSON object, not {type(record).__name__}")
-            docid = record.get("id", record.get("_id", record.get("docid")))
-            if docid is None:
-                raise FormatError(str(path), line_no, "record has no 'id' or '_id'")
-            field_name = "contents" if "contents" in record else "text" if "text" in record else None
-            if field_name is None:
-                others = ", ".join(repr(key) for key in record if key not in ("id", "_id", "docid")) or "none"
-                raise FormatError(str(path), line_no, f"record has no 'contents' or 'text' (its other keys: {others})")
-            title = record.get("title") or "" if field_name == "text" else ""
-            for name, value in ((field_name, record[field_name]), ("title", title)):
-                if not isinstance(value, str):  # null would be indexed as the word "null", a number as digits
-                    raise FormatError(str(path), line_no, f"'{name}' must be a string, not {json.dumps(value)[:40]}")
-            yield Document(str(docid), record[field_name], title)
+            yield line_no, record
+
+
+def _record_field(record: dict, keys: tuple[str, ...], path: str | Path, line_no: int,
+                  read: tuple[str, ...] = ()) -> tuple[str, object]:
+    """(key, value) of the first of `keys` a JSONL record has, naming its other keys (those not `read` already) where
+    it has none: each tool that writes such files names its fields its own way."""
+    key = next((key for key in keys if key in record), None)
+    if key is None:
+        others = ", ".join(repr(key) for key in record if key not in read) or "none"
+        wanted = " or ".join(filter(None, [", ".join(map(repr, keys[:-1])), repr(keys[-1])]))
+        raise FormatError(str(path), line_no, f"record has no {wanted} (its other keys: {others})")
+    return key, record[key]
+
+
+def _record_id(record: dict, keys: tuple[str, ...], path: str | Path, line_no: int) -> str:
+    _, value = _record_field(record, keys, path, line_no)
+    if value is None:
+        raise FormatError(str(path), line_no, "record's id is null")
+    return str(value)
+
+
+def _text_value(name: str, value: object, path: str | Path, line_no: int) -> str:
+    if not isinstance(value, str):  # null would be indexed as the word "null", a number as digits
+        raise FormatError(str(path), line_no, f"'{name}' must be a string, not {json.dumps(value)[:40]}")
+    return value
+
+
+# Pyserini's `id`, BEIR's `_id`, ir_datasets' `doc_id` (`ir_datasets export ... docs`), PyTerrier's `docno`
+DOC_ID_KEYS = ("id", "_id", "docid", "doc_id", "docno")
+
+
+def read_jsonl_docs(path: str | Path) -> Iterator[Document]:
+    """JSONL with `{id, contents}` (Pyserini), `{_id, title, text}` (BEIR), `{doc_id, text}` (ir_datasets) or
+    `{docno, text}` (PyTerrier)."""
+    for line_no, record in _json_records(path):
+        docid = _record_id(record, DOC_ID_KEYS, path, line_no)
+        field_name, text = _record_field(record, ("contents", "text"), path, line_no, DOC_ID_KEYS)
+        title = record.get("title") or "" if field_name == "text" else ""
+        yield Document(docid, _text_value(field_name, text, path, line_no), _text_value("title", title, path, line_no))
 
 
 _SMART_FIELD = re.compile(r"^\.([A-Z])(?:\s+(.*))?$")
@@ -304,29 +333,49 @@ _TITLE = re.compile(r"<title>\s*(?:Topic:)?(.*?)(?=<(?!/?title)[a-z]+>|</top>|</
 def read_topics(path: str | Path) -> dict[str, str]:
     """Topics in any of the usual forms, detected from the content; qid -> query text."""
     start = _first_non_blank(Path(path))
+    if start.startswith("<") and _XML_TOPIC.search(start):
+        return _read_xml_topics(path)
     if start.lower().startswith("<top"):
         return _read_trec_topics(path)
     if start.upper().startswith("<DOC"):
         return _record_topics(((d.docid, d.text) for d in read_trec_sgml(path)), path)
     if start.startswith(".I"):
         return _record_topics(((d.docid, d.contents) for d in read_smart(path)), path)
-    if _json_first_line(start):  # BEIR's queries.jsonl, `{_id, text}`: the corpus reader's records
+    if _json_first_line(start):
         _refuse_corpus_records(start, path)
-        return _record_topics(((d.docid, d.contents) for d in read_jsonl_docs(path)), path)
+        return _read_jsonl_topics(path)
     return _read_tsv_topics(path)
+
+
+# BEIR's queries.jsonl `{_id, text}`; ir_datasets' `{query_id, text}` (MS MARCO's) or `{query_id, title, description,
+# narrative}` (TREC's, whose title is the query, as a <top>'s <title> is); PyTerrier's topics frame `{qid, query}`
+TOPIC_ID_KEYS, TOPIC_TEXT_KEYS = ("_id", "id", "query_id", "qid"), ("text", "query", "title")
+
+
+def _read_jsonl_topics(path: str | Path) -> dict[str, str]:
+    topics: dict[str, str] = {}
+    for line_no, record in _json_records(path):
+        qid = _record_id(record, TOPIC_ID_KEYS, path, line_no)
+        name, text = _record_field(record, TOPIC_TEXT_KEYS, path, line_no, TOPIC_ID_KEYS)
+        _add_topic(topics, qid, _text_value(name, text, path, line_no), path, line_no)
+    return topics
 
 
 def _refuse_corpus_records(start: str, path: str | Path) -> None:
     """A corpus given as topics (`--topics corpus.jsonl`, the two options swapped) was searched one document per
-    query; its records say what it is: Pyserini's `contents`, BEIR's corpus `title` (BEIR queries have neither)."""
+    query; its records say what it is: Pyserini's `contents`, BEIR's corpus `title` (BEIR queries have neither; a
+    record with ir_datasets' or PyTerrier's query id is a query, whose title may be its text)."""
     try:
         first = json.loads(start.partition("\n")[0])
     except ValueError:
         return  # the record reader names the bad line
-    fields = [f for f in ("contents", "title") if isinstance(first, dict) and f in first]
+    if not isinstance(first, dict) or "query_id" in first or "qid" in first:
+        return
+    fields = [f for f in ("contents", "title") if f in first]
     if fields:
         raise FormatError(str(path), None, f"its records have {' and '.join(repr(f) for f in fields)}: a corpus, not "
-                          "topics (JSONL topics are BEIR's queries.jsonl, {\"_id\", \"text\"}); is it --corpus?")
+                          "topics (JSONL topics are BEIR's queries.jsonl, {\"_id\", \"text\"}, ir_datasets' "
+                          "{\"query_id\", ...} or PyTerrier's {\"qid\", \"query\"}); is it --corpus?")
 
 
 def _json_first_line(start: str) -> bool:
@@ -409,7 +458,8 @@ def _read_tsv_topics(path: str | Path) -> dict[str, str]:
                 continue
             qid, sep, text = line.rstrip("\n").partition("\t")
             if not sep or not qid.strip():
-                raise FormatError(str(path), line_no, "expected 'qid<TAB>query text'")
+                hint = comma_separated_hint("\t") if "," in line and "\t" not in line else ""
+                raise FormatError(str(path), line_no, f"expected 'qid<TAB>query text'{hint}")
             columns = 1 + len(text.strip().split("\t"))
             if columns > 2:  # Anserini searches the second column alone; all of them made another run, silently
                 raise FormatError(str(path), line_no, f"expected 'qid<TAB>query text', found {columns} columns; "
@@ -417,6 +467,32 @@ def _read_tsv_topics(path: str | Path) -> dict[str, str]:
             _add_topic(topics, qid.strip(), text.strip(), path, line_no)
     if not topics:
         raise FormatError(str(path), None, "no topics found")
+    return topics
+
+
+_XML_TOPIC = re.compile(r"<topic[\s>]", re.I)
+_TOPIC_TAGS = re.compile(r"<(/?)topic(?:\s[^>]*)?>", re.I)
+_NUMBER_ATTRIBUTE = re.compile(r"""\bnumber\s*=\s*["']?([^"'\s>]+)""", re.I)
+_NUMBER_ELEMENT = re.compile(r"<number>\s*([^\s<]+)", re.I)
+_QUERY = re.compile(r"<query>(.*?)</query>", re.S | re.I)
+
+
+def _read_xml_topics(path: str | Path) -> dict[str, str]:
+    """The XML topics of TREC's Web tracks, TREC-COVID and later tracks: `<topic number="N">` (or a `<number>` in it)
+    holding a `<query>`, the query searched (Anserini's web and COVID topic readers search it too)."""
+    with open_text(path) as handle:
+        content = handle.read()
+    topics: dict[str, str] = {}
+    line, counted = 1, 0
+    for start, body in _closed_records(content, _TOPIC_TAGS, "topic", path):
+        line, counted = line + content.count("\n", counted, start), start
+        number = _NUMBER_ATTRIBUTE.search(_TOPIC_TAGS.match(content, start).group(0)) or _NUMBER_ELEMENT.search(body)
+        query = _QUERY.search(body)
+        if not number or not query:
+            raise FormatError(str(path), line, '<topic> without a number (number="N" or <number>) or <query>')
+        _add_topic(topics, number.group(1), " ".join(query.group(1).split()), path, line)
+    if not topics:
+        raise FormatError(str(path), None, "no <topic> records found")
     return topics
 
 
@@ -440,8 +516,23 @@ def _read_trec_topics(path: str | Path) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------------------- qrels
 
-BEIR_QRELS_HEADER = ["query-id", "corpus-id", "score"]
-TREC_QRELS_COLUMNS, BEIR_QRELS_COLUMNS = ("qid", "iter", "docid", "grade"), ("qid", "docid", "grade")
+TREC_QRELS_COLUMNS = ("qid", "iter", "docid", "grade")
+# The names a header line may give each column: BEIR's `query-id corpus-id score`, and a pandas frame's written with
+# its header (PyTerrier's `qid docno label`; ir_datasets' `query_id doc_id relevance iteration`, in that order)
+QRELS_HEADER_NAMES = {name: column for column, names in (("qid", ("query-id", "qid", "query_id")),
+                                                          ("iter", ("iteration", "iter", "q0")),
+                                                          ("docid", ("corpus-id", "docno", "doc_id", "docid")),
+                                                          ("grade", ("score", "label", "relevance", "grade")))
+                      for name in names}
+
+
+def _qrels_header(parts: list[str]) -> tuple[str, ...] | None:
+    """The columns a header line names (`TREC_QRELS_COLUMNS`' names, in its order), or None for a line that is not
+    one: each of qid, docid and grade named once, and nothing else but an iteration."""
+    columns = tuple(QRELS_HEADER_NAMES.get(part.lower()) for part in parts)
+    if None in columns or sorted(column for column in columns if column != "iter") != ["docid", "grade", "qid"]:
+        return None
+    return columns
 
 
 # trec_eval's code (pytrec_eval) counts judgements in an array of one slot per grade up to a query's highest:
@@ -453,6 +544,8 @@ def _not_judgements(line: str) -> str:
     """What a line that is no judgement looks like instead, where it tells: `--qrels queries.jsonl` (or topics.tsv, the
     two files swapped) was told only that its line had 6 columns, or a grade that was a query's word."""
     fields = line.rstrip("\r\n").split("\t")
+    if len(line.split()) == 1 and "," in line:
+        return comma_separated_hint(" ")
     if line.lstrip().startswith("{"):
         return "; its lines are JSON records, as topics (BEIR's queries.jsonl) or a corpus are, not judgements"
     if len(fields) == 2 and len(fields[1].split()) > 1:
@@ -463,23 +556,27 @@ def _not_judgements(line: str) -> str:
 @collector_paused()
 def read_qrels(path: str | Path) -> Qrels:
     """TREC qrels `qid iter docid grade` (graded; negative grades kept: trec_eval reads them as pooled but
-    unjudged, never relevant, and bpref skips them as it skips unjudged documents), or BEIR's
-    `qrels/*.tsv`: the header line `query-id corpus-id score`, then `qid docid grade` lines."""
+    unjudged, never relevant, and bpref skips them as it skips unjudged documents), or columns a header line names
+    (`QRELS_HEADER_NAMES`): BEIR's `qrels/*.tsv`, `query-id corpus-id score` then `qid docid grade` lines, or a
+    PyTerrier or ir_datasets qrels frame that pandas wrote."""
     qrels: Qrels = {}
     first_seen: dict[tuple[str, str], int] = {}
     columns = TREC_QRELS_COLUMNS
+    at_qid, at_docid, at_grade = 0, 2, 3
     with open_text(path) as handle:
         for line_no, line in enumerate(handle, 1):
             parts = trec_columns(line)
             if not parts:
                 continue
-            if parts == BEIR_QRELS_HEADER and not first_seen:
-                columns = BEIR_QRELS_COLUMNS
+            header = None if first_seen else _qrels_header(parts)
+            if header:
+                columns = header
+                at_qid, at_docid, at_grade = map(columns.index, ("qid", "docid", "grade"))
                 continue
             if len(parts) != len(columns):
                 raise FormatError(str(path), line_no, f"expected {len(columns)} columns '{' '.join(columns)}', "
                                                       f"found {len(parts)}{_not_judgements(line)}")
-            qid, docid, grade_text = parts[0], parts[-2], parts[-1]
+            qid, docid, grade_text = parts[at_qid], parts[at_docid], parts[at_grade]
             grade = whole_number(grade_text)
             if grade is None:
                 raise FormatError(str(path), line_no, f"grade {grade_text!r} is not an integer{_not_judgements(line)}")
