@@ -260,6 +260,18 @@ def test_xml_topics_of_later_trec_tracks(tmp_path, text):
         formats.read_topics(path)
 
 
+def test_xml_topics_are_read_as_xml_text(tmp_path):
+    """An XML topic's query was taken as its raw markup: 'AT&amp;T' was searched with the word 'amp', and a CDATA
+    section's markers were part of the query. An XML parser (Anserini's COVID topic reader) reads 'AT&T' and the
+    CDATA's text; so does rerank, gzipped or with CRLF lines too."""
+    text = ('<?xml version="1.0"?>\r\n<topics>\r\n<topic number="1">\r\n  <query>AT&amp;T &lt;5G&gt; caf&#233;</query>'
+            '\r\n</topic>\r\n<topic number="2">\r\n  <query><![CDATA[R&D <lab> &amp;]]> plans</query>\r\n</topic>\r\n'
+            '</topics>\r\n')
+    path = tmp_path / "topics.xml.gz"
+    path.write_bytes(gzip.compress(text.encode()))
+    assert formats.read_topics(path) == {"1": "AT&T <5G> café", "2": "R&D <lab> &amp; plans"}
+
+
 def test_beir_queries_are_topics(tmp_path):
     path = tmp_path / "queries.jsonl"
     path.write_text('{"_id": "q1", "text": "first query", "metadata": {}}\n{"_id": "q2", "text": "second"}\n')
