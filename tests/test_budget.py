@@ -351,6 +351,13 @@ def test_a_boundary_is_rounded_up_so_the_sentence_holds_at_the_budget_it_prints(
         assert all(row[model] is not None for model in best.models), (best.sentence(), row)
 
 
+def test_a_boundary_of_29_digits_or_more_is_said_whole():
+    """A '# time:' line may hold any finite number of milliseconds; a boundary of 1e28 ms or more was a traceback
+    (decimal.InvalidOperation: rounding it to whole milliseconds took more than Decimal's 28 digits)."""
+    assert budget.Best(("tk",), 1e28).sentence() == f"tk is the best that fits from 1{'0' * 28} ms per query on"
+    assert budget.Best(("tk",), 1.5e300).sentence() == f"tk is the best that fits from 15{'0' * 299} ms per query on"
+
+
 def test_labels_files_and_cached_stages_inside_a_fusion(tmp_path, monkeypatch):
     from rerank.cli.budget_cmds import _cached_score_stages
     from rerank.cli.io import split_label

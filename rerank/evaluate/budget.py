@@ -15,7 +15,7 @@ import csv
 import io
 import json
 import math
-from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal, localcontext
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -133,9 +133,11 @@ def _ms(value: float) -> str:
     down would not. A value that rounds to itself but for float noise (12.100000000000001) is not bumped."""
     exact = Decimal(repr(value))
     unit = Decimal(1) if value >= 100 else Decimal(1).scaleb(exact.adjusted() - 2)
-    nearest = exact.quantize(unit, rounding=ROUND_HALF_EVEN)
-    shown = nearest if math.isclose(nearest, exact, rel_tol=1e-9) else exact.quantize(unit, rounding=ROUND_CEILING)
-    return f"{shown.normalize():f}"
+    # every digit down to the unit, and one more where rounding up carries: the default 28 digits refused 1e28 ms
+    with localcontext(prec=max(28, exact.adjusted() + 2)):
+        nearest = exact.quantize(unit, rounding=ROUND_HALF_EVEN)
+        shown = nearest if math.isclose(nearest, exact, rel_tol=1e-9) else exact.quantize(unit, rounding=ROUND_CEILING)
+        return f"{shown.normalize():f}"
 
 
 def positive_numbers(text: str, what: str, kind: type = float) -> list:
