@@ -374,6 +374,10 @@ def test_a_search_without_encoder_embeds_with_the_encoder_the_index_was_built_wi
         assert done.returncode == 1 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1, problem
         assert f"was built with encoder {encoder.resolve()} (hash {stage['encoder']})" in done.stderr, problem
         assert why in done.stderr and "not comparable" in done.stderr, problem
+        # a rebuild keeps the index's encoder while its folder is there (it rebuilt with the packaged MiniLM)
+        kept = f" --encoder {encoder.resolve()}" if problem == "folder changed" else "".join(f" {a}" for a in extra)
+        assert done.stderr.endswith(f"rebuild with rerank index ownencoder --corpus FILE --backend dense{kept} "
+                                    "--overwrite\n"), problem
 
 
 @pytest.mark.data
@@ -683,6 +687,11 @@ def test_vectors_embedded_by_another_version_of_the_code_are_neither_searched_no
     with pytest.raises(dense.BackendError, match="embedded by a rerank whose embedding is version 1, and this one "
                                                  "embeds as version 2: its vectors are not comparable; rebuild"):
         dense.open_index("versioned", encoder=tiny_encoder)
+    # without --encoder it searches with the folder it was built with, and a rebuild keeps that folder (it was left
+    # out of the command, which then rebuilt with the packaged MiniLM)
+    with pytest.raises(dense.BackendError, match=re.escape(f"rebuild with rerank index versioned --corpus FILE --backend "
+                                                           f"dense --encoder {Path(tiny_encoder).resolve()} --overwrite")):
+        dense.open_index("versioned")
     assert dense.stored_passages(RunHeader({"index": "versioned"}), source, encoder_hash, dense.MAX_LENGTH) is None
     info = dense.build("versioned", iter(docs), source, encoder=tiny_encoder, overwrite=True)
     assert not info.source[dense.REUSED] and info.source["encoder"]["scores_version"] == 2

@@ -451,8 +451,13 @@ class DenseIndex:
                      f"embedded by a rerank whose embedding is version {built_with.get('scores_version', 1)}, and this "
                      f"one embeds as version {current['scores_version']}")
             search = "give --encoder a folder holding that encoder, or " if why else ""
+            # a rebuild keeps the index's own encoder where its folder is still there (changed since, or embedded by
+            # an older rerank): without --encoder it would swap it for the packaged MiniLM
+            recorded = built_with.get("path")
+            kept = (recorded if encoder is None and isinstance(recorded, str) and Path(recorded).is_dir()
+                    and not _is_packaged(recorded) else encoder)
             raise BackendError(f"{described(name, index_name)} was {built}: its vectors are not comparable; {search}"
-                               f"rebuild with {build_command(name, build_options(index_name, encoder))} --overwrite")
+                               f"rebuild with {build_command(name, build_options(index_name, kept))} --overwrite")
         import faiss
 
         faiss.omp_set_num_threads(threads)
