@@ -378,8 +378,10 @@ class TrainArgs:
                                      or (_same_file(self.dev, self.candidates) and self.dev_qrels is None)):
             # early stopping would pick by the training queries; with judgements of its own the dev split of one run
             # (BEIR's one queries.jsonl) holds other queries, and build_dev refuses any it shares with training
+            # (a data set brings its own judgements: --dev-qrels is for a run file)
+            apart = " (or judge its dev queries apart: --dev-qrels FILE)" if self.dev != self.train else ""
             raise UsageError(f"--dev {self.dev} is the training set; hold queries out with --dev-fraction or --dev-fold"
-                             " (or judge its dev queries apart: --dev-qrels FILE)")
+                             f"{apart}")
         if self.dev_fold is not None:
             self.fold()
         for label, value in (("--steps", self.steps), ("--batch-groups", self.batch_groups),

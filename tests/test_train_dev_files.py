@@ -99,6 +99,9 @@ def test_split_runs_with_their_own_topics_files(beir, rerank):
     (("--candidates", "all.run", "--qrels", "qrels/train.tsv", "--dev", "all.run"),
      "--dev all.run is the training set; hold queries out with --dev-fraction or --dev-fold (or judge its dev "
      "queries apart: --dev-qrels FILE)"),
+    # a data set judges its queries once: --dev-qrels, which a data set refuses, was suggested for it too
+    (("--train", "trecqa-train", "--dev", "trecqa-train"),
+     "--dev trecqa-train is the training set; hold queries out with --dev-fraction or --dev-fold\n"),
     (("--candidates", "all.run", "--qrels", "qrels/train.tsv", "--dev", "all.run", "--dev-qrels", "qrels/train.tsv"),
      "(is --dev-qrels qrels/train.tsv the dev split's?); hold queries out with --dev-fraction or --dev-fold"),
     # options that would be ignored
