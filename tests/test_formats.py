@@ -311,9 +311,12 @@ def test_jsonl_topics_without_an_id_or_text_are_named(tmp_path, record, words):
 
 
 @pytest.mark.parametrize("record, fields", [('{"id": "d1", "contents": "a document"}', "'contents'"),
-                                            ('{"_id": "d1", "title": "T", "text": "body"}', "'title'")])
+                                            ('{"_id": "d1", "title": "T", "text": "body"}', "'title'"),
+                                            # a first document longer than the 4,096 characters formats are told by
+                                            ('{"_id": "d1", "title": "T", "text": "%s"}' % ("word " * 1000), "'title'")])
 def test_a_corpus_given_as_topics_is_refused(tmp_path, record, fields):
-    """Pyserini's and BEIR's corpus records were read as queries: `--topics corpus.jsonl` searched every document."""
+    """Pyserini's and BEIR's corpus records were read as queries: `--topics corpus.jsonl` searched every document
+    (still so where the first document's line was longer than the start of the file the format is told from)."""
     path = tmp_path / "corpus.jsonl"
     path.write_text(record + "\n")
     with pytest.raises(FormatError, match=f"corpus.jsonl: its records have {fields}: a corpus, not topics .*--corpus"):

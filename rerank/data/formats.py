@@ -343,7 +343,6 @@ def read_topics(path: str | Path) -> dict[str, str]:
     if start.startswith(".I"):
         return _record_topics(((d.docid, d.contents) for d in read_smart(path)), path)
     if _json_first_line(start):
-        _refuse_corpus_records(start, path)
         return _read_jsonl_topics(path)
     return _read_tsv_topics(path)
 
@@ -356,21 +355,20 @@ TOPIC_ID_KEYS, TOPIC_TEXT_KEYS = ("_id", "id", "query_id", "qid"), ("text", "que
 def _read_jsonl_topics(path: str | Path) -> dict[str, str]:
     topics: dict[str, str] = {}
     for line_no, record in _json_records(path):
+        if not topics:
+            _refuse_corpus_records(record, path)
         qid = _record_id(record, TOPIC_ID_KEYS, path, line_no)
         name, text = _record_field(record, TOPIC_TEXT_KEYS, path, line_no, TOPIC_ID_KEYS)
         _add_topic(topics, qid, _text_value(name, text, path, line_no), path, line_no)
     return topics
 
 
-def _refuse_corpus_records(start: str, path: str | Path) -> None:
+def _refuse_corpus_records(first: dict, path: str | Path) -> None:
     """A corpus given as topics (`--topics corpus.jsonl`, the two options swapped) was searched one document per
-    query; its records say what it is: Pyserini's `contents`, BEIR's corpus `title` (BEIR queries have neither; a
-    record with ir_datasets' or PyTerrier's query id is a query, whose title may be its text)."""
-    try:
-        first = json.loads(start.partition("\n")[0])
-    except ValueError:
-        return  # the record reader names the bad line
-    if not isinstance(first, dict) or "query_id" in first or "qid" in first:
+    query; its first record says what it is: Pyserini's `contents`, BEIR's corpus `title` (BEIR queries have neither;
+    a record with ir_datasets' or PyTerrier's query id is a query, whose title may be its text). The record, not the
+    file's first 4,096 characters, in which a long document's line did not fit and was read as topics."""
+    if "query_id" in first or "qid" in first:
         return
     fields = [f for f in ("contents", "title") if f in first]
     if fields:
