@@ -35,6 +35,7 @@ from .models.base import Reranker, load_model
 from .normalise import zscores
 from .paths import cache_dir
 from .progress import Progress
+from .retrieve.store import described, origin
 from .runs import QueryRanking, Stream, Timing
 
 CACHE_FILE = "scores.sqlite"
@@ -189,19 +190,27 @@ def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Rer
     return head_over_tail(ranking, scores, tag=stage, timings=[*ranking.timings, timing])
 
 
-def seen_in_training(model: Reranker, dataset: str | None) -> tuple[set[str], set[str]]:
-    """The ids of `dataset`'s queries the model's checkpoint was trained on (`train tk --train trec-dl-2019`, then
-    scored and evaluated on trec-dl-2019), and those its dev evaluation chose the best step by (`--dev
-    trecqa-dev`, or the training queries `--dev-fraction` held out): figures on the first are not held out, those
-    on the second are dev figures, so scoring them is said, as train says of such dev queries."""
+def seen_in_training(model: Reranker, dataset: str | None, store: DocStore,
+                     queries: dict[str, str]) -> tuple[set[str], set[str]]:
+    """The ids of the `queries` (id -> words, ranked over the documents of `store`) the model's checkpoint
+    was trained on (`train tk --train trec-dl-2019`, then scored and evaluated on trec-dl-2019; or a test split of
+    one's own collection that shares queries with the training split), and those its dev evaluation chose the best
+    step by (`--dev trecqa-dev`, or the training queries `--dev-fraction` held out): figures on the first are not
+    held out, those on the second are dev figures, so scoring them is said, as train says of such dev queries.
+    Checkpoints from before train recorded its queries' words and documents (`query_space`) tell `dataset`'s alone."""
     folder = model.provenance().get("checkpoint")
     manifest = Path(str(folder)) / "checkpoint.json" if folder else None
-    if dataset is None or manifest is None or not manifest.is_file():
+    if manifest is None or not manifest.is_file():
         return set(), set()
     from .data import dataset_names, get_dataset
-    from .train import trained_qids
+    from .train import queries_seen, trained_qids
 
     training = json.loads(manifest.read_text()).get("training") or {}
+    seen = queries_seen(training, origin(store.origin), queries)
+    if seen is not None:
+        return seen
+    if dataset is None:
+        return set(), set()
     trained = (trained_qids(training) or set()) if training.get("train_source") == dataset else set()
     chosen = set(training.get("held_out_qids") or ()) if training.get("train_source") == dataset else set()
     if training.get("dev_source") == dataset:  # checkpoints from before `dev_qids`: every query the data set judges
@@ -241,7 +250,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
         click.echo(f"rerank: warning: {stale}; until then the texts scored are those of its build", err=True)
     stats = stats if stats is not None else ScoreStats()
     model.attach(stream.header, store)  # before provenance: a model may take stored encodings of those texts
-    trained, chosen = seen_in_training(model, stream.header.dataset)
+    trained, chosen = seen_in_training(model, stream.header.dataset, store, queries)
     # Files given for the texts go into the header, so the next stage (or eval) finds them as this one did
     files = {key: str(Path(value).resolve()) for key, value in (("topics", topics), ("corpus", corpus)) if value}
     header = stream.header.with_stage({"name": stage, "stage": "score", "depth": depth, "cache": cache,
@@ -273,7 +282,8 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
             if say_training_overlap and (seen or picked):
                 import click
 
-                checkpoint, of = model.provenance()["checkpoint"], f"({stream.header.dataset}'s)"
+                collection = stream.header.dataset or stream.header.get("index") or described(origin(store.origin))
+                checkpoint, of = model.provenance()["checkpoint"], f"({collection}'s)"
                 if seen:
                     click.echo(f"rerank: warning: {stage}: its checkpoint {checkpoint} was trained on {seen} of the "
                                f"{counted(done, 'query', 'queries')} re-scored here {of}: figures on them are not "

@@ -502,6 +502,9 @@ class Judged:
     measures: tuple[str, ...]
     name: str  # the data set, or the run file when its header names none
     note: str = ""  # the queries its qrels file left out, said once the data are known to be usable
+    # The documents its queries were ranked over, as a text store's `origin` names them ({"dataset": NAME} or
+    # {"corpus": PATH}): query ids name queries within one collection (CACM's query 1 is not Vaswani's)
+    documents: dict = field(default_factory=dict)
 
 
 def _judged(rankings: list[QueryRanking], topics: dict[str, str], texts: dict[str, str], qrels: Qrels,
@@ -528,7 +531,8 @@ def judged_queries(dataset_name: str, run: str | None) -> Judged:
     queries = _judged(dataset.candidates(run), dataset.topics(), texts, qrels, dataset.min_rel)
     if not queries:
         raise DataError(f"data set {dataset_name} has no judged queries with candidates to train or evaluate on")
-    return Judged(queries, texts, qrels, dataset.min_rel, dataset.measures, dataset_name)
+    return Judged(queries, texts, qrels, dataset.min_rel, dataset.measures, dataset_name,
+                  documents={"dataset": dataset_name})
 
 
 def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None], dev: bool = False) -> Judged:
@@ -537,6 +541,7 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None], dev:
     The `dev` run's own --dev-qrels/--dev-topics, where given, stand in for --qrels/--topics."""
     from .docstore import doc_store_for, queries_for
     from .evaluate.session import judgements_for
+    from .retrieve.store import origin
 
     (qrels_option, qrels), (topics_option, topics_file) = (_run_file_option(args, key, dev) for key in DEV_OWN)
     with open_run_file(path) as handle:
@@ -590,7 +595,8 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None], dev:
         note = (f"note: {counted(len(unjudged), 'query', 'queries')} of {path} {verb(len(unjudged), 'is', 'are')} "
                 f"not judged in {qrels} and left out {some_ids(unjudged)}")
     queries = _judged(rankings, topics, texts, judgements.qrels, judgements.min_rel)
-    return Judged(queries, texts, judgements.qrels, judgements.min_rel, judgements.measures, name, note)
+    return Judged(queries, texts, judgements.qrels, judgements.min_rel, judgements.measures, name, note,
+                  origin(store.origin))
 
 
 def _run_file_option(args: TrainArgs, key: str, dev: bool) -> tuple[str, str | None]:
@@ -718,6 +724,7 @@ class DevSet:
     measure: Any  # NamedMeasure
     source: str
     origin: str | None = None  # the data set (or run file) whose queries these are, as a checkpoint's train_source
+    documents: dict = field(default_factory=dict)  # the documents they were ranked over (Judged.documents)
 
     def evaluate(self, model: TrainableRanker, depth: int, chunk: int = 32) -> float:
         """Re-rank the top `depth` dev candidates with `model`, the rest below them as `rerank score --depth`
@@ -816,7 +823,7 @@ def build_dev(args: TrainArgs, training: Judged,
         return train_queries, None
     measure = parse_measure(args.metric or judged.measures[0], judged.min_rel)
     dev_qrels = {q.qid: judged.qrels[q.qid] for q in dev_queries}  # the mean runs over the dev queries only
-    return train_queries, DevSet(dev_queries, judged.texts, dev_qrels, measure, source, judged.name)
+    return train_queries, DevSet(dev_queries, judged.texts, dev_qrels, measure, source, judged.name, judged.documents)
 
 
 def trained_qids(training: dict) -> set[str] | None:
@@ -846,6 +853,43 @@ def trained_qids(training: dict) -> set[str] | None:
     return qids - set(training.get("held_out_qids") or ())
 
 
+def resolved_run(name: str, path: str | None) -> str:
+    """A training or dev set's name (`Judged.name`) with the run file `path` it names, where it names one, resolved."""
+    return str(Path(path).resolve()) if path is not None and name == path else name
+
+
+def query_digest(text: str) -> str:
+    """A query's words by content (spacing aside), as a checkpoint records the queries it saw: an id alone names
+    other words in another topics file of one's own over the same documents (both numbered from 1)."""
+    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:16]
+
+
+def query_space(documents: dict, queries: list[JudgedQuery]) -> dict:
+    """A checkpoint's record of a set of queries: the documents they were ranked over, and each one's words by id."""
+    return {"documents": documents, "text_sha256": {q.qid: query_digest(q.text) for q in queries}}
+
+
+def queries_seen(training: dict, documents: dict, texts: dict[str, str]) -> tuple[set[str], set[str]] | None:
+    """Of the queries `texts` (id -> words) ranked over `documents`, those the checkpoint whose training record is
+    `training` trained on, and those its dev evaluation chose its step by (held out of them, or --dev's): the same
+    id and words over the same documents, whether a data set names them or they are one's own collection's. None
+    for checkpoints from before that record (`query_space`)."""
+    spaces = training.get("query_space")
+    if spaces is None:
+        return None
+
+    def same(space: dict | None) -> set[str]:
+        if not space or not documents or space["documents"] != documents:
+            return set()
+        return {qid for qid, digest in space["text_sha256"].items()
+                if qid in texts and query_digest(texts[qid]) == digest}
+
+    in_training = same(spaces["train"])
+    held_out = in_training & set(training.get("held_out_qids") or ())
+    trained = in_training - held_out
+    return trained, (held_out | same(spaces["dev"])) - trained
+
+
 def init_trained_on_dev(base: str, model_name: str, dev: DevSet) -> list[str]:
     """The dev queries that the weights training starts from (--init `base`, and the checkpoints it continued in
     turn, while their folders still hold the weights it was continued from) were trained on: figures on them are
@@ -863,7 +907,10 @@ def init_trained_on_dev(base: str, model_name: str, dev: DevSet) -> list[str]:
             break  # retrained since: these are not the weights that were continued
         hashes.add(manifest["hash"])
         training = manifest.get("training", {})
-        if dev.origin is not None and training.get("train_source") == dev.origin:  # ids name queries within one set
+        seen = queries_seen(training, dev.documents, {q.qid: q.text for q in dev.queries})
+        if seen is not None:
+            overlap |= seen[0]
+        elif dev.origin is not None and training.get("train_source") == dev.origin:  # ids name queries within one set
             overlap |= dev_qids & (trained_qids(training) or set())
         folder, expected = (training.get("model_options") or {}).get("base"), training.get("init_hash")
     return sorted(overlap)
@@ -999,6 +1046,13 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     # Torch's intra-op threads split reductions differently, so the same seed trains other weights under another
     # count: without --threads it is one per core here, which a rerun on another machine would not match.
     record["torch_threads"] = torch.get_num_threads()
+    # Which queries it trained on and chose its step by, over which documents, for `score` to say so when it
+    # re-scores them (queries_seen), of a data set or of one's own collection
+    record["query_space"] = {"train": query_space(training.documents, training.queries),
+                             "dev": query_space(dev.documents, dev.queries) if args.dev else None}
+    # run files by their resolved paths, as the files above: the path as typed names another file from elsewhere
+    record["train_source"] = resolved_run(training.name, args.candidates if args.candidate_file else None)
+    record["dev_source"] = resolved_run(dev.source, args.dev if args.dev_file else None) if dev else None
     began = time.perf_counter()
     history: list[dict] = []
     best, best_step, since_best, stopped = None, None, 0, "steps"
@@ -1012,7 +1066,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
         with atomic_dir(args.output, CHECKPOINT_FILE) as tmp:
             config = model.save(tmp)
             written.append(write_checkpoint(tmp, model_name, config, {
-                **record, "train_source": training.name, "step": step, "dev_source": dev.source if dev else None,
+                **record, "step": step,
                 "dev_measure": dev.measure.label if dev else None, "dev_value": metric,
                 # the training queries held out for dev, by id: the split is seeded, but a list needs no re-run
                 "held_out_qids": sorted(q.qid for q in dev.queries) if args.dev_fraction or args.dev_fold else None,

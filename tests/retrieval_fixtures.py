@@ -16,11 +16,11 @@ SLICE_DOCS, SLICE_TOPICS = 300, 8
 def rerank_module(data_root, session_home):
     """The `rerank` CLI runner for module-scoped fixtures (conftest's `rerank` is function-scoped)."""
 
-    def run(*args, check=True, env=None):
+    def run(*args, check=True, env=None, input=None, cwd=None):
         full = {**os.environ, "RERANK_HOME": str(session_home), "RERANK_DATA": str(data_root),
                 "HF_HUB_OFFLINE": "1", **(env or {})}
         done = subprocess.run([sys.executable, "-m", "rerank", *args], capture_output=True, text=True, env=full,
-                              cwd=session_home)
+                              input=input, cwd=cwd or session_home)
         if check and done.returncode != 0:
             raise AssertionError(f"rerank {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
         return done

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rerank.runs import RunHeader, RunWriter
+from retrieval_fixtures import rerank_module  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.data
 
@@ -151,3 +152,84 @@ def test_score_tells_the_dev_run_s_queries_from_a_test_split(tmp_path, rerank, d
                     input=rerank("retrieve", "trecqa-dev", "--candidates").stdout).stderr
     assert f"its checkpoint {ck} was trained on 40 of the 81 queries re-scored here" in scored
     assert f"its checkpoint {ck} chose its best training step by 15 of the 81 queries re-scored here" in scored
+
+
+@pytest.fixture(scope="module")
+def own_collection(rerank_module, data_root, tmp_path_factory):
+    """CACM as a collection of one's own, a BEIR folder (corpus.jsonl, queries.jsonl, qrels/{train,dev,test}.tsv
+    splitting its judged queries 30/10/12) indexed with Lucene as cacm-own, a run of every query from it (all.run),
+    and GloVe TK trained on that run as README's BEIR walkthrough trains, the run's path typed relative."""
+    from rerank.data import get_dataset
+
+    cacm = get_dataset("cacm", data_root)
+    folder = tmp_path_factory.mktemp("own-collection")
+    qrels, topics = cacm.qrels(), cacm.topics()
+    judged = sorted(qrels, key=int)
+    split = {"train": judged[:30], "dev": judged[30:40], "test": judged[40:]}
+    (folder / "qrels").mkdir()
+    for name, qids in split.items():
+        (folder / "qrels" / f"{name}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+            f"{q}\t{d}\t{g}\n" for q in qids for d, g in qrels[q].items()))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in topics.items()))
+    (folder / "test.jsonl").write_text("".join(json.dumps({"_id": q, "text": topics[q]}) + "\n" for q in split["test"]))
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": d.docid, "title": "", "text": d.contents}) + "\n"
+                                                 for d in cacm.documents()))
+    rerank_module("index", "cacm-own", "--corpus", str(folder / "corpus.jsonl"), "--threads", "1")
+    (folder / "all.run").write_text(rerank_module("retrieve", "cacm-own", "--topics", "queries.jsonl", "--k", "10",
+                                                  "--threads", "1", cwd=folder).stdout)
+    rerank_module("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", "--dev", "all.run",
+                  "--dev-qrels", "qrels/dev.tsv", *STEPS, "-o", "ck", cwd=folder)
+    return folder, split
+
+
+def test_score_tells_the_queries_of_one_s_own_collection_that_its_checkpoint_saw(own_collection, rerank_module,
+                                                                                 vaswani_index, data_root):
+    """`score` said which queries a checkpoint trained on, or chose its step by, only for a named data set's runs: on
+    one's own collection (runs naming an index and a topics file) a test split sharing queries with the training
+    split was scored in silence. The checkpoint records the queries' words and the documents they were ranked over;
+    queries with the same ids but other words, or the same queries over other documents, are not counted."""
+    from rerank.data import get_dataset
+
+    folder, split = own_collection
+    ck = folder / "ck"
+    record = training_record(ck)
+    assert record["train_source"] == record["dev_source"] == str(folder / "all.run")  # typed relative
+
+    def said(run: str, *options: str) -> str:
+        return rerank_module("score", "--model", "tk", "--checkpoint", str(ck), "--depth", "5", *options,
+                             input=run, cwd=folder).stderr
+
+    def retrieved(index: str, topics: str) -> str:
+        return rerank_module("retrieve", index, "--topics", topics, "--k", "5", "--threads", "1", cwd=folder).stdout
+
+    trained = (f"its checkpoint {ck} was trained on 30 of the 64 queries re-scored here (cacm-own's): figures on them "
+               "are not held out")
+    chosen = (f"its checkpoint {ck} chose its best training step by 10 of the 64 queries re-scored here (cacm-own's): "
+              "figures on them are dev figures, not test figures")
+    every = said((folder / "all.run").read_text())
+    assert f"rerank: warning: tk: {trained}" in every and f"rerank: note: tk: {chosen}" in every
+    assert "its checkpoint" not in said(retrieved("cacm-own", "test.jsonl"))  # the test split alone
+    # the same documents read from the corpus file, for a run without a header
+    plain = rerank_module("cat", "--trec", "all.run", cwd=folder).stdout
+    from_files = said(plain, "--topics", "queries.jsonl", "--corpus", "corpus.jsonl")
+    assert f"was trained on 30 of the 64 queries re-scored here ({folder / 'corpus.jsonl'}'s)" in from_files
+    # other queries numbered as the training ones (Vaswani's words under CACM's ids), over the same index
+    vaswani = get_dataset("vaswani", data_root).topics()
+    (folder / "other.jsonl").write_text("".join(json.dumps({"_id": q, "text": vaswani[q]}) + "\n"
+                                                for q in split["train"]))
+    assert "its checkpoint" not in said(retrieved("cacm-own", "other.jsonl"))
+    # CACM's queries over other documents, Vaswani's, whose queries are numbered from 1 too
+    assert "its checkpoint" not in said(retrieved(vaswani_index, "queries.jsonl"))
+
+
+def test_continuing_training_tells_dev_queries_of_one_s_own_collection_its_start_trained_on(own_collection,
+                                                                                           rerank_module):
+    """--init from a checkpoint with a --dev run of one's own collection: the note that the dev figures are not held
+    out for the starting weights came only where the dev run's path, as typed, was the path the start was trained on
+    as typed then; another run of the same queries (or the same file from another folder) was not told."""
+    folder, _ = own_collection
+    (folder / "again.run").write_text((folder / "all.run").read_text())  # a second retrieval of every query
+    done = rerank_module("train", "tk", "--init", "ck", "--candidates", "all.run", "--qrels", "qrels/test.tsv",
+                         "--dev", "again.run", "--dev-qrels", "qrels/train.tsv", *STEPS, "-o", "continued", cwd=folder)
+    assert (f"note: the dev figures are not held out for the starting weights: those of --init {folder / 'ck'} were "
+            "trained on 30 of the 30 dev queries") in done.stderr
