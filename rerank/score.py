@@ -206,9 +206,12 @@ def seen_in_training(model: Reranker, dataset: str | None, store: DocStore,
     from .train import queries_seen, trained_qids
 
     training = json.loads(manifest.read_text()).get("training") or {}
-    seen = queries_seen(training, origin(store.origin), queries)
-    if seen is not None:
-        return seen
+    # the documents scored, and the data set the stream names, whose queries these are whatever texts a --corpus gives
+    spaces = [origin(store.origin), *([{"dataset": dataset}] if dataset else [])]
+    seen = [found for found in (queries_seen(training, space, queries) for space in spaces) if found is not None]
+    if seen:
+        trained = set().union(*(found[0] for found in seen))
+        return trained, set().union(*(found[1] for found in seen)) - trained
     if dataset is None:
         return set(), set()
     trained = (trained_qids(training) or set()) if training.get("train_source") == dataset else set()

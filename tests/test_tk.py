@@ -870,6 +870,12 @@ def test_scoring_the_queries_a_checkpoint_trained_on_is_warned_of(tmp_path, rera
             "(trecqa-dev's): figures on them are not held out") in done.stderr
     at_depths = rerank("budget", "--model", "tk", "--checkpoint", str(ck), "--depths", "2,5", input=candidates)
     assert at_depths.stderr.count("was trained on") == 1  # once, not once per depth
+    # the data set's queries with their texts from a corpus file: still the queries it trained on
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"id": d.docid, "contents": d.contents}) + "\n"
+                                                   for d in get_dataset("trecqa-dev").documents()))
+    from_file = rerank("score", "--model", "tk", "--checkpoint", str(ck), "--corpus", str(tmp_path / "corpus.jsonl"),
+                       input=candidates)
+    assert f"was trained on {trained} of the 81 queries re-scored here (trecqa-dev's)" in from_file.stderr
     topics = get_dataset("trecqa-dev").topics()
     (tmp_path / "held.tsv").write_text("".join(f"{qid}\t{topics[qid]}\n" for qid in held))
     held_out = rerank("retrieve", "trecqa-dev", "--candidates", "--topics", str(tmp_path / "held.tsv")).stdout
