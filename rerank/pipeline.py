@@ -163,13 +163,13 @@ def _index_label(backend_name: str, index_name: str | None) -> str:
 def _check_index_there(spec: dict, backend_name: str, options: dict | None = None) -> None:
     """A local index the pipeline searches (with a stage's `options`: a dense index name) is built, or its [index]
     table builds it: a missing one only, so a folder there must be a complete index (an Elasticsearch index lives
-    on its server, and is found when the stage opens it)."""
+    on its server: `_check_server_indexes`)."""
     if backend_name not in LOCAL_BACKENDS:
         return
     options = options or {}
     index_name, built = options.get("index_name"), _index_table_backend(spec)
-    folder = api.manifest_folder(spec["dataset"], backend_name, options)
     of_table = (backend_name, index_name) == (built, _index_table_options(spec).get("index_name"))
+    folder = api.manifest_folder(spec["dataset"], backend_name, options)
     # a stage without `encoder` searches with its index's, which the [index] table builds it with
     encoder = options.get("encoder") or (_index_table_options(spec).get("encoder") if of_table else None)
     rebuild = "" if backend_name == "lucene" else api.backend(backend_name).build_options(index_name, encoder)
@@ -219,10 +219,15 @@ def _stage_error(stage: dict, error: RerankError, hint: str = "") -> RerankError
     return named
 
 
+def _stage_parameters(stage: dict) -> dict:
+    """What a stage's function takes of its table (and its fingerprint reads): all but how it is wired and judged."""
+    return {k: v for k, v in stage.items() if k not in ("kind", "input", "evaluate")}
+
+
 def check_stages(spec: dict, pipeline_folder: Path) -> None:
     """Every stage's parameters and the files the pipeline names, before any stage runs."""
     for stage in spec["stage"]:
-        params = {k: v for k, v in stage.items() if k not in ("kind", "input", "evaluate")}
+        params = _stage_parameters(stage)
         try:
             _function(STAGE_CHECKS[stage["kind"]])(spec["dataset"], params)
             if stage["kind"] == "retrieve":
@@ -482,6 +487,26 @@ def _claim_runs_folder(folder: Path, pipeline: Path) -> None:
             out.write(f"{ours}\n")
 
 
+def _check_server_indexes(spec: dict, folder: Path, force: bool) -> None:
+    """Open the Elasticsearch index of each stage that will search one, before any stage runs: a misspelt index name,
+    or a server that does not answer, stopped the pipeline only when that stage ran, after the stages before it. A
+    stage whose saved run is up to date is not asked for (its server may be away; a retrieve stage has no upstream,
+    so its fingerprint is known now)."""
+    for stage in spec["stage"]:
+        params = _stage_parameters(stage)
+        if stage["kind"] != "retrieve" or params.get("backend", "lucene") in LOCAL_BACKENDS:
+            continue
+        target = folder / f"{stage['name']}.run"
+        if not force and _existing_fingerprint(target) == _fingerprint(spec["dataset"], {**params, "kind": "retrieve"},
+                                                                       ""):
+            continue
+        search = {key: value for key, value in params.items() if key not in ("name", "backend")}
+        try:
+            api.backend(params["backend"]).open_index(spec["dataset"], **search)
+        except RerankError as error:
+            raise _stage_error(stage, error) from None
+
+
 def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_query: bool = False,
                  overrides: dict | None = None) -> str:
     """Run the stages that are not up to date; the leaderboard, or with `per_query` eval --per-query's table (each
@@ -495,12 +520,13 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
     dataset = spec["dataset"]
     folder = runs_dir() / Path(path).stem
     _claim_runs_folder(folder, Path(path))
+    _check_server_indexes(spec, folder, force)
     built = _index_table_backend(spec)
     if built is not None and not api.manifest_folder(dataset, built, _index_table_options(spec)).is_dir():
         api.build_index(dataset, built, **_index_table_options(spec))
     fingerprints: dict[str, str] = {}
     for stage in spec["stage"]:
-        params = {k: v for k, v in stage.items() if k not in ("kind", "input", "evaluate")}
+        params = _stage_parameters(stage)
         name, upstream = stage["name"], stage.get("input")
         upstreams = [upstream] if upstream is not None else stage.get("inputs", [])  # `inputs`: several (fuse)
         fingerprint = _fingerprint(dataset, {**params, "kind": stage["kind"]},

@@ -609,3 +609,39 @@ def test_the_stale_index_check_reads_the_searched_index_names_manifest(rerank, e
     # the command it gives rebuilds the index searched, not the default index name at $RERANK_ES_URL
     assert (f"(rerank index stale --backend elasticsearch --es-url {es_server} --index-name stale-gone --corpus FILE "
             "--overwrite)") in said["stale-gone"]
+
+
+def test_a_pipeline_whose_elasticsearch_index_is_missing_stops_before_any_stage(rerank, es_server, tmp_path,  # noqa: F811
+                                                                               session_home):
+    """A stage searching an Elasticsearch index that is not there (a misspelt index name, a server that does not
+    answer) failed only when it ran, after the stages before it: its server is asked before any stage runs."""
+    spec = tmp_path / "missing-es.toml"
+    spec.write_text(f'dataset = "cacm"\nmeasures = ["MAP"]\n[index]\nbackend = "lucene"\n[[stage]]\nname = "bm25"\n'
+                    'kind = "retrieve"\n'
+                    f'[[stage]]\nname = "es"\nkind = "retrieve"\nbackend = "elasticsearch"\nes_url = "{es_server}"\n'
+                    'index_name = "no-such-index"\n')
+    done = rerank("run", str(spec), check=False)
+    assert done.returncode != 0
+    assert done.stderr.startswith("rerank: error: stage 'es': no Elasticsearch index 'no-such-index'")
+    assert "Traceback" not in done.stderr and "running" not in done.stderr
+    assert not (session_home / "runs" / "missing-es" / "bm25.run").exists()
+    spec.write_text(spec.read_text().replace(es_server, "http://127.0.0.1:9"))  # nothing answers there
+    done = rerank("run", str(spec), check=False)
+    assert done.returncode != 0 and done.stderr.startswith("rerank: error: stage 'es': ") and "running" not in done.stderr
+
+
+def test_a_pipeline_whose_elasticsearch_runs_are_up_to_date_needs_no_server(rerank, cacm_slice, tmp_path):  # noqa: F811
+    """The server is asked for the indexes of the stages that will run: a pipeline whose Elasticsearch runs are
+    saved gives its leaderboard with the server away, as it did before it was asked at all."""
+    topics = tmp_path / "two.tsv"
+    topics.write_text("".join((cacm_slice / "topics.tsv").read_text().splitlines(keepends=True)[:2]))
+    spec = tmp_path / "kept-es.toml"
+    with running_server(tmp_path / "data") as (url, _process):
+        rerank("index", "cacm", "--backend", "elasticsearch", "--es-url", url, "--index-name", "kept")
+        spec.write_text(f'dataset = "cacm"\nmeasures = ["MAP"]\n[[stage]]\nname = "es"\nkind = "retrieve"\n'
+                        f'backend = "elasticsearch"\nes_url = "{url}"\nindex_name = "kept"\nk = 10\ntopics = "{topics}"\n')
+        rerank("run", str(spec))
+    again = rerank("run", str(spec))  # the server stopped
+    assert "es: up to date" in again.stderr and "MAP" in again.stdout
+    forced = rerank("run", "--force", str(spec), check=False)
+    assert forced.returncode != 0 and forced.stderr.startswith("rerank: error: stage 'es': ")
