@@ -1,3 +1,30 @@
 """rerank: neural re-ranking and evaluation over TREC run streams."""
 
+from functools import lru_cache
+
 __version__ = "0.1.0"
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """The version of the code that runs, as run headers and checkpoints record it: `__version__`, and where this
+    package is a git checkout's rerank/ folder, its commit (`0.1.0+g1a2b3c4d5e6f`, `.dirty` when rerank/ differs from
+    it). The package version alone did not tell a reviewer which code to run again: it has been 0.1.0 throughout."""
+    import subprocess
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parent
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(package.parent), *args], capture_output=True, text=True,
+                                  timeout=10)
+        except (OSError, subprocess.SubprocessError):  # no git here, or it hangs
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    found = (git("rev-parse", "--show-toplevel", "HEAD") or "").split()
+    if len(found) != 2 or Path(found[0]).resolve() / package.name != package:  # installed, or inside another repo
+        return __version__
+    changed = git("status", "--porcelain", "--", package.name)
+    return f"{__version__}+g{found[1][:12]}{'.dirty' if changed is None or changed.strip() else ''}"

@@ -10,7 +10,8 @@ Format (every extension is a `#` comment line, so it survives `tee`, `grep` and 
     1 Q0 4462 2 11.0021 bm25
     # end of run
 
-- Header: `# key: JSON` lines before the first record; `stage` repeats, one per stage, in order.
+- Header: `# key: JSON` lines before the first record; `stage` repeats, one per stage, in order, each entry with
+  the `rerank_version` that ran it.
 - Timing: `# time: QID STAGE MS DEPTH` — milliseconds one stage spent on one query and how many candidates
   it handled; written just before that query's records, so a stage can emit them as it streams. A query
   the stage found nothing for has its time lines and no records; readers give it an empty ranking.
@@ -36,6 +37,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import IO, Any, Iterable, Iterator
 
+from . import code_version
 from .errors import FormatError, UsageError
 
 MAGIC_KEY = "rerank-run"
@@ -44,6 +46,7 @@ READABLE_VERSIONS = (1, 2)
 END_TEXT = "end of run"  # from format 2 on, the last line of a complete stream
 TIME_KEY = "time"
 TEXT_FIELDS = ("dataset", "index", "topics", "corpus", "qrels")  # header fields that name a data set, index or file
+VERSION_KEY = "rerank_version"  # in each stage entry: the version of rerank that ran the stage
 CUT_KEY = "cut"  # header field: what `rerank cat --first/--depth` kept of a stream ({"queries": N, "depth": K})
 MSMARCO_TAG = "msmarco"  # the tag of a run read from MS MARCO's 'qid docid rank' lines, which carry none
 BYTE_ORDER_MARK = "\ufeff"  # Windows editors start UTF-8 files with one; it is not part of the first qid
@@ -155,12 +158,14 @@ class RunHeader:
         return self.fields.get("dataset")
 
     def with_stage(self, stage: dict[str, Any], **fields: Any) -> "RunHeader":
-        """A copy with one more stage appended (and optional fields set), for the next stage's output."""
+        """A copy with one more stage appended (and optional fields set), for the next stage's output. The stage
+        entry records the rerank that ran it (`rerank_version`), so a reviewer holding the file alone knows which
+        code to run again; a pipe's stages may have been run by different ones."""
         name = stage.get("name")
         if not isinstance(name, str) or not name or name.startswith("#") or any(c.isspace() for c in name):
             raise UsageError(f"stage name {name!r} must be one word (it becomes the run tag and timing label)")
         merged = {**self.fields, **{k: v for k, v in fields.items() if v is not None}}
-        return RunHeader(merged, [*self.stages, stage])
+        return RunHeader(merged, [*self.stages, {**stage, VERSION_KEY: code_version()}])
 
     def lines(self) -> list[str]:
         out = [f"# {MAGIC_KEY}: {FORMAT_VERSION}"]

@@ -97,7 +97,7 @@ def package_versions() -> dict[str, str | None]:
     import platform
     from importlib.metadata import PackageNotFoundError, version
 
-    from . import __version__
+    from . import code_version
 
     def installed(name: str) -> str | None:
         try:
@@ -106,7 +106,7 @@ def package_versions() -> dict[str, str | None]:
             return None
 
     # rerank's own from the code that runs: an installed package's metadata may be another checkout's
-    return {"python": platform.python_version(), "rerank": __version__,
+    return {"python": platform.python_version(), "rerank": code_version(),
             **{name: installed(name) for name in ("torch", "transformers", "tokenizers", "numpy")}}
 
 

@@ -544,6 +544,19 @@ def test_runs_of_one_model_with_other_options_are_not_one_curve(tmp_path):
         budget.measure_points(runs, "nDCG@10")
 
 
+def test_runs_of_one_model_scored_by_another_rerank_are_one_curve(tmp_path):
+    """Stage entries record the rerank that ran them, and a Lucene stage its index build and Anserini: what a
+    reviewer needs, not what the model scored with. One checkpoint at two depths, the second scored by a later
+    rerank over another build of the index, stays one curve."""
+    from rerank import code_version
+
+    runs = [_load(_write_run(tmp_path, "tk", depth, 5.0 * depth, 2)) for depth in (20, 100)]
+    assert [stage["rerank_version"] for stage in runs[0].header.stages] == [code_version()] * 2
+    runs[1].header.stages[-1]["rerank_version"] = "0.2.0"
+    runs[1].header.stages[0].update(index_build="20270101000000-abcd", anserini_version="2.0.0")
+    assert {p.model for p in budget.measure_points(runs, "nDCG@10")[0]} == {"tk"}
+
+
 def test_runs_from_stored_vectors_and_on_the_fly_are_not_one_curve(tmp_path):
     """On CACM, TK at depth 10 from its stored encodings (53 ms) and at depth 50 encoding the documents on the fly
     (387 ms, where stored ones took 190) were one curve, 'tk'. Same scores, another cost: refused, as other

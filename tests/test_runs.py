@@ -20,6 +20,8 @@ def read(text: str, strict: bool = False):
 
 
 def test_round_trip_keeps_header_timings_and_order():
+    from rerank import code_version
+
     header = RunHeader({"dataset": "vaswani"}).with_stage({"name": "bm25", "k": 3})
     q1 = QueryRanking.from_scores("1", ["a", "b", "c"], [1.0, 3.0, 2.0], tag="bm25")
     q1.timings.append(Timing("bm25", 12.5, 3))
@@ -27,7 +29,7 @@ def test_round_trip_keeps_header_timings_and_order():
     text = write([q1, q2], header)
     got_header, got = read(text)
     assert got_header.dataset == "vaswani"
-    assert got_header.stages == [{"name": "bm25", "k": 3}]
+    assert got_header.stages == [{"name": "bm25", "k": 3, "rerank_version": code_version()}]
     assert [q.qid for q in got] == ["1", "2"]
     assert got[0].docids == ["b", "c", "a"]
     assert got[0].timings == [Timing("bm25", 12.5, 3)]
@@ -468,3 +470,31 @@ def test_loading_a_run_imports_no_pandas(tmp_path):
             "print(len(run.queries), 'pandas' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["3", "False"], done.stderr
+
+
+def test_each_stage_records_the_rerank_that_ran_it(tmp_path):
+    """A reviewer holding a run file alone could not tell which rerank made it: no stage said, and the package
+    version has been 0.1.0 throughout. Each stage entry says, with the commit of a git checkout's code (`.dirty`
+    when rerank/ differs from it), as a checkpoint's `versions` do; an installed copy says its version alone."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from rerank import __version__, code_version
+    from rerank.train import package_versions
+
+    header = RunHeader().with_stage({"name": "bm25"}).with_stage({"name": "tk"})
+    assert [stage["rerank_version"] for stage in header.stages] == [code_version()] * 2
+    assert package_versions()["rerank"] == code_version()
+    package = Path(__file__).resolve().parent.parent / "rerank"
+    commit = subprocess.run(["git", "-C", str(package), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if commit.returncode == 0:  # tested from a checkout
+        assert code_version().startswith(f"{__version__}+g{commit.stdout.strip()[:12]}")
+    shutil.copytree(package, tmp_path / "rerank", ignore=shutil.ignore_patterns("__pycache__"))
+    copied = subprocess.run([sys.executable, "-c", "import rerank; print(rerank.code_version())"], cwd=tmp_path,
+                            capture_output=True, text=True, check=True,
+                            env={"PYTHONPATH": str(tmp_path), "PATH": os.environ["PATH"]})
+    assert copied.stdout.strip() == __version__
+
