@@ -119,3 +119,14 @@ def test_a_folder_where_a_data_set_file_belongs_is_not_present(rerank, data_root
                   input='# rerank-run: 2\n# dataset: "vaswani"\n1 Q0 1239 1 1.0 x\n# end of run\n')
     assert done.returncode != 0 and done.stderr.strip().endswith(
         f"data set vaswani is not present: missing {tmp_path / 'vaswani' / 'qrels'} (a folder is there)")
+
+
+def test_a_replayed_candidate_run_cut_to_k_says_so(data_root, monkeypatch):
+    """`retrieve --candidates --k 10` kept each query's first 10 candidates, and its stage entry did not say: a
+    reviewer could not tell it from the whole run, but by counting."""
+    from rerank.retrieve.api import candidates
+
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    cut = candidates("trec-dl-2019", k=10)
+    assert cut.header.stages[-1]["k"] == 10 and max(len(r) for r in cut.rankings) == 10
+    assert candidates("trec-dl-2019").header.stages[-1]["k"] is None  # every candidate

@@ -349,3 +349,32 @@ def test_a_build_of_an_index_another_process_is_building_is_refused(rerank, sess
     built = rerank("index", "busy", "--corpus", str(tmp_path / "c.jsonl"))  # once it has finished
     assert "indexed 1 documents" in built.stderr
     assert sorted(p.name for p in (session_home / "indexes" / "busy").iterdir()) == ["lucene"]
+
+
+def test_a_run_says_which_build_of_which_documents_it_searched_and_with_which_anserini(rerank, tmp_path):
+    """A reviewer holding a Lucene run alone could not tell which build of the index it searched (dense and
+    Elasticsearch stages record `index_build`), what documents that build was made from, or the Anserini that
+    ranked them (its BM25 and analyzer have changed between versions)."""
+    import re
+
+    from rerank.retrieve import jvm
+
+    corpus, topics = (tmp_path / "c.jsonl").resolve(), tmp_path / "t.tsv"
+    corpus.write_text('{"id": "d1", "contents": "waveguides"}\n{"id": "d2", "contents": "ionosphere waveguides"}\n')
+    topics.write_text("q1\twaveguides\n")
+    env = {"RERANK_HOME": str(tmp_path)}
+    rerank("index", "mine", "--corpus", str(corpus), env=env)
+    manifest_path = tmp_path / "indexes" / "mine" / "lucene" / "rerank-index.json"
+    manifest = json.loads(manifest_path.read_text())
+    out = rerank("retrieve", "mine", "--topics", str(topics), env=env).stdout
+    header = load_run(io.StringIO(out), "run").header
+    stage = header.stages[-1]
+    assert stage["index_build"] == manifest["source"]["index_build"]
+    assert stage["index_documents"] == {"corpus": str(corpus), "files": manifest["source"]["files"]}
+    assert re.fullmatch(r"\d+(\.\d+)+", stage["anserini_version"]) and jvm.fatjar().name == (
+        f"anserini-{stage['anserini_version']}-fatjar.jar")
+    assert "#" not in rerank("cat", "--trec", input=out).stdout  # pure TREC lines still, for trec_eval
+    del manifest["source"]["index_build"]  # a build from before ids were recorded: its manifest's time says which
+    manifest_path.write_text(json.dumps(manifest))
+    out = rerank("retrieve", "mine", "--topics", str(topics), env=env).stdout
+    assert load_run(io.StringIO(out), "run").header.stages[-1]["index_build"] == manifest["created"]

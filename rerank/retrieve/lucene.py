@@ -23,7 +23,8 @@ from ..progress import Progress
 from ..runs import QueryRanking, Timing, load_run
 from . import jvm
 from .api import JAVA_FLOAT_MAX, option_flag
-from .store import MANIFEST, IndexInfo, build_command, empty_skipped, index_folder, source_state
+from .store import (BUILD_KEY, MANIFEST, IndexInfo, build_command, build_id, empty_skipped, index_folder,
+                    searched_build, source_state)
 
 BACKEND = "lucene"
 INDEX_OPTIONS: frozenset[str] = frozenset()  # besides threads and overwrite, which every back end takes
@@ -61,7 +62,8 @@ def build(name: str, documents: Iterable[Document], source: dict,
                 bar.update(len(batch))
         indexer.close()
         # Anserini skips documents without text (its 'empty' counter): say so rather than lose them quietly
-        info = IndexInfo(name, BACKEND, count, {**source, "files": files, **empty_skipped(fed - count)})
+        info = IndexInfo(name, BACKEND, count, {**source, "files": files, **empty_skipped(fed - count),
+                                                BUILD_KEY: build_id()})
         info.write(tmp)
     return info
 
@@ -113,7 +115,9 @@ class LuceneIndex:
         self.path = index_folder(name) / BACKEND
         self.info = IndexInfo.read(self.path, name, BACKEND)
         self._searcher = None
-        self.flags, self.provenance = ranking_flags(**ranking)
+        self.flags, said = ranking_flags(**ranking)
+        # which build was searched, and by which Anserini: its BM25, analyzer and RM3 have changed between versions
+        self.provenance = {**said, BUILD_KEY: searched_build(self.info), "anserini_version": jvm.anserini_version()}
         self.default_stage = ("qld" if ranking.get("qld") else "bm25") + ("+rm3" if ranking.get("rm3") else "")
 
     def search(self, topics: dict[str, str], k: int = 1000, threads: int = 2, stage: str = "bm25",

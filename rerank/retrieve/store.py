@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -13,6 +14,7 @@ from ..paths import file_state, indexes_dir, read_json_object, state_path
 
 MANIFEST = "rerank-index.json"
 EMPTY_SKIPPED = "empty_documents_skipped"
+BUILD_KEY = "index_build"  # a manifest's source, and a retrieve stage's header entry: which build was searched
 REUSED = "reused_vectors"  # a dense build that took the vectors of the index it replaced (same documents and encoder)
 
 
@@ -112,11 +114,28 @@ def origin_recorded_in(folders: list[Path], name: str) -> dict:
     """`recorded_origin` as the first of `folders` with a readable manifest records it."""
     for path in folders:
         try:
-            source = IndexInfo.read(path, name, path.name).source
-            return {**origin(source), **({"files": source["files"]} if "files" in source else {})}
+            return documents_recorded(IndexInfo.read(path, name, path.name).source)
         except (MissingIndexError, OSError, DataError):  # not built, or its manifest unreadable
             continue
     return {}
+
+
+def documents_recorded(source: dict) -> dict:
+    """A manifest `source`'s documents: their `origin`, with the states (path, size, digest) of their files when the
+    build read them, where it records them."""
+    return {**origin(source), **({"files": source["files"]} if "files" in source else {})}
+
+
+def build_id() -> str:
+    """Which build of an index a run searched (its header's `index_build`, as Elasticsearch's names its build):
+    the time it finished and a random part, since two builds of a small corpus may finish within a second."""
+    return f"{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def searched_build(info: "IndexInfo") -> str:
+    """The `index_build` a search of this manifest's index records: the build's id, or for a build from before ids
+    were recorded, its manifest's time (a rebuild under the same name searches other documents or vectors)."""
+    return info.source.get(BUILD_KEY, info.created)
 
 
 def made_from(recorded: dict, documents: dict) -> bool:
