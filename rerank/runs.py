@@ -11,7 +11,7 @@ Format (every extension is a `#` comment line, so it survives `tee`, `grep` and 
     # end of run
 
 - Header: `# key: JSON` lines before the first record; `stage` repeats, one per stage, in order, each entry with
-  the `rerank_version` that ran it.
+  the `rerank_version` that ran it; a file a stage read is named with its content's sha256 (`topics_sha256`).
 - Timing: `# time: QID STAGE MS DEPTH` — milliseconds one stage spent on one query and how many candidates
   it handled; written just before that query's records, so a stage can emit them as it streams. A query
   the stage found nothing for has its time lines and no records; readers give it an empty ranking.
@@ -613,6 +613,22 @@ class Stream:
     def write(self, handle: IO[str], trec_only: bool = False) -> int:
         writer = RunWriter(handle, self.header, trec_only)
         return writer.write_all(self.rankings)
+
+
+def file_fields(**files: str | None) -> dict[str, str]:
+    """Header fields for the files a stage read its queries or texts from (`topics=`, `corpus=`; None: not given):
+    each one's absolute path, where later stages read it, and the sha256 of its content (`topics_sha256`), by which
+    a reviewer holding the run alone tells whether a copy of it, or the file there now, is what the stage read."""
+    from pathlib import Path
+
+    from .paths import file_sha256
+
+    fields = {}
+    for key, path in files.items():
+        if path is not None:
+            fields[key] = str(Path(path).resolve())
+            fields[f"{key}_sha256"] = file_sha256(Path(path))
+    return fields
 
 
 def made_for_held_queries(header: RunHeader) -> bool:

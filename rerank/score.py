@@ -36,7 +36,7 @@ from .normalise import zscores
 from .paths import cache_dir
 from .progress import Progress
 from .retrieve.store import described, origin
-from .runs import QueryRanking, Stream, Timing
+from .runs import QueryRanking, Stream, Timing, file_fields
 
 CACHE_FILE = "scores.sqlite"
 
@@ -255,7 +255,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     model.attach(stream.header, store)  # before provenance: a model may take stored encodings of those texts
     trained, chosen = seen_in_training(model, stream.header.dataset, store, queries)
     # Files given for the texts go into the header, so the next stage (or eval) finds them as this one did
-    files = {key: str(Path(value).resolve()) for key, value in (("topics", topics), ("corpus", corpus)) if value}
+    files = file_fields(topics=topics or None, corpus=corpus or None)
     header = stream.header.with_stage({"name": stage, "stage": "score", "depth": depth, "cache": cache,
                                        "skip_missing": skip_missing, **stage_provenance(model),
                                        **({"interpolate": interpolate} if interpolate is not None else {})}, **files)

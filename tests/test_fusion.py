@@ -47,6 +47,11 @@ def fused(method="rrf", **kw):
     return stream.header, {r.qid: r for r in stream.rankings}
 
 
+def fused_with(*runs):
+    stream = fuse(list(runs), "rrf")
+    return stream.header, list(stream.rankings)
+
+
 def test_rrf_by_hand():
     _, out = fused("rrf", k=60)
     q1 = dict(zip(out["1"].docids, out["1"].scores))
@@ -115,6 +120,21 @@ def test_runs_of_different_data_sets_are_refused():
         fuse([run(BM25, "a"), run(other, "b")])
     with pytest.raises(UsageError, match="at least two"):
         fuse([run(BM25, "a")])
+
+
+def test_each_input_keeps_its_header_and_a_topics_file_edited_between_them_is_refused():
+    """The fused header keeps only the fields its inputs agree on (or a topics file one input alone names): a
+    reviewer of it could not tell which index, topics file or cut of queries each input was of. A topics file edited
+    between the inputs holds other queries under the same path, which fusion took for the same topics."""
+    own = DENSE.replace('# index: "vaswani"', '# index: "vaswani-dense"\n# topics: "/t.tsv"\n# topics_sha256: "aa"')
+    header, _ = fused_with(run(BM25, "bm25.run"), run(own, "dense.run"))
+    assert [i["header"] for i in header.stages[-1]["inputs"]] == [
+        {"dataset": "vaswani", "index": "vaswani"},
+        {"dataset": "vaswani", "index": "vaswani-dense", "topics": "/t.tsv", "topics_sha256": "aa"}]
+    assert (header.get("topics"), header.get("topics_sha256"), header.get("index")) == ("/t.tsv", "aa", None)
+    edited = own.replace('"aa"', '"bb"').replace("dense", "qld")
+    with pytest.raises(UsageError, match="different topics files' contents .dense.run: aa, qld.run: bb"):
+        fused_with(run(own, "dense.run"), run(edited, "qld.run"))
 
 
 def test_an_rrf_constant_too_large_for_floats_is_refused():

@@ -354,7 +354,8 @@ def test_a_build_of_an_index_another_process_is_building_is_refused(rerank, sess
 def test_a_run_says_which_build_of_which_documents_it_searched_and_with_which_anserini(rerank, tmp_path):
     """A reviewer holding a Lucene run alone could not tell which build of the index it searched (dense and
     Elasticsearch stages record `index_build`), what documents that build was made from, or the Anserini that
-    ranked them (its BM25 and analyzer have changed between versions)."""
+    ranked them (its BM25 and analyzer have changed between versions); nor which topics file, by content."""
+    import hashlib
     import re
 
     from rerank.retrieve import jvm
@@ -373,6 +374,7 @@ def test_a_run_says_which_build_of_which_documents_it_searched_and_with_which_an
     assert stage["index_documents"] == {"corpus": str(corpus), "files": manifest["source"]["files"]}
     assert re.fullmatch(r"\d+(\.\d+)+", stage["anserini_version"]) and jvm.fatjar().name == (
         f"anserini-{stage['anserini_version']}-fatjar.jar")
+    assert header.get("topics_sha256") == hashlib.sha256(topics.read_bytes()).hexdigest()
     assert "#" not in rerank("cat", "--trec", input=out).stdout  # pure TREC lines still, for trec_eval
     del manifest["source"]["index_build"]  # a build from before ids were recorded: its manifest's time says which
     manifest_path.write_text(json.dumps(manifest))

@@ -498,3 +498,15 @@ def test_each_stage_records_the_rerank_that_ran_it(tmp_path):
                             env={"PYTHONPATH": str(tmp_path), "PATH": os.environ["PATH"]})
     assert copied.stdout.strip() == __version__
 
+
+def test_a_file_a_stage_read_is_named_with_its_content(tmp_path):
+    """`# topics:` gave a path alone: a copy of the file, or the file there now, could not be told apart from the
+    one the stage read."""
+    import hashlib
+
+    from rerank.runs import file_fields
+
+    (tmp_path / "t.tsv").write_text("1\tneural ranking\n")
+    fields = file_fields(topics=str(tmp_path / "t.tsv"), corpus=None)
+    assert fields == {"topics": str((tmp_path / "t.tsv").resolve()),
+                      "topics_sha256": hashlib.sha256(b"1\tneural ranking\n").hexdigest()}

@@ -96,6 +96,26 @@ def test_cache_hit_scores_nothing_twice(home):
     assert third.scored == 10  # --no-cache scores again
 
 
+def test_a_stage_records_its_rerank_and_files_by_content_but_its_cache_is_keyed_as_before(home, tmp_path):
+    """The rerank that ran a score stage, and the topics and corpus files given to it by content, go into its header
+    entry for a reviewer; none of them changes a model's scores, so the cache stays keyed on what the model
+    computes (a new rerank or a copied file would otherwise score every pair again)."""
+    import hashlib
+
+    from rerank import code_version
+
+    (tmp_path / "t.tsv").write_text("".join(f"{qid}\t{text}\n" for qid, text in QUERIES.items()))
+    (tmp_path / "c.tsv").write_text("".join(f"{docid}\t{text}\n" for docid, text in TEXTS.items()))
+    out, _, _ = _score(OverlapReranker(), depth=5, cache=True, topics=str(tmp_path / "t.tsv"),
+                       corpus=str(tmp_path / "c.tsv"))
+    assert out.header.stages[-1]["rerank_version"] == code_version()
+    for key in ("topics", "corpus"):
+        digest = hashlib.sha256((tmp_path / f"{key[0]}.tsv").read_bytes()).hexdigest()
+        assert (out.header.get(key), out.header.get(f"{key}_sha256")) == (str(tmp_path / f"{key[0]}.tsv"), digest)
+    assert cache_namespace(OverlapReranker()) == (
+        '{"checkpoint_hash": "overlap-v1", "model": "overlap", "scores_version": 1}')  # the key of caches made so far
+
+
 def test_cache_is_keyed_on_document_text(home):
     _score(OverlapReranker(), depth=2, cache=True)
     changed = {**TEXTS, "d0": "a different text now"}

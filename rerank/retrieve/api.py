@@ -17,7 +17,7 @@ from pathlib import Path
 from ..data import Dataset, dataset_names, files_dataset, get_dataset
 from ..data.formats import distinct_ids, read_topics
 from ..errors import DataError, MissingIndexError, UsageError
-from ..runs import RunHeader, Stream
+from ..runs import RunHeader, Stream, file_fields
 from .store import IndexInfo, build_lock, documents_recorded, index_folder, origin_recorded_in, outdated
 
 JAVA_FLOAT_MAX = 3.4028234663852886e38  # Lucene and Anserini read k1, b and mu as Java floats: above, Infinity
@@ -144,7 +144,7 @@ def _run_fields(name: str, topics: str | None, queries: dict[str, str]) -> dict:
     queries, whose ids may be the set's by chance, name their file alone, and eval asks for --qrels."""
     if topics is None:
         return {"dataset": name}
-    fields = {"topics": str(Path(topics).resolve())}
+    fields = file_fields(topics=topics)
     if name in dataset_names() and _not_of(name, queries) is None:
         return {"dataset": name, **fields}
     return fields
@@ -210,7 +210,7 @@ def candidates(name: str, run: str | None = None, k: int | None = None, stage_na
     if stage_name is not None:
         for ranking in rankings:
             ranking.tag = stage_name
-    fields = {"dataset": name, **({"topics": str(Path(topics).resolve())} if topics else {})}  # checked: NAME's queries
+    fields = {"dataset": name, **file_fields(topics=topics)}  # checked: NAME's queries
     header = RunHeader(fields).with_stage({"name": run if stage_name is None else stage_name, "stage": "candidates",
                                            "source": name, "run": run, "k": k})  # k null: every candidate
     return Stream(header, rankings)

@@ -5,7 +5,7 @@
   a document missing from a run adds nothing from that run.
 
 The output header keeps the data set (all inputs must share it) and the header fields the inputs agree
-on, and its stage lists every input with its own stage chain. Per-query timings: the inputs' timings
+on, and its stage lists every input with its own header fields and stage chain. Per-query timings: the inputs' timings
 are carried over unchanged (they ran one after the other, so a query's cost is their sum, which is how
 `rerank budget` adds them up) and the fusion's own time is appended under the fuse stage's name.
 """
@@ -23,7 +23,8 @@ from ..runs import QueryRanking, Run, RunHeader, Stream, Timing, nested_stages
 
 METHODS = ("rrf", "combsum")
 NORMS = ("minmax", "zscore", "none")
-IDENTITY_FIELDS = {"dataset": "data sets", "topics": "topics files"}  # must agree: the runs answer the same queries
+# must agree: the runs answer the same queries (a topics file edited between them holds others under its path)
+IDENTITY_FIELDS = {"dataset": "data sets", "topics": "topics files", "topics_sha256": "topics files' contents"}
 
 
 def _normalise(scores: list[float], norm: str) -> list[float]:
@@ -94,7 +95,9 @@ def fuse(runs: list[Run], method: str = "rrf", k: int | None = None, norm: str |
     """Fuse whole runs query by query; queries keep the first run's order, then any others'."""
     k, norm = check_fusion(len(runs), method, k, norm, depth)
     params = {"method": method, "depth": depth, **({"k": k} if method == "rrf" else {"norm": norm})}
-    inputs = [{"run": r.source, "name": r.name, "stages": r.header.stages} for r in runs]
+    # each input's own header fields too: the fused header keeps only those they agree on, and a reviewer of it alone
+    # could not tell which index, topics or cut of queries each input was of
+    inputs = [{"run": r.source, "name": r.name, "header": r.header.fields, "stages": r.header.stages} for r in runs]
     header = _header(runs, {"name": name, "stage": "fuse", **params, "inputs": inputs})
     qids = list(dict.fromkeys(qid for run in runs for qid in run.queries))
     stages = [_stage_entries(run.header.stages) for run in runs]
