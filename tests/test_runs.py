@@ -509,4 +509,4 @@ def test_a_file_a_stage_read_is_named_with_its_content(tmp_path):
     (tmp_path / "t.tsv").write_text("1\tneural ranking\n")
     fields = file_fields(topics=str(tmp_path / "t.tsv"), corpus=None)
     assert fields == {"topics": str((tmp_path / "t.tsv").resolve()),
-                      "topics_sha256": hashlib.sha256(b"1\tneural ranking\n").hexdigest()}
+                      "topics_sha256": hashlib.sha256(b"1\tneural ranking\n").hexdigest()[:16]}
