@@ -497,6 +497,8 @@ def test_each_stage_records_the_rerank_that_ran_it(tmp_path):
                             capture_output=True, text=True, check=True,
                             env={"PYTHONPATH": str(tmp_path), "PATH": os.environ["PATH"]})
     assert copied.stdout.strip() == __version__
+    said = subprocess.run([sys.executable, "-m", "rerank", "--version"], capture_output=True, text=True, check=True)
+    assert said.stdout == f"rerank, version {code_version()}\n"  # not the package metadata's 0.1.0 of every commit
 
 
 def test_a_file_a_stage_read_is_named_with_its_content(tmp_path):
