@@ -15,6 +15,7 @@ from typing import Callable, Iterable, Protocol
 from .data import dataset_names, files_dataset, get_dataset
 from .data.formats import distinct_ids, read_topics
 from .errors import DataError, UsageError
+from .paths import file_state
 from .retrieve.store import described, index_folder, origin, outdated, recorded_origin
 from .runs import RunHeader
 
@@ -142,5 +143,19 @@ def queries_for(header: RunHeader, topics: str | None = None, remedy: str = PASS
     if dataset is not None:
         return get_dataset(dataset).topics()
     if header.get("topics"):
+        _say_if_edited(Path(str(header.get("topics"))), header.get("topics_sha256"))
         return read_topics(str(header.get("topics")))
     raise _nothing_known(header, remedy)
+
+
+def _say_if_edited(topics: Path, recorded: object) -> None:
+    """A topics file the stream's header names, edited since a stage read it (its `topics_sha256`), gives this stage
+    other query texts than the first stage searched with: said, as a changed index is, since nothing else would."""
+    if not isinstance(recorded, str) or not topics.is_file():
+        return  # a header from before digests were recorded; a file gone is read_topics' error
+    now = file_state(topics).rsplit(":", 1)[1]
+    if now != recorded[:16]:
+        import click
+
+        click.echo(f"rerank: warning: {topics} has changed since the stream's stages read it (sha256 {recorded[:16]}, "
+                   f"now {now}): its queries' texts now are used; give the file they read with --topics", err=True)

@@ -116,6 +116,23 @@ def test_a_stage_records_its_rerank_and_files_by_content_but_its_cache_is_keyed_
         '{"checkpoint_hash": "overlap-v1", "model": "overlap", "scores_version": 1}')  # the key of caches made so far
 
 
+def test_a_topics_file_edited_since_the_stream_read_it_is_said(home, tmp_path, capsys):
+    """A score stage reads the header's topics file again: edited since retrieval read it, its new texts were scored
+    without a word, though the header's topics_sha256 said what retrieval read."""
+    from rerank.docstore import queries_for
+    from rerank.runs import file_fields
+
+    topics = tmp_path / "t.tsv"
+    topics.write_text("1\tneural ranking\n")
+    header = RunHeader(file_fields(topics=str(topics)))
+    assert queries_for(header) == {"1": "neural ranking"} and capsys.readouterr().err == ""
+    topics.write_text("1\tkernel pooling\n")
+    assert queries_for(header) == {"1": "kernel pooling"}
+    said = capsys.readouterr().err
+    assert said.startswith(f"rerank: warning: {topics} has changed since the stream's stages read it") and \
+        "--topics" in said
+
+
 def test_cache_is_keyed_on_document_text(home):
     _score(OverlapReranker(), depth=2, cache=True)
     changed = {**TEXTS, "d0": "a different text now"}
