@@ -17,8 +17,9 @@ def code_version() -> str:
 
     def git(*args: str) -> str | None:
         try:
-            done = subprocess.run(["git", "-C", str(package.parent), *args], capture_output=True, text=True,
-                                  timeout=10)
+            # --no-optional-locks: status would refresh and write the index (taking its lock) of a checkout
+            done = subprocess.run(["git", "--no-optional-locks", "-C", str(package.parent), *args],
+                                  capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.SubprocessError):  # no git here, or it hangs
             return None
         return done.stdout if done.returncode == 0 else None

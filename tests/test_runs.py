@@ -512,3 +512,31 @@ def test_a_file_a_stage_read_is_named_with_its_content(tmp_path):
     fields = file_fields(topics=str(tmp_path / "t.tsv"), corpus=None)
     assert fields == {"topics": str((tmp_path / "t.tsv").resolve()),
                       "topics_sha256": hashlib.sha256(b"1\tneural ranking\n").hexdigest()[:16]}
+
+
+def test_telling_the_rerank_that_runs_writes_nothing_into_its_checkout(tmp_path):
+    """`git status` refreshes the index of a checkout whose files' times changed (an editor's save, a touch), and
+    writes it, taking .git/index.lock: every stage of a pipe did so as it started, and a `git commit` in that
+    checkout meanwhile failed ("Another git process seems to be running")."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from rerank import __version__
+
+    shutil.copytree(Path(__file__).resolve().parent.parent / "rerank", tmp_path / "rerank",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / ".gitignore").write_text("__pycache__/\n")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
+    for args in (["init", "-q"], ["add", "rerank", ".gitignore"],
+                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "the code"]):
+        subprocess.run(["git", "-C", str(tmp_path), *args], env=env, check=True)
+    later = (tmp_path / "rerank" / "runs.py").stat().st_mtime + 100
+    os.utime(tmp_path / "rerank" / "runs.py", (later, later))  # the same bytes, saved again
+    index = (tmp_path / ".git" / "index").read_bytes()
+    said = subprocess.run([sys.executable, "-c", "import rerank; print(rerank.code_version())"], cwd=tmp_path,
+                          env={**env, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, check=True)
+    assert said.stdout.startswith(f"{__version__}+g") and ".dirty" not in said.stdout  # the same code
+    assert (tmp_path / ".git" / "index").read_bytes() == index
