@@ -503,6 +503,27 @@ def test_each_depth_pays_for_every_passage_it_scores(tmp_path, monkeypatch):
     assert [budget.run_depth(run) for run in runs] == [2, 4]
 
 
+def test_a_topics_file_edited_since_is_said_once_not_at_every_depth(tmp_path, capsys):
+    """budget --model read the stream's topics file again for each depth, and said it had changed since the stream's
+    stages read it once per depth."""
+    from rerank.evaluate.budget_scoring import score_at_depths
+    from rerank.runs import file_fields
+
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("q1\tkernel pooling\nq2\tneural ranking\n")
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"id": d, "contents": f"text {d} about ranking"}) + "\n"
+                                                   for d in DOCS[:4]))
+    header = RunHeader({**file_fields(topics=str(topics)), "corpus": str(tmp_path / "corpus.jsonl")})
+    buffer = io.StringIO()
+    RunWriter(buffer, header.with_stage({"name": "bm25", "stage": "retrieve"})).write_all(
+        QueryRanking.from_scores(qid, DOCS[:4], [4, 3, 2, 1], timings=[Timing("bm25", 1.0, 4)]) for qid in ("q1", "q2"))
+    topics.write_text("q1\tkernel pooling\nq2\tlearning to rank\n")
+    capsys.readouterr()
+    runs = score_at_depths(io.StringIO(buffer.getvalue()), "cands", "minilm-bi", None, [2, 3, 4])
+    assert [budget.run_depth(run) for run in runs] == [2, 3, 4]
+    assert capsys.readouterr().err.count(f"rerank: warning: {topics} has changed since the stream's stages read it") == 1
+
+
 def test_depth_is_the_one_scored_not_the_one_asked_for(tmp_path):
     """`--depth 200` over 20 candidates scores 20: two such runs are one point, not two."""
     path = _write_run(tmp_path, "bert", 200, 5.0, 2)

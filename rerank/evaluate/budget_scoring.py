@@ -16,6 +16,7 @@ from ..runs import QueryRanking, Run, RunReader, Stream
 def score_at_depths(handle: IO[str], source: str, model_name: str, checkpoint: str | None, depths: list[int],
                     interpolate: float | None = None, **model_options) -> list[Run]:
     """One run per depth; interpolated with the first stage, the curve is named MODEL+FIRST (e.g. tk+bm25)."""
+    from ..docstore import queries_for
     from ..models.base import load_model
     from ..score import score_stream
 
@@ -27,6 +28,7 @@ def score_at_depths(handle: IO[str], source: str, model_name: str, checkpoint: s
     if max(depths) > deepest:
         raise UsageError(f"depth {max(depths)} exceeds the {deepest} candidates per query that {source} holds; "
                          "ask for depths where candidates exist")
+    topics = queries_for(reader.header)  # read once, so that a topics file edited since is said once, not per depth
     model = load_model(model_name, checkpoint, **model_options)
     label = model_name
     if interpolate is not None:
@@ -36,7 +38,7 @@ def score_at_depths(handle: IO[str], source: str, model_name: str, checkpoint: s
     for depth in depths:
         model.forget()  # else a deeper pass would reuse the passages a shallower one embedded, and look cheap
         copies = [QueryRanking(r.qid, list(r.docids), list(r.scores), r.tag, list(r.timings)) for r in candidates]
-        stream = score_stream(Stream(reader.header, copies), model, depth, cache=False, stage=label,
+        stream = score_stream(Stream(reader.header, copies), model, depth, cache=False, stage=label, queries=topics,
                               interpolate=interpolate, total=len(copies), say_training_overlap=depth == depths[0])
         queries = {r.qid: r for r in stream.rankings}
         runs.append(Run(stream.header, queries, f"{label}@{depth}", label=label))
