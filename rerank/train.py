@@ -661,6 +661,7 @@ class Teacher:
     scores: dict[str, dict[str, float]]
     extra: list[tuple[str, str, list[str]]]  # (qid, query text, docids) of the unjudged queries
     texts: dict[str, str]
+    documents: dict = field(default_factory=dict)  # what the unjudged queries were ranked over (Judged.documents)
 
     def groups(self, size: int, rng: random.Random) -> list[Group]:
         """One epoch over the unjudged queries: `size` sampled candidates each, best teacher score first."""
@@ -677,6 +678,7 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
     >= --teacher-min-score, to skip queries whose candidates are all off-topic) become distillation queries.
     A run that scores none of the training `queries`' candidates and adds no query would teach nothing."""
     from .docstore import doc_store_for, queries_for
+    from .retrieve.store import origin
 
     with open_run_file(path) as handle:  # TrainArgs.check found it
         run = load_run(handle, path)
@@ -694,12 +696,14 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
                 and (min_score is None or max(r.scores) >= min_score)]
     extra: list[tuple[str, str, list[str]]] = []
     texts: dict[str, str] = {}
+    documents: dict = {}
     if unjudged:
         # train has no --topics/--corpus: the texts of a teacher's own queries come through its header only
         remedy = (f"the teacher run {path} needs a '# ' header naming a data set known here, or its topics and "
                   "corpus files (`rerank cat --trec` drops the header)")
         topics = queries_for(run.header, remedy=remedy)
-        texts = doc_store_for(run.header, remedy=remedy).texts({d for qid in unjudged for d in run.queries[qid].docids})
+        store = doc_store_for(run.header, remedy=remedy)
+        texts, documents = store.texts({d for qid in unjudged for d in run.queries[qid].docids}), origin(store.origin)
         for qid in unjudged:
             docids = [d for d in run.queries[qid].docids if d in texts]
             if qid in topics and len(docids) >= group_size:
@@ -711,7 +715,7 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
     groups = [(q, positive) for q in queries if q.negatives for positive in q.positives]  # the groups of an epoch
     covered = sum(all(d in scores.get(q.qid, ()) for d in (positive, *q.negatives)) for q, positive in groups)
     log(f"teacher run {path} scores every candidate of {covered} of the {len(groups)} training groups")
-    return Teacher(scores, extra, texts)
+    return Teacher(scores, extra, texts, documents)
 
 
 # --------------------------------------------------------------------------------------------- the loop
@@ -864,9 +868,10 @@ def query_digest(text: str) -> str:
     return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:16]
 
 
-def query_space(documents: dict, queries: list[JudgedQuery]) -> dict:
-    """A checkpoint's record of a set of queries: the documents they were ranked over, and each one's words by id."""
-    return {"documents": documents, "text_sha256": {q.qid: query_digest(q.text) for q in queries}}
+def query_space(documents: dict, queries: dict[str, str]) -> dict:
+    """A checkpoint's record of a set of queries (id -> words): the documents they were ranked over, and each one's
+    words by id."""
+    return {"documents": documents, "text_sha256": {qid: query_digest(text) for qid, text in queries.items()}}
 
 
 def queries_seen(training: dict, documents: dict, texts: dict[str, str]) -> tuple[set[str], set[str]] | None:
@@ -886,7 +891,8 @@ def queries_seen(training: dict, documents: dict, texts: dict[str, str]) -> tupl
 
     in_training = same(spaces["train"])
     held_out = in_training & set(training.get("held_out_qids") or ())
-    trained = in_training - held_out
+    # a teacher run's unjudged queries were trained on too, by its scores (`distilled`: none before it was recorded)
+    trained = (in_training - held_out) | same(spaces.get("distilled"))
     return trained, (held_out | same(spaces["dev"])) - trained
 
 
@@ -1048,8 +1054,11 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     record["torch_threads"] = torch.get_num_threads()
     # Which queries it trained on and chose its step by, over which documents, for `score` to say so when it
     # re-scores them (queries_seen), of a data set or of one's own collection
-    record["query_space"] = {"train": query_space(training.documents, training.queries),
-                             "dev": query_space(dev.documents, dev.queries) if args.dev else None}
+    record["query_space"] = {
+        "train": query_space(training.documents, {q.qid: q.text for q in training.queries}),
+        "dev": query_space(dev.documents, {q.qid: q.text for q in dev.queries}) if args.dev else None,
+        "distilled": query_space(teacher.documents, {qid: text for qid, text, _ in teacher.extra})
+        if teacher is not None and teacher.extra else None}
     # run files by their resolved paths, as the files above: the path as typed names another file from elsewhere
     record["train_source"] = resolved_run(training.name, args.candidates if args.candidate_file else None)
     record["dev_source"] = resolved_run(dev.source, args.dev if args.dev_file else None) if dev else None

@@ -233,3 +233,19 @@ def test_continuing_training_tells_dev_queries_of_one_s_own_collection_its_start
                          "--dev", "again.run", "--dev-qrels", "qrels/train.tsv", *STEPS, "-o", "continued", cwd=folder)
     assert (f"note: the dev figures are not held out for the starting weights: those of --init {folder / 'ck'} were "
             "trained on 30 of the 30 dev queries") in done.stderr
+
+
+def test_score_tells_the_queries_a_checkpoint_distilled_on(own_collection, rerank_module):
+    """A teacher run's queries that training does not judge are trained on by the teacher's scores (train says so of
+    another data set's): the checkpoint recorded the judged queries alone, so its test split, distilled on, was then
+    scored in silence as if held out."""
+    folder, split = own_collection
+    rerank_module("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", "--teacher", "all.run",
+                  "--steps", "2", "--negatives", "2", "--batch-groups", "2", "--threads", "1", "-o", "distilled",
+                  cwd=folder)
+    test_run = rerank_module("retrieve", "cacm-own", "--topics", "test.jsonl", "--k", "5", "--threads", "1",
+                             cwd=folder).stdout
+    said = rerank_module("score", "--model", "tk", "--checkpoint", "distilled", "--depth", "5", input=test_run,
+                         cwd=folder).stderr
+    assert (f"its checkpoint {folder / 'distilled'} was trained on {len(split['test'])} of the "
+            f"{len(split['test'])} queries re-scored here (cacm-own's)") in said
