@@ -37,7 +37,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .atomic import atomic_dir, atomic_output, check_replaceable, check_writable
 from .data import dataset_names, get_dataset
@@ -47,6 +47,9 @@ from .locks import exclusive
 from .models.base import BF16_EMULATED, bf16_is_emulated, check_device, on_cpu
 from .paths import file_sha256, read_json_object
 from .runs import QueryRanking, Run, RunHeader, load_run, open_run_file
+
+if TYPE_CHECKING:
+    from .docstore import DocStore
 
 CHECKPOINT_FILE = "checkpoint.json"
 
@@ -541,7 +544,6 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None], dev:
     The `dev` run's own --dev-qrels/--dev-topics, where given, stand in for --qrels/--topics."""
     from .docstore import doc_store_for, queries_for
     from .evaluate.session import judgements_for
-    from .retrieve.store import origin
 
     (qrels_option, qrels), (topics_option, topics_file) = (_run_file_option(args, key, dev) for key in DEV_OWN)
     with open_run_file(path) as handle:
@@ -596,7 +598,16 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None], dev:
                 f"not judged in {qrels} and left out {some_ids(unjudged)}")
     queries = _judged(rankings, topics, texts, judgements.qrels, judgements.min_rel)
     return Judged(queries, texts, judgements.qrels, judgements.min_rel, judgements.measures, name, note,
-                  origin(store.origin))
+                  ranked_over(header, store))
+
+
+def ranked_over(header: RunHeader, store: DocStore) -> dict:
+    """The documents a run's queries were ranked over, as a checkpoint's `query_space` records them: a known data set
+    its header names (its ids name its queries, whatever file --corpus gave their texts from, as `score` counts
+    them), else the texts' store's `origin` (an index or corpus file of one's own)."""
+    from .retrieve.store import origin
+
+    return {"dataset": header.dataset} if header.dataset in dataset_names() else origin(store.origin)
 
 
 def _run_file_option(args: TrainArgs, key: str, dev: bool) -> tuple[str, str | None]:
@@ -678,7 +689,6 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
     >= --teacher-min-score, to skip queries whose candidates are all off-topic) become distillation queries.
     A run that scores none of the training `queries`' candidates and adds no query would teach nothing."""
     from .docstore import doc_store_for, queries_for
-    from .retrieve.store import origin
 
     with open_run_file(path) as handle:  # TrainArgs.check found it
         run = load_run(handle, path)
@@ -703,7 +713,8 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
                   "corpus files (`rerank cat --trec` drops the header)")
         topics = queries_for(run.header, remedy=remedy)
         store = doc_store_for(run.header, remedy=remedy)
-        texts, documents = store.texts({d for qid in unjudged for d in run.queries[qid].docids}), origin(store.origin)
+        texts = store.texts({d for qid in unjudged for d in run.queries[qid].docids})
+        documents = ranked_over(run.header, store)
         for qid in unjudged:
             docids = [d for d in run.queries[qid].docids if d in texts]
             if qid in topics and len(docids) >= group_size:

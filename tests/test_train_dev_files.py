@@ -249,3 +249,28 @@ def test_score_tells_the_queries_a_checkpoint_distilled_on(own_collection, reran
                          cwd=folder).stderr
     assert (f"its checkpoint {folder / 'distilled'} was trained on {len(split['test'])} of the "
             f"{len(split['test'])} queries re-scored here (cacm-own's)") in said
+
+
+def test_score_tells_a_data_set_s_queries_trained_on_with_their_texts_from_a_corpus_file(tmp_path, rerank, data_root,
+                                                                                        monkeypatch):
+    """A run of a data set's queries trained on with its texts from --corpus FILE: the checkpoint recorded the queries
+    as that file's, so `score` on the data set's own run said nothing of them (before checkpoints recorded the
+    documents, it told them by the data set the run names, as it tells such a run scored with --corpus)."""
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    from rerank.data import get_dataset
+
+    dataset = get_dataset("trecqa-dev")
+    train = set(sorted(dataset.qrels())[:40])
+    with open(tmp_path / "train.run", "w") as handle, RunWriter(handle, RunHeader({"dataset": "trecqa-dev"})) as out:
+        for ranking in dataset.candidates():
+            if ranking.qid in train:
+                out.write(ranking)
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n"
+                                                   for d, t in dataset.doc_texts().items()))
+    ck = tmp_path / "ck"
+    rerank("train", "tk", "--candidates", "train.run", "--corpus", "corpus.jsonl", "--dev-fraction", "0.25", *STEPS,
+           "-o", str(ck), cwd=tmp_path)
+    scored = rerank("score", "--model", "tk", "--checkpoint", str(ck),
+                    input=rerank("retrieve", "trecqa-dev", "--candidates").stdout).stderr
+    assert f"its checkpoint {ck} was trained on 30 of the 81 queries re-scored here" in scored
+    assert f"its checkpoint {ck} chose its best training step by 10 of the 81 queries re-scored here" in scored
