@@ -158,4 +158,5 @@ def _say_if_edited(topics: Path, recorded: object) -> None:
         import click
 
         click.echo(f"rerank: warning: {topics} has changed since the stream's stages read it (sha256 {recorded[:16]}, "
-                   f"now {now}): its queries' texts now are used; give the file they read with --topics", err=True)
+                   f"now {now}): its queries' texts now are used; give the file they read (--topics), or make the "
+                   "stream again", err=True)
