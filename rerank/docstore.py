@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
 from .data import dataset_names, files_dataset, get_dataset
-from .data.formats import distinct_ids, read_topics
+from .data.formats import distinct_ids, read_topics, refuse_pipe
 from .errors import DataError, UsageError
 from .paths import file_state
 from .retrieve.store import described, index_folder, origin, outdated, recorded_origin
@@ -85,6 +85,7 @@ def _known_dataset(header: RunHeader) -> str | None:
 
 
 def _corpus_store(path: str) -> MappingStore:
+    refuse_pipe(Path(path))  # `--corpus <(zcat ...)` was "not found: /dev/fd/63"
     if not Path(path).is_file():
         raise DataError(f"corpus file not found: {path}")
 

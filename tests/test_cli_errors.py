@@ -526,6 +526,10 @@ def test_topics_or_corpus_from_a_pipe_are_named_as_a_pipe(rerank, tmp_path):
     for args in (["retrieve", "vaswani", "--topics", str(fifo)], ["index", "mine", "--corpus", str(fifo)]):
         stderr = fails(rerank, *args, words=f"{fifo} is not a regular file")
         assert len(stderr.strip().splitlines()) == 1, stderr
+    # score --corpus <(...) said 'corpus file not found: /dev/fd/63'
+    (tmp_path / "topics.tsv").write_text("1\tneural ranking\n")
+    fails(rerank, "score", "--model", "minilm-bi", "--topics", str(tmp_path / "topics.tsv"), "--corpus", str(fifo),
+          input="1 Q0 d1 1 1.0 t\n", words=f"{fifo} is not a regular file")
     # training records a run file's sha256 and reads it again: each of its run options said "not found"
     for option in ("--candidates", "--teacher", "--dev"):
         fails(rerank, "train", "tk", "--train", "trecqa-dev", option, str(fifo), "-o", str(tmp_path / "ck"),
