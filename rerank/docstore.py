@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Protocol
 from .data import dataset_names, files_dataset, get_dataset
 from .data.formats import distinct_ids, read_topics, refuse_pipe
 from .errors import DataError, UsageError
-from .paths import file_state
+from .paths import file_digest
 from .retrieve.store import described, index_folder, origin, outdated, recorded_origin
 from .runs import RunHeader
 
@@ -154,7 +154,7 @@ def _say_if_edited(topics: Path, recorded: object) -> None:
     other query texts than the first stage searched with: said, as a changed index is, since nothing else would."""
     if not isinstance(recorded, str) or not topics.is_file():
         return  # a header from before digests were recorded; a file gone is read_topics' error
-    now = file_state(topics).rsplit(":", 1)[1]
+    now = file_digest(topics)
     if now != recorded[:16]:
         import click
 

@@ -116,6 +116,11 @@ def file_state(path: Path) -> str:
     return f"{resolved}:{before.st_size}:{digest}"
 
 
+def file_digest(path: Path) -> str:
+    """The digest `file_state` remembers of a file's content (the first 16 hex digits of its sha256)."""
+    return file_state(path).rsplit(":", 1)[1]
+
+
 def state_path(state: str) -> str:
     """The path a `file_state` names (paths may hold ':')."""
     return state.rsplit(":", 2)[0]

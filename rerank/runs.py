@@ -618,18 +618,18 @@ class Stream:
 def file_fields(**files: str | None) -> dict[str, str]:
     """Header fields for the files a stage read its queries or texts from (`topics=`, `corpus=`; None: not given):
     each one's absolute path, where later stages read it, and the sha256 of its content (`topics_sha256`, its first
-    16 hex digits, as `file_state` remembers them: a corpus is read whole once per size and modification time, not on
-    every score run), by which a reviewer holding the run alone tells whether a copy of it, or the file there now, is
-    what the stage read."""
+    16 hex digits, as `paths.file_digest` remembers them: a corpus is read whole once per size and modification time,
+    not on every score run), by which a reviewer holding the run alone tells whether a copy of it, or the file there
+    now, is what the stage read."""
     from pathlib import Path
 
-    from .paths import file_state
+    from .paths import file_digest
 
     fields = {}
     for key, path in files.items():
         if path is not None:
             fields[key] = str(Path(path).resolve())
-            fields[f"{key}_sha256"] = file_state(Path(path)).rsplit(":", 1)[1]
+            fields[f"{key}_sha256"] = file_digest(Path(path))
     return fields
 
 

@@ -192,7 +192,8 @@ def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Rer
 
 def seen_in_training(model: Reranker, dataset: str | None, store: DocStore,
                      queries: dict[str, str]) -> tuple[set[str], set[str]]:
-    """The ids of the `queries` (id -> words, ranked over the documents of `store`) the model's checkpoint
+    """The ids of the `queries` (id -> words, ranked over `dataset`'s documents, or else over those of `store`: as
+    training recorded its queries, `train.ranked_over`) the model's checkpoint
     was trained on (`train tk --train trec-dl-2019`, then scored and evaluated on trec-dl-2019; or a test split of
     one's own collection that shares queries with the training split), and those its dev evaluation chose the best
     step by (`--dev trecqa-dev`, or the training queries `--dev-fraction` held out): figures on the first are not
@@ -203,23 +204,18 @@ def seen_in_training(model: Reranker, dataset: str | None, store: DocStore,
     if manifest is None or not manifest.is_file():
         return set(), set()
     from .data import dataset_names, get_dataset
-    from .train import queries_seen, trained_qids
+    from .train import queries_seen, ranked_over, trained_qids
 
     training = json.loads(manifest.read_text()).get("training") or {}
-    # the documents scored, and the data set the stream names, whose queries these are whatever texts a --corpus gives
-    spaces = [origin(store.origin), *([{"dataset": dataset}] if dataset else [])]
-    seen = [found for found in (queries_seen(training, space, queries) for space in spaces) if found is not None]
-    if seen:
-        trained = set().union(*(found[0] for found in seen))
-        return trained, set().union(*(found[1] for found in seen)) - trained
+    seen = queries_seen(training, ranked_over(dataset, store), queries)
+    if seen is not None:
+        return seen
     if dataset is None:
         return set(), set()
     trained = (trained_qids(training) or set()) if training.get("train_source") == dataset else set()
     chosen = set(training.get("held_out_qids") or ()) if training.get("train_source") == dataset else set()
-    if training.get("dev_source") == dataset:  # checkpoints from before `dev_qids`: every query the data set judges
-        dev_qids = training.get("dev_qids")
-        chosen |= set(dev_qids if dev_qids is not None else get_dataset(dataset).qrels() if dataset in dataset_names()
-                      else ())
+    if training.get("dev_source") == dataset and dataset in dataset_names():
+        chosen |= set(get_dataset(dataset).qrels())
     return trained, chosen - trained
 
 

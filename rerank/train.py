@@ -598,16 +598,16 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None], dev:
                 f"not judged in {qrels} and left out {some_ids(unjudged)}")
     queries = _judged(rankings, topics, texts, judgements.qrels, judgements.min_rel)
     return Judged(queries, texts, judgements.qrels, judgements.min_rel, judgements.measures, name, note,
-                  ranked_over(header, store))
+                  ranked_over(header.dataset, store))
 
 
-def ranked_over(header: RunHeader, store: DocStore) -> dict:
-    """The documents a run's queries were ranked over, as a checkpoint's `query_space` records them: a known data set
-    its header names (its ids name its queries, whatever file --corpus gave their texts from, as `score` counts
-    them), else the texts' store's `origin` (an index or corpus file of one's own)."""
+def ranked_over(dataset: str | None, store: DocStore) -> dict:
+    """The documents a run's queries were ranked over, as a checkpoint's `query_space` records them and `score`
+    looks them up: a known data set its header names (its ids name its queries, whatever file --corpus gave their
+    texts from), else the texts' store's `origin` (an index or corpus file of one's own)."""
     from .retrieve.store import origin
 
-    return {"dataset": header.dataset} if header.dataset in dataset_names() else origin(store.origin)
+    return {"dataset": dataset} if dataset in dataset_names() else origin(store.origin)
 
 
 def _run_file_option(args: TrainArgs, key: str, dev: bool) -> tuple[str, str | None]:
@@ -714,7 +714,7 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
         topics = queries_for(run.header, remedy=remedy)
         store = doc_store_for(run.header, remedy=remedy)
         texts = store.texts({d for qid in unjudged for d in run.queries[qid].docids})
-        documents = ranked_over(run.header, store)
+        documents = ranked_over(run.header.dataset, store)
         for qid in unjudged:
             docids = [d for d in run.queries[qid].docids if d in texts]
             if qid in topics and len(docids) >= group_size:
@@ -1090,8 +1090,6 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                 "dev_measure": dev.measure.label if dev else None, "dev_value": metric,
                 # the training queries held out for dev, by id: the split is seeded, but a list needs no re-run
                 "held_out_qids": sorted(q.qid for q in dev.queries) if args.dev_fraction or args.dev_fold else None,
-                # --dev's queries, by id: a dev run file may hold some of its data set's alone (score says which)
-                "dev_qids": sorted(q.qid for q in dev.queries) if args.dev else None,
                 "history": history, "train_queries": len(queries),
                 "seconds": round(time.perf_counter() - began, 1),
                 "ended": None}))  # until training ends: an interrupted run's checkpoint keeps None

@@ -19,10 +19,20 @@ from ..errors import RerankError
 from ..paths import DATA_ROOT_ENV
 
 
+def _version(ctx: click.Context, _option: click.Parameter, given: bool) -> None:
+    """`rerank --version`: the version run headers and checkpoints record (`rerank_version`), not the installed
+    package's metadata, which said 0.1.0 of every commit."""
+    if given and not ctx.resilient_parsing:
+        from .. import code_version
+
+        click.echo(f"rerank, version {code_version()}")
+        ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--data-root", type=click.Path(file_okay=False), default=None,
               help=f"Folder of data sets in the documented layout (default: ${DATA_ROOT_ENV} or ../shared/data).")
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=lambda *given: _version(*given),
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
               help="Show the version, as run headers record it (with the commit of a git checkout), and exit.")
 def cli(data_root: str | None) -> None:
     """Neural re-ranking and evaluation over TREC run streams.
@@ -33,16 +43,6 @@ def cli(data_root: str | None) -> None:
     """
     if data_root:
         os.environ[DATA_ROOT_ENV] = data_root
-
-
-def _version(ctx: click.Context, _option: click.Parameter, given: bool) -> None:
-    """`rerank --version`: the version run headers and checkpoints record (`rerank_version`), not the installed
-    package's metadata, which said 0.1.0 of every commit."""
-    if given and not ctx.resilient_parsing:
-        from .. import code_version
-
-        click.echo(f"rerank, version {code_version()}")
-        ctx.exit()
 
 
 class _Terminated(SystemExit):
