@@ -8,8 +8,9 @@
 #
 # TEACHER is the chain's benchmarks/work/distill/teacher-tk-nodev-fused.run. Its texts come through its header: the
 # Lucene index trec-dl-2020 where it is built, else a `# corpus:` line naming the DL 2020 pool as JSONL (what the run
-# of bert_quality.md used on a GPU machine without Java). On one H200 the three runs took 2,055-2,066 steps in
-# 5.5 minutes (bf16); the GPU was 7-46 % busy, so the CPU side (tokenising, Python) set the pace.
+# of bert_quality.md used on a GPU machine without Java: benchmarks/lent_gpu.sh writes it). On one H200 the three
+# runs took 2,055-2,066 steps in 5.5 minutes (bf16; 1,973-2,030 in the rerun of 2026-11-27); the GPU was 7-46 % busy,
+# so the CPU side (tokenising, Python) set the pace.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: bert_gpu.sh TEACHER [WORK] [MINUTES]" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -76,6 +76,12 @@ def training_command(manifest: dict) -> str:
     return " ".join(parts)
 
 
+def recorded_training(manifest: dict) -> dict:
+    """A checkpoint's training record for the results file, less `query_space` (a digest per training query,
+    which `score` reads from the checkpoint itself: 160 KB of hex that tells a reader of the results nothing)."""
+    return {key: value for key, value in manifest["training"].items() if key != "query_space"}
+
+
 def provenance(manifest: dict) -> str:
     """How a checkpoint came about, in a sentence: its training run, or the checkpoints it averages."""
     t = manifest["training"]
@@ -138,8 +144,8 @@ def main() -> None:
         training = manifest["training"]
         results[dataset] = {"runs": {row["run"]: {m: row[m] for m in measures} for row in table},
                             "versus_bm25": {row["run"]: row["versus_baseline"] for row in table if not row["baseline"]},
-                            "checkpoint_hash": manifest["hash"], "training": training,
-                            "others": {label: {"hash": m["hash"], "training": m["training"]}
+                            "checkpoint_hash": manifest["hash"], "training": recorded_training(manifest),
+                            "others": {label: {"hash": m["hash"], "training": recorded_training(m)}
                                        for label, m in zip(labels[1:], manifests[1:])}}
         first_stage = "BM25 top-100" if option == "dl" else "all candidates"
         lines += [f"## {dataset} (re-ranking {first_stage}; trained on {training.get('train', 'the data of the checkpoints it averages')})", "",
