@@ -68,6 +68,19 @@ def test_score_batch_shape_and_gradients(tiny_bert):
     assert gradients[0].shape == gradients[1].shape and torch.allclose(*gradients, atol=1e-5)
 
 
+def test_weights_saved_in_float16_train_and_embed_in_float32(tmp_path):
+    """transformers 5 loads a float16 save as float16: a checkpoint or encoder carried that way trained in float16
+    and embedded queries in it on the CPU."""
+    from rerank.models.bert import BiEncoderReranker
+
+    config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=64)
+    transformers.BertModel(config).half().save_pretrained(tmp_path)
+    transformers.AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(tmp_path)
+    assert {p.dtype for p in new_trainable(base=str(tmp_path), max_length=32).parameters()} == {torch.float32}
+    assert {p.dtype for p in BiEncoderReranker(path=tmp_path).model.parameters()} == {torch.float32}
+
+
 def test_training_needs_a_bert_base(tmp_path):
     """cls_logits is BERT's attention: another architecture as `-O base=DIR` is a clear error, not a wrong model."""
     config = transformers.RobertaConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,

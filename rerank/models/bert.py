@@ -175,7 +175,9 @@ def new_trainable(max_length: int | None = None, base: str | None = None, thread
     _quiet_transformers()
     set_threads(threads)
     path = Path(base) if base else minilm_path()
-    encoder = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
+    # float32 whatever the folder stores: transformers 5 keeps a float16 save (a checkpoint carried that way) in
+    # float16, which then trains in it; --precision bf16 is autocast over float32 weights
+    encoder = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=torch.float32)
     check_max_length(max_length, encoder.config)
     if not supports_cls_logits(encoder):
         raise UsageError(f"{path} is not a BERT encoder with absolute positions (model_type "
@@ -351,7 +353,7 @@ class BiEncoderReranker(Reranker):
         self.checkpoint_hash = content_hash(path)
         self.max_length, self.batch_size = int(max_length if max_length is not None else DEFAULT_MAX_LENGTH), int(batch_size)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModel.from_pretrained(path).eval()
+        self.model = AutoModel.from_pretrained(path, dtype=torch.float32).eval()  # as new_trainable's
         check_max_length(self.max_length, self.model.config)
         # text -> unit vector: a passage that comes back for another query (many queries over one pool,
         # e.g. a distillation run) is embedded once per process. 1.5 KB a passage.
