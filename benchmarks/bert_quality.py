@@ -78,8 +78,10 @@ def training_command(manifest: dict) -> str:
 
 def recorded_training(manifest: dict) -> dict:
     """A checkpoint's training record for the results file, less `query_space` (a digest per training query,
-    which `score` reads from the checkpoint itself: 160 KB of hex that tells a reader of the results nothing)."""
-    return {key: value for key, value in manifest["training"].items() if key != "query_space"}
+    which `score` reads from the checkpoint itself: 160 KB of hex that tells a reader of the results nothing), and a
+    soup's copies of its ingredients' (`ingredient_queries`; `soup` names the ingredients by hash)."""
+    left_out = ("query_space", "ingredient_queries")
+    return {key: value for key, value in manifest["training"].items() if key not in left_out}
 
 
 def provenance(manifest: dict) -> str:

@@ -198,16 +198,31 @@ def seen_in_training(model: Reranker, dataset: str | None, store: DocStore,
     one's own collection that shares queries with the training split), and those its dev evaluation chose the best
     step by (`--dev trecqa-dev`, or the training queries `--dev-fraction` held out): figures on the first are not
     held out, those on the second are dev figures, so scoring them is said, as train says of such dev queries.
-    Checkpoints from before train recorded its queries' words and documents (`query_space`) tell `dataset`'s alone."""
+    Checkpoints from before train recorded its queries' words and documents (`query_space`) tell `dataset`'s alone.
+    A soup tells its ingredients' (`train.query_records`): a query one trained on is trained on, whoever held it out."""
     folder = model.provenance().get("checkpoint")
     manifest = Path(str(folder)) / "checkpoint.json" if folder else None
     if manifest is None or not manifest.is_file():
         return set(), set()
-    from .data import dataset_names, get_dataset
-    from .train import queries_seen, ranked_over, trained_qids
+    from .train import query_records, ranked_over
 
-    training = json.loads(manifest.read_text()).get("training") or {}
-    seen = queries_seen(training, ranked_over(dataset, store), queries)
+    documents = ranked_over(dataset, store)
+    trained: set[str] = set()
+    chosen: set[str] = set()
+    for training in query_records(json.loads(manifest.read_text()).get("training") or {}):
+        seen = _seen_by(training, dataset, documents, queries)
+        trained |= seen[0]
+        chosen |= seen[1]
+    return trained, chosen - trained
+
+
+def _seen_by(training: dict, dataset: str | None, documents: dict,
+             queries: dict[str, str]) -> tuple[set[str], set[str]]:
+    """seen_in_training for one training record (`checkpoint.json`'s `training`, or a soup ingredient's)."""
+    from .data import dataset_names, get_dataset
+    from .train import queries_seen, trained_qids
+
+    seen = queries_seen(training, documents, queries)
     if seen is not None:
         return seen
     if dataset is None:

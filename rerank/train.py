@@ -260,8 +260,34 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
         train_sets = {m["training"].get("train") for m in manifests}
         if len(train_sets) == 1 and None not in train_sets:  # the data the ingredients share, for reports
             soup["train"] = train_sets.pop()
+        soup["ingredient_queries"] = ingredient_queries(manifests)
         manifest = write_checkpoint(tmp, model, manifests[0]["config"], soup)
     return manifest
+
+
+# What of a training record tells the queries a checkpoint trained on and chose its step by (`queries_seen`, and for
+# checkpoints from before `query_space`, `trained_qids`), and the weights it continued (`init_trained_on_dev`)
+QUERY_RECORD = ("query_space", "held_out_qids", "train_source", "dev_source", "train", "candidates", "qrels", "min_rel",
+                "file_sha256", "model_options", "init_hash")
+
+
+def query_records(training: dict) -> list[dict]:
+    """The training records that tell which queries a checkpoint trained on and chose its step by: its own, or a
+    soup's ingredients' (`ingredient_queries`); a soup from before they were recorded tells none, as before."""
+    return training.get("ingredient_queries", [training])
+
+
+def ingredient_queries(manifests: list[dict]) -> list[dict]:
+    """The soup's record of its ingredients' queries, in the soup's own checkpoint.json so that it outlives their
+    folders: each ingredient's QUERY_RECORD (a soup's, its ingredients'), once each, since children of one parent
+    mostly share theirs (a digest per training query)."""
+    records: list[dict] = []
+    for manifest in manifests:
+        for training in query_records(manifest["training"]):
+            record = {key: training[key] for key in QUERY_RECORD if key in training}
+            if record not in records:
+                records.append(record)
+    return records
 
 
 def check_trainable(name: str) -> None:
@@ -908,28 +934,31 @@ def queries_seen(training: dict, documents: dict, texts: dict[str, str]) -> tupl
 
 
 def init_trained_on_dev(base: str, model_name: str, dev: DevSet) -> list[str]:
-    """The dev queries that the weights training starts from (--init `base`, and the checkpoints it continued in
-    turn, while their folders still hold the weights it was continued from) were trained on: figures on them are
-    not held out for those weights."""
+    """The dev queries that the weights training starts from (--init `base`: a soup's ingredients too, as it
+    recorded them; and the checkpoints they continued in turn, while their folders still hold the weights that were
+    continued) were trained on: figures on them are not held out for those weights."""
     dev_qids = {q.qid for q in dev.queries}
     overlap: set[str] = set()
     hashes: set[str] = set()  # a loop of bases (a folder retrained from its own descendant) ends
-    folder, expected = base, None
-    while folder:
+    pending: list[tuple[str | None, str | None]] = [(base, None)]  # (folder, the hash it held when continued)
+    while pending:
+        folder, expected = pending.pop()
+        if not folder:
+            continue
         try:
             manifest = read_checkpoint(folder, model_name)
         except RerankError:  # an ancestor since deleted or damaged: nothing more to tell
-            break
+            continue
         if (expected is not None and manifest["hash"] != expected) or manifest["hash"] in hashes:
-            break  # retrained since: these are not the weights that were continued
+            continue  # retrained since: these are not the weights that were continued
         hashes.add(manifest["hash"])
-        training = manifest.get("training", {})
-        seen = queries_seen(training, dev.documents, {q.qid: q.text for q in dev.queries})
-        if seen is not None:
-            overlap |= seen[0]
-        elif dev.origin is not None and training.get("train_source") == dev.origin:  # ids name queries within one set
-            overlap |= dev_qids & (trained_qids(training) or set())
-        folder, expected = (training.get("model_options") or {}).get("base"), training.get("init_hash")
+        for training in query_records(manifest.get("training", {})):
+            seen = queries_seen(training, dev.documents, {q.qid: q.text for q in dev.queries})
+            if seen is not None:
+                overlap |= seen[0]
+            elif dev.origin is not None and training.get("train_source") == dev.origin:  # ids name one set's queries
+                overlap |= dev_qids & (trained_qids(training) or set())
+            pending.append(((training.get("model_options") or {}).get("base"), training.get("init_hash")))
     return sorted(overlap)
 
 

@@ -889,6 +889,69 @@ def test_scoring_the_queries_a_checkpoint_trained_on_is_warned_of(tmp_path, rera
     assert "warning" not in on_dev and "chose its best training step by 65 of the 81 queries" in on_dev
 
 
+@pytest.mark.data
+def test_a_soup_tells_the_queries_its_ingredients_trained_on_after_they_are_deleted(tmp_path, rerank):
+    """`rerank average` recorded none of its ingredients' queries: scoring a soup on the queries they trained on said
+    nothing, nor did `--init SOUP --dev-fraction` of dev queries they trained on. The soup's checkpoint.json carries
+    them now, once for ingredients that share them, so it still tells them once their folders are gone: a query one
+    trained on is trained on, whoever held it out; one each held out chose the step. A continuation also tells the
+    queries of the weights the ingredients continued, while their folder holds them, as of any --init."""
+    import shutil
+
+    from rerank.data import get_dataset
+
+    def train(name, *options):
+        rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", *options, "-o", str(tmp_path / name))
+        return json.loads((tmp_path / name / "checkpoint.json").read_text())["training"]
+
+    train("all")  # every query
+    fraction, fold = (set(train(name, *options)["held_out_qids"]) for name, *options in
+                      (("a", "--init", str(tmp_path / "all"), "--dev-fraction", "0.25"),
+                       ("b", "--dev-fold", "1/5", "--seed", "2")))
+    train("a2", "--init", str(tmp_path / "all"), "--dev-fraction", "0.25", "--seed", "3")  # a's queries, another seed
+    for name in ("a", "b"):  # as checkpoints from before query_space: a named data set's queries by their ids
+        shutil.copytree(tmp_path / name, tmp_path / f"{name}-old")
+        manifest = json.loads((tmp_path / f"{name}-old" / "checkpoint.json").read_text())
+        del manifest["training"]["query_space"]
+        (tmp_path / f"{name}-old" / "checkpoint.json").write_text(json.dumps(manifest))
+    rerank("average", *(str(tmp_path / name) for name in ("a", "a2", "b")), "-o", str(tmp_path / "soup"))
+    rerank("average", str(tmp_path / "a-old"), str(tmp_path / "b-old"), "-o", str(tmp_path / "old-ingredients"))
+    soup = json.loads((tmp_path / "soup" / "checkpoint.json").read_text())["training"]
+    assert [record["held_out_qids"] for record in soup["ingredient_queries"]] == [sorted(fraction), sorted(fold)]
+    for name in ("a", "a2", "b", "a-old", "b-old"):
+        shutil.rmtree(tmp_path / name)
+
+    candidates = rerank("retrieve", "trecqa-dev", "--candidates").stdout
+    both = fraction & fold
+    assert both and fraction - fold  # some held out by both, some by one alone
+    trained = len(get_dataset("trecqa-dev").qrels()) - len(both)
+    for name in ("soup", "old-ingredients"):
+        ck = tmp_path / name
+        scored = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates).stderr
+        assert (f"rerank: warning: tk: its checkpoint {ck} was trained on {trained} of the 81 queries re-scored here "
+                "(trecqa-dev's): figures on them are not held out") in scored
+        assert (f"rerank: note: tk: its checkpoint {ck} chose its best training step by {len(both)} of the 81 queries "
+                "re-scored here (trecqa-dev's): figures on them are dev figures, not test figures") in scored
+
+    def continued() -> str:
+        return rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "--init", str(tmp_path / "soup"),
+                      "--dev-fraction", "0.25", "-o", str(tmp_path / "cont"), "--overwrite").stderr
+
+    def note(seen: int) -> str:
+        return (f"rerank: note: the dev figures are not held out for the starting weights: those of --init "
+                f"{tmp_path / 'soup'} were trained on {seen} of the {len(fraction)} dev queries (")
+
+    assert note(len(fraction)) in continued()  # "all", which a continued, trained on every one
+    shutil.rmtree(tmp_path / "all")
+    assert note(len(fraction - fold)) in continued()  # those b trained on
+    # a soup made before they were recorded tells none, as before
+    manifest = json.loads((tmp_path / "soup" / "checkpoint.json").read_text())
+    del manifest["training"]["ingredient_queries"]
+    (tmp_path / "soup" / "checkpoint.json").write_text(json.dumps(manifest))
+    scored = rerank("score", "--model", "tk", "--checkpoint", str(tmp_path / "soup"), input=candidates).stderr
+    assert "warning" not in scored and "note" not in scored
+
+
 def test_the_queries_a_checkpoint_trained_on_are_the_judged_ones_of_its_candidate_run(tmp_path):
     """`train tk --candidates cacm.run --dev-fraction 0.2` trained on 42 queries (CACM judges 52 of the run's 64,
     10 held out), yet `score` warned that it "was trained on 54 of the 64 queries": the 12 unjudged ones, which
