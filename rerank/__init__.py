@@ -29,3 +29,19 @@ def code_version() -> str:
         return __version__
     changed = git("status", "--porcelain", "--", package.name)
     return f"{__version__}+g{found[1][:12]}{'.dirty' if changed is None or changed.strip() else ''}"
+
+
+def installed_versions(*modules: str) -> dict[str, str | None]:
+    """The installed versions of the packages imported as `modules` (None: not installed), by import name: the
+    distribution's name may differ (faiss is faiss-cpu or faiss-gpu-cu12). Read from the packages' metadata,
+    importing nothing."""
+    from importlib.metadata import PackageNotFoundError, packages_distributions, version
+
+    def installed(module: str) -> str | None:
+        try:
+            return version(module)
+        except PackageNotFoundError:  # not the distribution's name: look up which provides it (0.1 s)
+            providers = packages_distributions().get(module)
+            return version(providers[0]) if providers else None
+
+    return {module: installed(module) for module in modules}

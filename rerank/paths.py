@@ -72,30 +72,52 @@ DIGESTS_FILE = "file-digests.json"  # in .cache/: content digests by (path, size
 _digests: dict[Path, dict[str, str]] = {}  # each digest file as this process has read and extended it
 
 
+def _read_digests(where: Path) -> dict[str, str]:
+    """The digest file's entries; none where there is none yet, or it is damaged (its digests are computed again,
+    and it is written anew with the next one)."""
+    try:
+        loaded = json.loads(where.read_text())
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
 def _known_digests(where: Path) -> dict[str, str]:
     if where not in _digests:
-        try:
-            loaded = json.loads(where.read_text())
-        except (OSError, ValueError):  # none yet, or damaged: digests are computed again
-            loaded = {}
-        _digests[where] = loaded if isinstance(loaded, dict) else {}
+        _digests[where] = _read_digests(where)
     return _digests[where]
 
 
 def _remember_digest(where: Path, key: str, digest: str) -> None:
     """Add a digest to the file, merged with what other processes wrote there since it was read (a lost race
-    loses a digest, which is computed again)."""
+    loses a digest, which is computed again). Only the digests of files as they are now are kept: one whose file was
+    edited, touched or removed since would never be looked up again, and the file kept one per edit, for good."""
     known = _known_digests(where)
     known[key] = digest
+    current = {entry: value for entry, value in {**_read_digests(where), **known}.items()
+               if _names_the_file_as_it_is(entry)}
+    _digests[where] = current  # else this process would write back what it read before another one dropped it
     try:
-        on_disk = json.loads(where.read_text()) if where.is_file() else {}
-        merged = {**(on_disk if isinstance(on_disk, dict) else {}), **known}
         where.parent.mkdir(parents=True, exist_ok=True)
         partial = where.with_name(f".{where.name}.{os.getpid()}.partial")
-        partial.write_text(json.dumps(merged))
+        partial.write_text(json.dumps(current))
         os.replace(partial, where)
-    except (OSError, ValueError):  # a read-only home: digests are computed again next time
+    except OSError:  # a read-only home: digests are computed again next time
         pass
+
+
+def _names_the_file_as_it_is(key: str) -> bool:
+    """Whether a digest's key (`path:size:mtime_ns`, where the path may hold ':') is its file's size and modification
+    time now (one stat)."""
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3:  # not a key file_state writes (a damaged or foreign file)
+        return False
+    path, size, mtime_ns = parts
+    try:
+        now = os.stat(path)
+    except (OSError, ValueError):  # gone (ValueError: a path holding NUL)
+        return False
+    return (str(now.st_size), str(now.st_mtime_ns)) == (size, mtime_ns)
 
 
 def file_state(path: Path) -> str:

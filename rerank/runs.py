@@ -11,7 +11,8 @@ Format (every extension is a `#` comment line, so it survives `tee`, `grep` and 
     # end of run
 
 - Header: `# key: JSON` lines before the first record; `stage` repeats, one per stage, in order, each entry with
-  the `rerank_version` that ran it; a file a stage read is named with its content's sha256 (`topics_sha256`).
+  the `rerank_version` that ran it (and a score or dense stage's `packages`: the versions of torch, transformers or
+  faiss it computed with); a file a stage read is named with its content's sha256 (`topics_sha256`).
 - Timing: `# time: QID STAGE MS DEPTH` — milliseconds one stage spent on one query and how many candidates
   it handled; written just before that query's records, so a stage can emit them as it streams. A query
   the stage found nothing for has its time lines and no records; readers give it an empty ranking.
@@ -47,6 +48,7 @@ END_TEXT = "end of run"  # from format 2 on, the last line of a complete stream
 TIME_KEY = "time"
 TEXT_FIELDS = ("dataset", "index", "topics", "corpus", "qrels")  # header fields that name a data set, index or file
 VERSION_KEY = "rerank_version"  # in each stage entry: the version of rerank that ran the stage
+PACKAGES_KEY = "packages"  # in a stage entry that computed with torch, transformers or faiss: their versions
 CUT_KEY = "cut"  # header field: what `rerank cat --first/--depth` kept of a stream ({"queries": N, "depth": K})
 MSMARCO_TAG = "msmarco"  # the tag of a run read from MS MARCO's 'qid docid rank' lines, which carry none
 BYTE_ORDER_MARK = "\ufeff"  # Windows editors start UTF-8 files with one; it is not part of the first qid
@@ -172,6 +174,18 @@ class RunHeader:
         out += [f"# {k}: {json.dumps(v, sort_keys=True)}" for k, v in self.fields.items()]
         out += [f"# stage: {json.dumps(s, sort_keys=True)}" for s in self.stages]
         return out
+
+
+def used_packages(modules: Iterable[str]) -> dict[str, dict[str, str | None]]:
+    """A stage entry's `packages`: the installed versions of the packages (import names) the stage computed with,
+    none for a stage that used none. Scores that differ in the 5th decimal between two machines may be another
+    torch's kernels; a reviewer holding the run alone can tell. Like `rerank_version` it describes and keys nothing:
+    not the score cache (`score.cache_namespace`), a pipeline stage's fingerprint, a budget curve
+    (`budget.MODEL_IDENTITY`) or what fusion compares, so runs with and without it stay alike."""
+    from . import installed_versions
+
+    versions = installed_versions(*modules)
+    return {PACKAGES_KEY: versions} if versions else {}
 
 
 def _parse_header_line(header: RunHeader, text: str, source: str, line_no: int) -> None:

@@ -98,19 +98,12 @@ def package_versions() -> dict[str, str | None]:
     """What a rerun needs to match, besides the seed: the same data can train to other weights under another
     torch or transformers (kernels, tokenizers, initialisation order)."""
     import platform
-    from importlib.metadata import PackageNotFoundError, version
 
-    from . import code_version
-
-    def installed(name: str) -> str | None:
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            return None
+    from . import code_version, installed_versions
 
     # rerank's own from the code that runs: an installed package's metadata may be another checkout's
     return {"python": platform.python_version(), "rerank": code_version(),
-            **{name: installed(name) for name in ("torch", "transformers", "tokenizers", "numpy")}}
+            **installed_versions("torch", "transformers", "tokenizers", "numpy")}
 
 
 def config_hash(config: dict) -> str:

@@ -578,6 +578,33 @@ def test_runs_of_one_model_scored_by_another_rerank_are_one_curve(tmp_path):
     assert {p.model for p in budget.measure_points(runs, "nDCG@10")[0]} == {"tk"}
 
 
+def test_runs_of_one_model_scored_under_other_packages_are_one_curve(tmp_path):
+    """A score stage records the torch, transformers and tokenizers it scored with, for a reviewer; like the rerank
+    that ran it, they do not make another curve: one model at three depths, one scored under another torch and one
+    by an older rerank that recorded none, is one curve of three points."""
+    import tokenizers
+    import torch
+    import transformers
+
+    from rerank.evaluate.budget_scoring import score_at_depths
+
+    (tmp_path / "topics.tsv").write_text("q1\tkernel pooling\nq2\tneural ranking\n")
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"id": d, "contents": f"text {d} about ranking"}) + "\n"
+                                                   for d in DOCS[:4]))
+    header = RunHeader({"topics": str(tmp_path / "topics.tsv"), "corpus": str(tmp_path / "corpus.jsonl"),
+                        "qrels": _qrels_file(tmp_path)})
+    buffer = io.StringIO()
+    RunWriter(buffer, header.with_stage({"name": "bm25", "stage": "retrieve"})).write_all(
+        QueryRanking.from_scores(qid, DOCS[:4], [4, 3, 2, 1], timings=[Timing("bm25", 1.0, 4)]) for qid in ("q1", "q2"))
+    runs = score_at_depths(io.StringIO(buffer.getvalue()), "cands", "minilm-bi", None, [2, 3, 4])
+    assert runs[0].header.stages[-1]["packages"] == {"torch": torch.__version__, "transformers": transformers.__version__,
+                                                     "tokenizers": tokenizers.__version__}
+    runs[1].header.stages[-1]["packages"]["torch"] = "2.0.0"
+    del runs[2].header.stages[-1]["packages"]
+    points, _ = budget.measure_points(runs, "nDCG@10")
+    assert [(p.model, p.depth) for p in points] == [("minilm-bi", 2), ("minilm-bi", 3), ("minilm-bi", 4)]
+
+
 def test_runs_from_stored_vectors_and_on_the_fly_are_not_one_curve(tmp_path):
     """On CACM, TK at depth 10 from its stored encodings (53 ms) and at depth 50 encoding the documents on the fly
     (387 ms, where stored ones took 190) were one curve, 'tk'. Same scores, another cost: refused, as other

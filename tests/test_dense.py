@@ -631,6 +631,23 @@ def test_a_run_of_another_encoder_names_its_folder(home, cacm_slice, tiny_encode
     assert stage["encoder_path"] == tiny_encoder and stage["encoder"] == dense.encoder_identity(tiny_encoder)["hash"]
 
 
+def test_a_dense_run_names_the_faiss_and_torch_it_searched_with(home, cacm_slice, tiny_encoder):  # noqa: F811
+    """A dense stage's entry named the index build and encoder, not the faiss that searched nor the torch and
+    transformers that embedded the queries, by which two machines' runs may differ in the 5th decimal."""
+    import faiss
+    import tokenizers
+    import torch
+    import transformers
+
+    from rerank.retrieve import api, dense
+
+    dense.build("withpackages", iter(_documents(cacm_slice, 20)), {}, encoder=tiny_encoder, overwrite=True)
+    stream = api.retrieve("withpackages", "dense", k=3, topics=str(cacm_slice / "topics.tsv"), encoder=tiny_encoder)
+    assert stream.header.stages[-1]["packages"] == {"faiss": faiss.__version__, "torch": torch.__version__,
+                                                    "transformers": transformers.__version__,
+                                                    "tokenizers": tokenizers.__version__}
+
+
 def test_documents_tied_at_the_cut_are_kept_in_the_runs_own_order(home, cacm_slice, tiny_encoder):  # noqa: F811
     """Of documents tied at the k-th score (the same text under several ids), faiss kept the first rows, which
     the run then ranked below the others: `--k 1` kept the first copy, `--k 3` ranked the last one first, so a

@@ -21,6 +21,39 @@ def test_dl19_candidates_pipeline_reuses_runs(rerank, session_home):
     assert second.stdout == first.stdout
 
 
+def test_runs_of_an_older_rerank_without_package_versions_stay_up_to_date_and_fuse(rerank, session_home, tmp_path):
+    """A score stage's entry names the torch, transformers and tokenizers it scored with; a saved run written by an
+    older rerank, which named none, or under other versions, is still up to date, and a fuse stage reads it beside
+    runs that name them."""
+    import tokenizers
+    import torch
+    import transformers
+
+    spec = tmp_path / "versions.toml"
+    spec.write_text('dataset = "trecqa-dev"\nmeasures = ["MRR"]\nbaseline = "c"\n'
+                    '[[stage]]\nname = "c"\nkind = "candidates"\nk = 3\n'
+                    '[[stage]]\nname = "bi"\nkind = "score"\ninput = "c"\nmodel = "minilm-bi"\n'
+                    '[[stage]]\nname = "both"\nkind = "fuse"\ninputs = ["c", "bi"]\n')
+    first = rerank("run", str(spec))
+    folder = session_home / "runs" / "versions"
+    saved = (folder / "bi.run").read_text()
+    entry = json.loads(next(line for line in saved.splitlines() if '"name": "bi"' in line).split(": ", 1)[1])
+    assert entry["packages"] == {"torch": torch.__version__, "transformers": transformers.__version__,
+                                 "tokenizers": tokenizers.__version__}
+    older = {key: value for key, value in entry.items() if key != "packages"}  # as a rerank before them wrote it
+    (folder / "bi.run").write_text(saved.replace(json.dumps(entry, sort_keys=True), json.dumps(older, sort_keys=True)))
+    assert '"packages"' not in (folder / "bi.run").read_text()
+    spec.write_text(spec.read_text().replace('inputs = ["c", "bi"]', 'inputs = ["c", "bi"]\nk = 10'))
+    again = rerank("run", str(spec))
+    assert "c: up to date" in again.stderr and "bi: up to date" in again.stderr and "both: running" in again.stderr
+    def rows(done) -> list[str]:
+        return [line for line in done.stdout.splitlines() if line.startswith(("bi ", "c "))]
+
+    assert rows(again) == rows(first) and len(rows(first)) == 2  # read as saved
+    fused = (folder / "both.run").read_text()
+    assert '"packages"' not in fused and '"k": 10' in fused
+
+
 def test_changed_stage_is_recomputed(rerank, session_home, tmp_path):
     spec = tmp_path / "recomputed.toml"
     spec.write_text('dataset = "trecqa-dev"\n[[stage]]\nname = "c"\nkind = "candidates"\nk = 5\n')

@@ -116,6 +116,36 @@ def test_a_stage_records_its_rerank_and_files_by_content_but_its_cache_is_keyed_
         '{"checkpoint_hash": "overlap-v1", "model": "overlap", "scores_version": 1}')  # the key of caches made so far
 
 
+class NumpyOverlapReranker(OverlapReranker):
+    """OverlapReranker's scores, summed by numpy: a model that computes with a package."""
+
+    packages = ("numpy",)
+
+    def score(self, query, docids, texts):
+        import numpy
+
+        self.scored += len(texts)
+        words = set(query.split())
+        return [float(numpy.add(len(words & set(t.split())), 0.001 * len(t))) for t in texts]
+
+
+def test_a_stage_records_the_packages_it_scored_with_which_key_no_cache(home):
+    """A reviewer holding two runs whose scores differed in the 5th decimal could not tell that another torch had
+    computed them: a score stage now names the versions of the packages its model computes with, beside (not in)
+    the provenance that keys the cache, so scores cached under other versions, or by a rerank that recorded none,
+    are still found."""
+    import numpy
+
+    plain = _score(OverlapReranker(), depth=5, cache=True)[0]
+    assert "packages" not in plain.header.stages[-1]  # a model that computes with no package names none
+    out = _score(NumpyOverlapReranker(), depth=5)[0]
+    assert out.header.stages[-1]["packages"] == {"numpy": numpy.__version__}
+    assert cache_namespace(NumpyOverlapReranker()) == cache_namespace(OverlapReranker())
+    again = NumpyOverlapReranker()
+    _, _, stats = _score(again, depth=5, cache=True)
+    assert again.scored == 0 and stats.cached == 10  # what the model without packages cached
+
+
 def test_a_topics_file_edited_since_the_stream_read_it_is_said(home, tmp_path, capsys):
     """A score stage reads the header's topics file again: edited since retrieval read it, its new texts were scored
     without a word, though the header's topics_sha256 said what retrieval read."""

@@ -205,6 +205,30 @@ def test_explain_shows_wordpiece_pieces_as_the_tokenizer_writes_them(tmp_path):
     assert shown["doc_terms"][:2] == ["The", "##rade"]  # as the text spells it
 
 
+def test_a_tk_stage_names_the_packages_its_vocabulary_computes_with(tmp_path):
+    """A TK score stage's entry names torch's version, and that of the packages its vocabulary tokenizes and embeds
+    with: numpy for GloVe's table and unknown words, transformers' tokenizer for MiniLM's WordPiece."""
+    import tokenizers
+    import transformers
+
+    from rerank.runs import QueryRanking, RunHeader, Stream
+    from rerank.score import score_stream
+
+    texts = {docid: text for docid, text in DOCS.items() if text}
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in texts.items()))
+    (tmp_path / "topics.tsv").write_text(f"q\t{QUERY}\n")
+    expected = {"glove": {"torch": torch.__version__, "numpy": np.__version__},
+                "minilm": {"torch": torch.__version__, "transformers": transformers.__version__,
+                           "tokenizers": tokenizers.__version__}}
+    for embeddings, packages in expected.items():
+        reranker = load_tk(str(checkpoint(tmp_path, name=embeddings, embeddings=embeddings)), on_the_fly=True)
+        stream = Stream(RunHeader().with_stage({"name": "bm25"}), [QueryRanking.from_scores("q", texts, range(4))])
+        scored = score_stream(stream, reranker, 4, cache=False, topics=str(tmp_path / "topics.tsv"),
+                              corpus=str(tmp_path / "corpus.jsonl"))
+        assert scored.header.stages[-1]["packages"] == packages
+        assert len(next(iter(scored.rankings))) == len(texts)
+
+
 def test_checkpoint_round_trip_and_wrong_model(tmp_path):
     folder = checkpoint(tmp_path)
     module = tiny()

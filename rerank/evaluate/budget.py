@@ -222,7 +222,8 @@ def run_depth(run: Run) -> int:
 
 
 # What a run's last stage scored with: the model, its weights, the version of rerank's computation, and the options
-# that change its scores or speed (a stage writes the device only off the CPU: an option it leaves out had its default)
+# that change its scores or speed (a stage writes the device only off the CPU: an option it leaves out had its default).
+# Not what describes the run: the rerank and the package versions that made it (`rerank_version`, `packages`).
 MODEL_IDENTITY = {"stage": None, "model": None, "checkpoint_hash": None, "scores_version": None, "interpolate": None,
                   **{option: default for option, (_models, default) in RESTRICTED_OPTIONS.items()}}
 

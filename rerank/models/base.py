@@ -32,6 +32,9 @@ MODELS: dict[str, str] = {
 # tests/test_scores_version.py fails when a model's scores change and its number does not.
 SCORES_VERSIONS: dict[str, int] = {"bert": 1, "minilm-bi": 1, "tk": 1, "tkl": 1}
 
+# What a Hugging Face model computes with (`Reranker.packages`): the kernels, the model's code and its tokenizer
+TRANSFORMER_PACKAGES = ("torch", "transformers", "tokenizers")
+
 
 # bf16 pays only where the CPU computes it (AVX512 or AMX); elsewhere oneDNN emulates it, several times slower
 # than fp32 (an AVX2-only EPYC scored 1,000 DL 2019 pairs in 145 s against fp32's 28 s): train and score say so.
@@ -96,6 +99,9 @@ class Reranker(abc.ABC):
 
     name: str = ""
     checkpoint_hash: str = ""
+    # the packages (import names) its scores are computed with: their versions go into its stage entry, for a
+    # reviewer whose scores differ from another machine's in the 5th decimal (another torch's kernels), and key nothing
+    packages: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:

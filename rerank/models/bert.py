@@ -35,7 +35,7 @@ from torch.nn import functional as F
 
 from ..errors import BackendError, UsageError
 from ..train import CHECKPOINT_FILE, content_hash, read_checkpoint
-from .base import Reranker, check_device, on_cpu, set_threads
+from .base import TRANSFORMER_PACKAGES, Reranker, check_device, on_cpu, set_threads
 
 DEFAULT_MAX_LENGTH = 256
 DEFAULT_BATCH_SIZE = 32
@@ -276,6 +276,7 @@ class CrossEncoderReranker(Reranker):
     """Scores with a trained cross-encoder checkpoint."""
 
     name = "bert"
+    packages = TRANSFORMER_PACKAGES
 
     def __init__(self, folder: Path, manifest: dict, max_length: int | None = None,
                  batch_size: int = CROSS_ENCODER_BATCH_SIZE, threads: int | None = None, quantize: bool = False,
@@ -339,6 +340,7 @@ class BiEncoderReranker(Reranker):
     """Zero-shot: cosine of mean-pooled MiniLM sentence embeddings."""
 
     name = "minilm-bi"
+    packages = TRANSFORMER_PACKAGES
 
     def __init__(self, max_length: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                  threads: int | None = None, path: str | None = None, on_the_fly: bool = False):

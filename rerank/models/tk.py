@@ -177,6 +177,7 @@ class GloveVocabulary:
     """Lower-cased word tokens looked up in GloVe's 400k-word table (row 0 pad, row 1 unknown)."""
 
     name = "glove-6b-50d"
+    packages = ("numpy",)  # its table and the random vectors of the words it lacks (`TKReranker.packages`)
 
     def __init__(self):
         try:
@@ -240,6 +241,7 @@ class WordPieceVocabulary:
     """MiniLM's uncased WordPiece tokens and its input embedding table (special tokens left out)."""
 
     name = "minilm-wordpiece"
+    packages = ("transformers", "tokenizers")  # its tokenizer (and the contextual vocabulary's encoder)
 
     def __init__(self):
         from safetensors.numpy import load_file
@@ -681,6 +683,10 @@ class TKReranker(Reranker):
     def provenance(self) -> dict[str, Any]:
         return {"model": self.name, "checkpoint": str(self.folder), "checkpoint_hash": self.checkpoint_hash,
                 "encodings": self.store_note}
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        return ("torch", *self.module.vocabulary.packages)
 
     def forget(self) -> None:
         if self.module.contextual:  # MiniLM's vectors of the texts encoded on the fly

@@ -39,9 +39,9 @@ from typing import Any, Iterable, Iterator
 from ..atomic import replace_folder
 from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError
-from ..models.base import SCORES_VERSIONS, check_threads
+from ..models.base import SCORES_VERSIONS, TRANSFORMER_PACKAGES, check_threads
 from ..progress import Progress
-from ..runs import QueryRanking, Timing
+from ..runs import QueryRanking, Timing, used_packages
 from .store import (BUILD_KEY, EMPTY_SKIPPED, MANIFEST, REUSED, IndexInfo, WithText, build_command, build_id,
                     index_folder, made_from, searched_build, source_state)
 
@@ -469,9 +469,11 @@ class DenseIndex:
         if hasattr(faiss, "index_cpu_to_all_gpus") and faiss.get_num_gpus() > 0 and isinstance(self.index, faiss.IndexFlat):
             self.index = faiss.index_cpu_to_all_gpus(self.index)
         searched = "FlatIP" if exact else self.info.source.get("faiss")
-        # the hash stands for the encoder; the folder it was given in is what `--encoder` takes to search again
+        # the hash stands for the encoder; the folder it was given in is what `--encoder` takes to search again; the
+        # packages: faiss searches, the bi-encoder embeds the queries
         self.provenance = {"encoder": built_with.get("hash"), "faiss": searched, BUILD_KEY: searched_build(self.info),
-                           **({"encoder_path": str(Path(named).resolve())} if named else {})}
+                           **({"encoder_path": str(Path(named).resolve())} if named else {}),
+                           **used_packages(("faiss", *TRANSFORMER_PACKAGES))}
         self._built_ef = self.index.hnsw.efSearch if hasattr(self.index, "hnsw") else None
         self._encoder = None
 
