@@ -15,7 +15,7 @@ target) or pairwise logistic (RankNet) positive-vs-each-negative. Optional disti
 MarginMSE or listwise-KL loss against a teacher run's scores for the same candidates. The teacher run
 may hold queries the training set does not judge (e.g. unlabelled MS MARCO train queries, see
 benchmarks/distill_teacher.sh): each becomes a distillation-only group per epoch, its query and passage
-text found through the run's header, as the score stage finds them.
+text found through the run's header, as the score stage finds them; the dev set's among them are left out.
 
 Dev evaluation re-ranks the dev queries' candidates with the model under training and computes one
 measure with the shared evaluator; the best checkpoint is kept (written atomically) and training
@@ -703,17 +703,22 @@ class Teacher:
 
 
 def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged: set[str],
-                 log: Callable[[str], None], train_name: str, dev_name: str | None) -> Teacher:
+                 log: Callable[[str], None], train_name: str, dev: DevSet | None) -> Teacher:
     """Teacher scores from a run; its unjudged queries with at least a group's candidates (and a best score
-    >= --teacher-min-score, to skip queries whose candidates are all off-topic) become distillation queries.
-    A run that scores none of the training `queries`' candidates and adds no query would teach nothing."""
+    >= --teacher-min-score, to skip queries whose candidates are all off-topic) become distillation queries,
+    except the `dev` set's (the same id and words over the same documents), which are left out with a note: a
+    teacher run of every query of a collection is a normal thing to have, and distilling on its dev queries would
+    make early stopping and the dev figures no longer held out. A run that scores none of the training `queries`'
+    candidates and adds no query would teach nothing."""
     from .docstore import doc_store_for, queries_for
 
     with open_run_file(path) as handle:  # TrainArgs.check found it
         run = load_run(handle, path)
     group_size, min_score = 1 + args.negatives, args.teacher_min_score
-    if run.header.dataset is not None and run.header.dataset == dev_name:
-        raise UsageError(f"teacher run {path} is a run of the dev set {dev_name}: training on its queries "
+    if args.dev in dataset_names() and run.header.dataset == args.dev:
+        # its queries are the dev data set's, whose judged ones would be left out below and the rest teach next to
+        # nothing: said plainly
+        raise UsageError(f"teacher run {path} is a run of the dev set {args.dev}: training on its queries "
                          "would leak into early stopping")
     # legitimate for unlabelled queries; fatal for a test set's. A training run file that names no data set (its
     # name is its path) has none to compare with
@@ -724,6 +729,7 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
     unjudged = [qid for qid, r in run.queries.items() if qid not in judged and len(r.docids) >= group_size
                 and (min_score is None or max(r.scores) >= min_score)]
     extra: list[tuple[str, str, list[str]]] = []
+    left_out: list[str] = []  # the dev set's queries among them
     texts: dict[str, str] = {}
     documents: dict = {}
     if unjudged:
@@ -734,14 +740,27 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
         store = doc_store_for(run.header, remedy=remedy)
         texts = store.texts({d for qid in unjudged for d in run.queries[qid].docids})
         documents = ranked_over(run.header.dataset, store)
+        dev_queries = ({q.qid: query_digest(q.text) for q in dev.queries}
+                       if dev is not None and dev.documents == documents else {})
         for qid in unjudged:
             docids = [d for d in run.queries[qid].docids if d in texts]
             if qid in topics and len(docids) >= group_size:
-                extra.append((qid, topics[qid], docids))
+                if dev_queries.get(qid) == query_digest(topics[qid]):
+                    left_out.append(qid)
+                else:
+                    extra.append((qid, topics[qid], docids))
     if not extra and not any(d in scores.get(q.qid, ()) for q in queries for d in (*q.positives, *q.negatives)):
         raise DataError(f"teacher run {path} scores none of the training candidates of {train_name} and has no "
                         f"other query with {group_size} candidates (--negatives + 1) to distil on"
-                        + (" whose best score reaches --teacher-min-score" if min_score is not None else ""))
+                        + (" whose best score reaches --teacher-min-score" if min_score is not None else "")
+                        + (f" (it holds {counted(len(left_out), 'dev query', 'dev queries')} of --dev {args.dev}, "
+                           "left out)" if left_out else ""))
+    if left_out:  # after the refusal above, which then stands alone on its line
+        from .evaluate.session import some_ids
+
+        log(f"note: {counted(len(left_out), 'query', 'queries')} of the teacher run {path} "
+            f"{verb(len(left_out), 'is a dev query', 'are dev queries')} (--dev {args.dev}) {some_ids(left_out)}, "
+            "left out of distillation so that early stopping and the dev figures stay held out")
     groups = [(q, positive) for q in queries if q.negatives for positive in q.positives]  # the groups of an epoch
     covered = sum(all(d in scores.get(q.qid, ()) for d in (positive, *q.negatives)) for q, positive in groups)
     log(f"teacher run {path} scores every candidate of {covered} of the {len(groups)} training groups")
@@ -1035,8 +1054,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
         raise UsageError(f"--negatives {args.negatives}: no training query of {training.name} has more than "
                          f"{most} non-relevant candidates; give at most {most}")
     judged = {q.qid for q in queries} | set(training.qrels)
-    teacher = (read_teacher(args.teacher, args, queries, judged, log, training.name, dev.source if args.dev else None)
-               if args.teacher else None)
+    teacher = read_teacher(args.teacher, args, queries, judged, log, training.name, dev) if args.teacher else None
     if teacher is not None and teacher.extra:
         log(f"distilling also on {len(teacher.extra)} unjudged queries of the teacher run")
     epoch_size = sum(len(q.positives) for q in queries if q.negatives) + (len(teacher.extra) if teacher else 0)

@@ -5,12 +5,13 @@ with GloVe TK on TrecQA dev written out as a BEIR data set."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from pathlib import Path
 
 import pytest
 
-from rerank.runs import RunHeader, RunWriter
+from rerank.runs import RunHeader, RunWriter, load_run
 from retrieval_fixtures import rerank_module  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.data
@@ -274,3 +275,105 @@ def test_score_tells_a_data_set_s_queries_trained_on_with_their_texts_from_a_cor
                     input=rerank("retrieve", "trecqa-dev", "--candidates").stdout).stderr
     assert f"its checkpoint {ck} was trained on 30 of the 81 queries re-scored here" in scored
     assert f"its checkpoint {ck} chose its best training step by 10 of the 81 queries re-scored here" in scored
+
+
+def test_a_teacher_run_of_every_query_distils_on_none_of_the_dev_queries(own_collection, rerank_module, vaswani_index):
+    """README's own-collection training with a teacher run of every query (--teacher all.run beside --dev all.run
+    --dev-qrels): the dev queries, unjudged by --qrels, were distilled on in silence, so early stopping and the dev
+    figures were no longer held out. They are left out of distillation with a note, and the checkpoint does not record
+    them as distilled on; the same ids with other words, or the same queries over other documents, are other queries
+    and are distilled on."""
+    folder, split = own_collection
+    dev = set(split["dev"])
+
+    def distil(teacher: str, output: str) -> tuple[str, set[str]]:
+        done = rerank_module("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", "--dev", "all.run",
+                             "--dev-qrels", "qrels/dev.tsv", "--teacher", teacher, *STEPS, "-o", output, cwd=folder)
+        return done.stderr, set(training_record(folder / output)["query_space"]["distilled"]["text_sha256"])
+
+    said, distilled = distil("all.run", "taught")
+    assert "rerank: note: 10 queries of the teacher run all.run are dev queries (--dev all.run) (" in said
+    assert "), left out of distillation so that early stopping and the dev figures stay held out" in said
+    assert "distilling also on 24 unjudged queries of the teacher run" in said  # CACM's 12 unjudged, the 12 test ones
+    assert not distilled & dev and set(split["test"]) <= distilled
+    with open(folder / "all.run") as handle:  # a teacher of the dev queries alone teaches nothing: refused, saying why
+        every = load_run(handle, "all.run")
+    with open(folder / "dev-only.run", "w") as handle, RunWriter(handle, every.header) as out:
+        for qid in sorted(dev):
+            out.write(every.queries[qid])
+    refused = rerank_module("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", "--dev", "all.run",
+                            "--dev-qrels", "qrels/dev.tsv", "--teacher", "dev-only.run", *STEPS, "-o", "dev-only",
+                            check=False, cwd=folder)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr and not (folder / "dev-only").exists()
+    assert refused.stderr.splitlines()[-1] == (
+        "rerank: error: teacher run dev-only.run scores none of the training candidates of all.run and has no other "
+        "query with 3 candidates (--negatives + 1) to distil on (it holds 10 dev queries of --dev all.run, left out)")
+
+    def teacher(index: str, topics: str, run: str) -> str:
+        (folder / run).write_text(rerank_module("retrieve", index, "--topics", topics, "--k", "10", "--threads", "1",
+                                                cwd=folder).stdout)
+        return run
+
+    from rerank.data import get_dataset
+
+    vaswani = get_dataset("vaswani").topics()  # Vaswani's words under the dev queries' ids, over CACM's documents
+    (folder / "other-dev.jsonl").write_text("".join(json.dumps({"_id": q, "text": vaswani[q]}) + "\n" for q in dev))
+    for run in (teacher("cacm-own", "other-dev.jsonl", "other-words.run"),
+                teacher(vaswani_index, "queries.jsonl", "other-documents.run")):  # CACM's queries over Vaswani's
+        said, distilled = distil(run, run.removesuffix(".run"))
+        assert "left out of distillation" not in said and dev <= distilled
+
+
+@pytest.mark.parametrize("held_out", [("--dev-fraction", "0.25"), ("--dev-fold", "2/3")])
+def test_training_queries_held_out_for_dev_are_not_distilled_on(own_collection, rerank_module, held_out):
+    """The training queries held out for dev (--dev-fraction, --dev-fold) are judged in --qrels: a teacher run of
+    every query, which holds them, does not make them distillation queries."""
+    folder, split = own_collection
+    output = f"held-out-{held_out[0].removeprefix('--dev-')}"
+    rerank_module("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", *held_out,
+                  "--teacher", "all.run", *STEPS, "-o", output, cwd=folder)
+    record = training_record(folder / output)
+    held = set(record["held_out_qids"])
+    distilled = set(record["query_space"]["distilled"]["text_sha256"])
+    assert held and held <= set(split["train"]) and not held & distilled
+    assert set(split["dev"]) <= distilled  # what it does distil on: qrels/train.tsv judges the dev split's none
+
+
+def test_a_teacher_run_over_the_dev_data_set_s_documents_that_names_no_data_set(tmp_path, rerank, session_home,
+                                                                              vaswani_index, data_root, monkeypatch):
+    """--dev trecqa-dev, with a teacher run searched in an index of its sentences for a topics file of one's own, its
+    questions and unlabelled ones (here TrecQA train's, renumbered): the header names the index and the file, no data
+    set, and only a teacher naming the dev set was refused, so its dev questions were distilled on. They are left out;
+    the same questions searched in Vaswani's documents are not; a teacher run naming the dev set is refused as before."""
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    from rerank.data import get_dataset
+
+    dataset = get_dataset("trecqa-dev")
+    questions = {**dataset.topics(), **{f"u{q}": t for q, t in get_dataset("trecqa-train").topics().items()}}
+    (tmp_path / "questions.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in questions.items()))
+    if not (session_home / "indexes" / "trecqa-dev" / "lucene").is_dir():
+        rerank("index", "trecqa-dev", "--threads", "1")
+    dev_questions = {r.qid for r in dataset.candidates() if dataset.qrels().get(r.qid)}
+
+    def distil(index: str) -> tuple[str, set[str], set[str]]:
+        """What training said, the queries it distilled on, and those of the teacher run with a group's candidates."""
+        run = rerank("retrieve", index, "--topics", "questions.tsv", "--k", "10", "--threads", "1", cwd=tmp_path).stdout
+        (tmp_path / f"{index}.run").write_text(run)
+        done = rerank("train", "tk", "--train", "trecqa-train", "--dev", "trecqa-dev", "--teacher", f"{index}.run",
+                      *STEPS, "-o", index, cwd=tmp_path)
+        grouped = {qid for qid, r in load_run(io.StringIO(run), index).queries.items() if len(r.docids) >= 3}
+        return done.stderr, set(training_record(tmp_path / index)["query_space"]["distilled"]["text_sha256"]), grouped
+
+    said, distilled, grouped = distil("trecqa-dev")
+    assert (f"rerank: note: {len(dev_questions & grouped)} queries of the teacher run trecqa-dev.run are dev "
+            "queries (--dev trecqa-dev) (") in said
+    assert len(dev_questions & grouped) > 50 and distilled == grouped - dev_questions
+    said, distilled, grouped = distil(vaswani_index)
+    assert "left out of distillation" not in said and len(dev_questions & grouped) > 50 and distilled == grouped
+    named = tmp_path / "named.run"
+    named.write_text(rerank("retrieve", "trecqa-dev", "--candidates", cwd=tmp_path).stdout)
+    refused = rerank("train", "tk", "--train", "trecqa-train", "--dev", "trecqa-dev", "--teacher", str(named), *STEPS,
+                     "-o", "named", check=False, cwd=tmp_path)
+    assert refused.returncode != 0 and refused.stderr == (f"rerank: error: teacher run {named} is a run of the dev set "
+                                                          "trecqa-dev: training on its queries would leak into early "
+                                                          "stopping\n")

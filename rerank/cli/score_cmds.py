@@ -153,7 +153,7 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--dev-depth", default=100, show_default=True, help="Candidates per dev query to re-rank.")
 @click.option("--metric", default=None, help="Dev measure (default: the dev data set's first, e.g. nDCG@10).")
 @click.option("--seed", default=42, show_default=True)
-@click.option("--teacher", type=click.Path(), default=None, help="Run of teacher scores (distillation): for the training candidates, and its unjudged queries are distilled on too.")
+@click.option("--teacher", type=click.Path(), default=None, help="Run of teacher scores (distillation): for the training candidates, and its unjudged queries are distilled on too (the dev queries left out).")
 @click.option("--distill", type=click.Choice(["margin-mse", "kl"]), default=None,
               help="Distillation loss (with --teacher; default margin-mse).")
 @click.option("--distill-weight", type=float, default=None, help="Weight of the distillation loss (with --teacher; default 1).")
