@@ -300,8 +300,8 @@ class RunReader:
     """
 
     def __init__(self, handle: IO[str], source: str = "<stdin>", strict: bool = False, msmarco: bool = False):
-        self.handle, self.source, self.strict, self.msmarco = handle, source, strict or msmarco, msmarco
-        self._first_rank: int | None = None  # an MS MARCO run's: 1, or PyTerrier's 0
+        self.handle, self.source, self.strict, self.msmarco = handle, source, strict, msmarco
+        self._first_ranks: tuple[int, str] | None = None  # an MS MARCO run's first rank (1, or 0), and its query
         self.header = RunHeader()
         self._line_no = 0
         self._ended = False
@@ -364,22 +364,34 @@ class RunReader:
             yield self._line_no, qid, docid, rank_value, score_value, tag
 
     def _msmarco_record(self, parts: list[str]) -> tuple[int, str, str, int, float, str]:
-        """A line of an MS MARCO run, 'qid docid rank' (Pyserini's --output-format msmarco), as a record scored
-        1/rank: the score Pyserini's and Anserini's converters to TREC lines give it, which keeps the ranks' order.
-        PyTerrier numbers ranks from 0 (its 'minimal' format): a run whose first rank is 0 is read so, one up."""
+        """A line of an MS MARCO run, 'qid docid rank' (Pyserini's --output-format msmarco; PyTerrier's 'minimal'
+        format ranks from 0), its score left to `_scored_by_rank`, which knows where the query's ranks start."""
         if len(parts) != 3:
             hint = " (a TREC run? leave out --msmarco)" if len(parts) == 6 else ""
             raise FormatError(self.source, self._line_no, f"expected 3 columns 'qid docid rank' (an MS MARCO run), "
                                                           f"found {len(parts)}{hint}")
         qid, docid, rank = parts
         rank_value = whole_number(rank)
-        if self._first_rank is None:
-            self._first_rank = 0 if rank_value == 0 else 1
-        if rank_value is None or rank_value < self._first_rank:
-            raise FormatError(self.source, self._line_no, f"rank {rank!r} is not a whole number from "
-                                                          f"{self._first_rank} up")
-        rank_value += 1 - self._first_rank
-        return self._line_no, qid, docid, rank_value, 1 / rank_value, MSMARCO_TAG
+        if rank_value is None or rank_value < 0:
+            raise FormatError(self.source, self._line_no, f"rank {rank!r} is not a whole number from 0 up "
+                                                          "(Pyserini ranks from 1, PyTerrier from 0)")
+        return self._line_no, qid, docid, rank_value, 0.0, MSMARCO_TAG
+
+    def _scored_by_rank(self, qid: str, rows: list[tuple[int, str, int, float]]) -> list[tuple[int, str, int, float]]:
+        """An MS MARCO run's query ranked 1..n and scored 1/rank: the score Pyserini's and Anserini's converters to
+        TREC lines give it, which keeps the ranks' order. Its ranks start at 0 where its least rank is 0 (PyTerrier's
+        numbering), at 1 otherwise, and where the run's first query's do: a run that mixes the two is refused."""
+        lowest = min(rows, key=operator.itemgetter(2))
+        first = 0 if lowest[2] == 0 else 1
+        if self._first_ranks is None:
+            self._first_ranks = first, qid
+        run_first, run_qid = self._first_ranks
+        if first != run_first and lowest[2] <= 1:  # (a least rank above 1 tells nothing: the cover check names it)
+            raise FormatError(self.source, lowest[0], f"query {qid} ranks from {first}, query {run_qid} from "
+                                                      f"{run_first}: one run numbers its ranks one way (Pyserini "
+                                                      "from 1, PyTerrier from 0)")
+        _check_ranks_cover(qid, rows, self.source, run_first)
+        return [(line_no, docid, rank + 1 - run_first, 1 / (rank + 1 - run_first)) for line_no, docid, rank, _ in rows]
 
     def __iter__(self) -> Iterator[QueryRanking]:
         done: set[str] = set()
@@ -410,7 +422,11 @@ class RunReader:
             yield _empty_ranking(qid, self._timings.pop(qid))
 
     def _finish(self, qid: str, rows: list[tuple[int, str, int, float]], tag: str) -> QueryRanking:
-        _check_rows(qid, rows, self.source, self.strict)
+        if self.msmarco:  # strictly, in its own way: its ranks are its scores
+            _check_rows(qid, rows, self.source, strict=False)
+            rows = self._scored_by_rank(qid, rows)
+        else:
+            _check_rows(qid, rows, self.source, self.strict)
         ranking = QueryRanking.from_scores(qid, (r[1] for r in rows), (r[3] for r in rows), tag=tag)
         ranking.timings = self._timings.pop(qid, [])
         return ranking
@@ -508,19 +524,21 @@ def _check_rows(qid: str, rows: list[tuple[int, str, int, float]], source: str, 
                               f"query {qid}: rank {after[2]} has a higher score than rank {before[2]}")
 
 
-def _check_ranks_cover(qid: str, rows: list[tuple[int, str, int, float]], source: str) -> None:
-    """Ranks 1..n, each once. The fault is named at the line of a rank out of range or repeated, with the rank
-    that is missing (comparing the ranks in sorted order named the line after a faulty one: 1, 7, 3, ... said
-    'rank 3 where rank 2 was expected' at rank 3's line, where line 2's rank 7 was the fault)."""
+def _check_ranks_cover(qid: str, rows: list[tuple[int, str, int, float]], source: str, first: int = 1) -> None:
+    """Ranks 1..n (or from another `first`: an MS MARCO run's from 0), each once. The fault is named at the line of
+    a rank out of range or repeated, with the rank that is missing (comparing the ranks in sorted order named the
+    line after a faulty one: 1, 7, 3, ... said 'rank 3 where rank 2 was expected' at rank 3's line, where line 2's
+    rank 7 was the fault)."""
+    last = first + len(rows) - 1
     first_at: dict[int, int] = {}
     fault = None
     for line_no, _, rank, _ in rows:
-        if not 1 <= rank <= len(rows):
-            fault = line_no, f"rank {rank} is outside 1..{len(rows)}"
+        if not first <= rank <= last:
+            fault = line_no, f"rank {rank} is outside {first}..{last}"
         elif rank in first_at:
             fault = line_no, f"rank {rank} appears twice (first at line {first_at[rank]})"
         if fault:
-            missing = min(set(range(1, len(rows) + 1)) - {row[2] for row in rows})
+            missing = min(set(range(first, last + 1)) - {row[2] for row in rows})
             raise FormatError(source, fault[0], f"query {qid}: {fault[1]}; rank {missing} is missing")
         first_at[rank] = line_no
 

@@ -145,11 +145,24 @@ def test_msmarco_runs_are_read_scored_one_over_rank():
     assert [(q.qid, q.docids, q.scores) for q in from_zero] == [(q.qid, q.docids, q.scores) for q in got]
 
 
+@pytest.mark.parametrize("text", ["1\ta\t1\n1\tb\t0\n1\tc\t2\n2\tz\t0\n",  # each query's lines by docid
+                                  "1\ta\t2\n1\tb\t1\n1\tc\t3\n2\tz\t1\n"])
+def test_msmarco_runs_rank_from_where_their_least_rank_says(text):
+    """Ranks from 0 were told by the file's first rank alone: a PyTerrier run whose lines are not in rank order
+    ('a' ranked 1 before 'b' ranked 0) was refused as 'rank '0' is not a whole number from 1 up'."""
+    got = list(RunReader(io.StringIO(text), "m", msmarco=True))
+    assert [(q.qid, q.docids, q.scores) for q in got] == [("1", ["b", "a", "c"], [1.0, 0.5, 1 / 3]), ("2", ["z"], [1.0])]
+
+
 @pytest.mark.parametrize("text, line, words", [
     ("1 Q0 a 1 2.5 t\n", 1, "expected 3 columns 'qid docid rank' (an MS MARCO run), found 6 (a TREC run? leave out"),
-    ("1\ta\t1\n1\tb\t0\n", 2, "rank '0' is not a whole number from 1 up"),  # (1/0)
-    ("1\ta\t0\n1\tb\t-1\n", 2, "rank '-1' is not a whole number from 0 up"),
-    ("1\ta\tfirst\n", 1, "rank 'first' is not a whole number from 1 up"),
+    # queries ranked from 1 and from 0 in one run: the second was read one off (1..n+1) or refused at its rank 0
+    ("1\ta\t0\n1\tb\t1\n2\tc\t2\n2\td\t1\n", 4, "query 2 ranks from 1, query 1 from 0: one run numbers its"),
+    ("1\ta\t1\n1\tb\t2\n2\tc\t1\n2\td\t0\n", 4, "query 2 ranks from 0, query 1 from 1: one run numbers its"),
+    ("1\ta\t0\n1\tb\t2\n", 2, "query 1: rank 2 is outside 0..1; rank 1 is missing"),  # in the file's numbers
+    ("1\ta\t2\n1\tb\t3\n", 2, "query 1: rank 3 is outside 1..2; rank 1 is missing"),
+    ("1\ta\t0\n1\tb\t-1\n", 2, "rank '-1' is not a whole number from 0 up (Pyserini ranks from 1, PyTerrier from"),
+    ("1\ta\tfirst\n", 1, "rank 'first' is not a whole number from 0 up"),
     ("1\ta\t1\n1\tb\t1\n", 2, "rank 1 appears twice"),  # BEIR's qrels without their header: grades, not ranks
     ("1\ta\t1\n1\ta\t2\n", 2, "duplicate document a"),
     ("1\ta\t1\n2\tb\t1\n1\tc\t2\n", 3, "not contiguous"),
