@@ -442,12 +442,15 @@ def _columns_hint(parts: list[str]) -> str:
     if len(parts) == 5 and q0[0]:
         return " (no run tag after the score? trec_eval needs one too)"
     if len(parts) == 7 and q0 == [False, True]:
-        return " (a first column of row numbers, which pandas' to_csv writes unless index=False?)"
+        return ROW_NUMBERS_HINT
     if len(parts) > 6 and q0[0]:
         return " (a run tag with a space in it? make it one word)"
     if len(parts) == 1 and "," in parts[0]:
         return comma_separated_hint(" ")
     return ""
+
+
+ROW_NUMBERS_HINT = " (a first column of row numbers, which pandas' to_csv writes unless index=False?)"
 
 
 def comma_separated_hint(separator: str) -> str:

@@ -210,6 +210,21 @@ def test_qrels_under_a_header_line_naming_their_columns(tmp_path, text):
         formats.read_qrels(path)
 
 
+@pytest.mark.parametrize("text", [
+    "\tqid\tdocno\tlabel\n0\tq1\td1\t1\n",  # a PyTerrier qrels frame, pandas' to_csv(sep="\t")
+    " query_id doc_id relevance iteration\n3 q1 d1 1 0\n",  # ir_datasets' frame (filtered: rows keep their numbers)
+    "0 q1 0 d1 1\n",  # TREC's columns, to_csv(sep=" ", header=False)
+])
+def test_qrels_with_pandas_row_numbers_are_named_so(tmp_path, text):
+    """to_csv writes the frame's index as a first column unless index=False (its header line then starts with the
+    index's empty name); such qrels were refused with a bare 'expected 3 columns 'qid docid grade', found 4'."""
+    path = tmp_path / "qrels.tsv"
+    path.write_text(text)
+    with pytest.raises(FormatError, match=re.escape("(a first column of row numbers, which pandas' to_csv writes "
+                                                    "unless index=False?)")):
+        formats.read_qrels(path)
+
+
 @pytest.mark.parametrize("reader, text, words", [
     (formats.read_qrels, "qid,docno,label\nq1,d1,1\n", "comma-separated values, which pandas' to_csv writes unless "
                                                          "sep=' '?)"),

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 from ..errors import DataError, FormatError
-from ..runs import collector_paused, comma_separated_hint, trec_columns, whole_number
+from ..runs import ROW_NUMBERS_HINT, collector_paused, comma_separated_hint, trec_columns, whole_number
 
 
 @dataclass(frozen=True)
@@ -547,6 +547,16 @@ def _qrels_header(parts: list[str]) -> tuple[str, ...] | None:
 MAX_GRADE = 1_000_000
 
 
+def _row_numbers(parts: list[str], columns: tuple[str, ...], header_indented: bool) -> bool:
+    """Whether a line one column wider than `columns` starts with the row numbers pandas' to_csv writes unless
+    index=False: its header line starts with the index's empty name, or, without a header, the iteration and grade
+    of TREC's columns stand one further on."""
+    if len(parts) != len(columns) + 1 or whole_number(parts[0]) is None:
+        return False
+    return header_indented or (columns == TREC_QRELS_COLUMNS and parts[2].upper() in ("0", "Q0")
+                               and whole_number(parts[4]) is not None)
+
+
 def _not_judgements(line: str) -> str:
     """What a line that is no judgement looks like instead, where it tells: `--qrels queries.jsonl` (or topics.tsv, the
     two files swapped) was told only that its line had 6 columns, or a grade that was a query's word."""
@@ -570,6 +580,7 @@ def read_qrels(path: str | Path) -> Qrels:
     first_seen: dict[tuple[str, str], int] = {}
     columns = TREC_QRELS_COLUMNS
     at_qid, at_docid, at_grade = 0, 2, 3
+    header_indented = False
     with open_text(path) as handle:
         for line_no, line in enumerate(handle, 1):
             parts = trec_columns(line)
@@ -579,10 +590,12 @@ def read_qrels(path: str | Path) -> Qrels:
             if header:
                 columns = header
                 at_qid, at_docid, at_grade = map(columns.index, ("qid", "docid", "grade"))
+                header_indented = line[:1].isspace()
                 continue
             if len(parts) != len(columns):
+                hint = ROW_NUMBERS_HINT if _row_numbers(parts, columns, header_indented) else _not_judgements(line)
                 raise FormatError(str(path), line_no, f"expected {len(columns)} columns '{' '.join(columns)}', "
-                                                      f"found {len(parts)}{_not_judgements(line)}")
+                                                      f"found {len(parts)}{hint}")
             qid, docid, grade_text = parts[at_qid], parts[at_docid], parts[at_grade]
             grade = whole_number(grade_text)
             if grade is None:
