@@ -26,6 +26,7 @@ Format (every extension is a `#` comment line, so it survives `tee`, `grep` and 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import io
@@ -51,6 +52,7 @@ VERSION_KEY = "rerank_version"  # in each stage entry: the version of rerank tha
 PACKAGES_KEY = "packages"  # in a stage entry that computed with torch, transformers or faiss: their versions
 CUT_KEY = "cut"  # header field: what `rerank cat --first/--depth` kept of a stream ({"queries": N, "depth": K})
 MSMARCO_TAG = "msmarco"  # the tag of a run read from MS MARCO's 'qid docid rank' lines, which carry none
+RANX_TAG = "ranx"  # the tag of a run read from ranx's JSON, which carries none
 BYTE_ORDER_MARK = "\ufeff"  # Windows editors start UTF-8 files with one; it is not part of the first qid
 
 
@@ -296,12 +298,13 @@ class RunReader:
     `strict` also demands ranks that agree with scores (rank i before rank j implies
     score_i >= score_j) and consecutive ranks from 1. Lenient mode ignores the rank column, as
     trec_eval does. Records of one query must be contiguous (needed to stream); `load_run`
-    accepts any order. `msmarco` reads an MS MARCO run instead (`_msmarco_record`), strictly: its ranks are its scores.
+    accepts any order. Another `layout` reads another tool's run instead: "msmarco" (`_msmarco_record`), strictly,
+    its ranks being its scores, or "ranx" (`_ranx_records`).
     """
 
-    def __init__(self, handle: IO[str], source: str = "<stdin>", strict: bool = False, msmarco: bool = False):
-        self.handle, self.source, self.strict, self.msmarco = handle, source, strict or msmarco, msmarco
-        self._first_rank: int | None = None  # an MS MARCO run's: 1, or PyTerrier's 0
+    def __init__(self, handle: IO[str], source: str = "<stdin>", strict: bool = False, layout: str = "trec"):
+        self.handle, self.source, self.strict, self.layout = handle, source, strict, layout
+        self._first_ranks: tuple[int, str] | None = None  # an MS MARCO run's first rank (1, or 0), and its query
         self.header = RunHeader()
         self._line_no = 0
         self._ended = False
@@ -329,6 +332,9 @@ class RunReader:
         if self._pending is not None:
             lines = itertools.chain([self._pending], self._line_iter)
             self._line_no -= 1
+        if self.layout == "ranx":
+            yield from self._ranx_records("".join(lines))
+            return
         closed = False  # an end line after records (before them it is a run sorted by qid, `sort -s -k1,1`)
         for line in lines:
             self._line_no += 1
@@ -342,7 +348,7 @@ class RunReader:
             if closed:  # a run appended to a finished one: its records would merge into this run's queries
                 raise FormatError(self.source, self._line_no, f"a record after the '# {END_TEXT}' line (runs joined by "
                                                               "cat?); give each run as a file of its own")
-            if self.msmarco:
+            if self.layout == "msmarco":
                 yield self._msmarco_record(parts)
                 continue
             if len(parts) != 6:
@@ -352,7 +358,7 @@ class RunReader:
             try:
                 score_value = float(score if "_" not in score else no_underscores(score))
             except ValueError:
-                hint = "" if whole_number(rank) is not None else \
+                hint = JSON_RUN_HINT if _JSON_RUN_START.match(line) else "" if whole_number(rank) is not None else \
                     " (a line of column names, which pandas' to_csv writes unless header=False?)"
                 raise FormatError(self.source, self._line_no, f"score {score!r} is not a number{hint}") from None
             if not math.isfinite(score_value):  # no order or normalisation (z-scores, min-max) can use it
@@ -364,22 +370,68 @@ class RunReader:
             yield self._line_no, qid, docid, rank_value, score_value, tag
 
     def _msmarco_record(self, parts: list[str]) -> tuple[int, str, str, int, float, str]:
-        """A line of an MS MARCO run, 'qid docid rank' (Pyserini's --output-format msmarco), as a record scored
-        1/rank: the score Pyserini's and Anserini's converters to TREC lines give it, which keeps the ranks' order.
-        PyTerrier numbers ranks from 0 (its 'minimal' format): a run whose first rank is 0 is read so, one up."""
+        """A line of an MS MARCO run, 'qid docid rank' (Pyserini's --output-format msmarco; PyTerrier's 'minimal'
+        format ranks from 0), its score left to `_scored_by_rank`, which knows where the query's ranks start."""
         if len(parts) != 3:
             hint = " (a TREC run? leave out --msmarco)" if len(parts) == 6 else ""
             raise FormatError(self.source, self._line_no, f"expected 3 columns 'qid docid rank' (an MS MARCO run), "
                                                           f"found {len(parts)}{hint}")
         qid, docid, rank = parts
         rank_value = whole_number(rank)
-        if self._first_rank is None:
-            self._first_rank = 0 if rank_value == 0 else 1
-        if rank_value is None or rank_value < self._first_rank:
-            raise FormatError(self.source, self._line_no, f"rank {rank!r} is not a whole number from "
-                                                          f"{self._first_rank} up")
-        rank_value += 1 - self._first_rank
-        return self._line_no, qid, docid, rank_value, 1 / rank_value, MSMARCO_TAG
+        if rank_value is None or rank_value < 0:
+            raise FormatError(self.source, self._line_no, f"rank {rank!r} is not a whole number from 0 up "
+                                                          "(Pyserini ranks from 1, PyTerrier from 0)")
+        return self._line_no, qid, docid, rank_value, 0.0, MSMARCO_TAG
+
+    def _ranx_records(self, text: str) -> Iterator[tuple[int, str, str, int, float, str]]:
+        """The records of ranx's JSON run (`Run.save("run.json")`; pytrec_eval's run dict as json.dump writes it): one
+        object {qid: {docid: score}}, read whole, as ranx reads it. A document's rank is its place in its query's
+        object (what --strict checks against the scores); records have no line to name."""
+        if not text.strip():  # an empty input, as the other layouts' (the note cat writes asks why)
+            return
+        try:
+            run = loads_once_per_key(text, self.source)
+        except json.JSONDecodeError as exc:
+            hint = " (a TREC run? leave out --ranx)" if len(text.partition("\n")[0].split()) == 6 else \
+                " (a JSON record a line? ranx's run is one object)" if exc.msg == "Extra data" else ""
+            raise FormatError(self.source, self._line_no + exc.lineno, f"invalid JSON ({exc.msg}){hint}") from None
+        if not isinstance(run, dict):
+            raise FormatError(self.source, None, f"expected ranx's JSON run, an object {{qid: {{docid: score}}}}, "
+                                                 f"found {_json_kind(run)}")
+        for qid, ranking in run.items():
+            _check_column(qid, "query id", self.source, first=True)
+            if not isinstance(ranking, dict):
+                raise FormatError(self.source, None, f"query {qid}: expected an object {{docid: score}}, "
+                                                     f"found {_json_kind(ranking)}")
+            for rank, (docid, score) in enumerate(ranking.items(), 1):
+                _check_column(docid, f"query {qid}: document id", self.source)
+                if isinstance(score, bool) or not isinstance(score, (int, float)):
+                    raise FormatError(self.source, None, f"query {qid}, document {docid}: score {json.dumps(score)} "
+                                                         "is not a number")
+                try:
+                    value = float(score)
+                except OverflowError:  # an integer past a float's range
+                    value = math.inf
+                if not math.isfinite(value):
+                    raise FormatError(self.source, None, f"query {qid}, document {docid}: score is {value}, not a "
+                                                         "finite number")
+                yield 0, qid, docid, rank, value, RANX_TAG
+
+    def _scored_by_rank(self, qid: str, rows: list[tuple[int, str, int, float]]) -> list[tuple[int, str, int, float]]:
+        """An MS MARCO run's query ranked 1..n and scored 1/rank: the score Pyserini's and Anserini's converters to
+        TREC lines give it, which keeps the ranks' order. Its ranks start at 0 where its least rank is 0 (PyTerrier's
+        numbering), at 1 otherwise, and where the run's first query's do: a run that mixes the two is refused."""
+        lowest = min(rows, key=operator.itemgetter(2))
+        first = 0 if lowest[2] == 0 else 1
+        if self._first_ranks is None:
+            self._first_ranks = first, qid
+        run_first, run_qid = self._first_ranks
+        if first != run_first and lowest[2] <= 1:  # (a least rank above 1 tells nothing: the cover check names it)
+            raise FormatError(self.source, lowest[0], f"query {qid} ranks from {first}, query {run_qid} from "
+                                                      f"{run_first}: one run numbers its ranks one way (Pyserini "
+                                                      "from 1, PyTerrier from 0)")
+        _check_ranks_cover(qid, rows, self.source, run_first)
+        return [(line_no, docid, rank + 1 - run_first, 1 / (rank + 1 - run_first)) for line_no, docid, rank, _ in rows]
 
     def __iter__(self) -> Iterator[QueryRanking]:
         done: set[str] = set()
@@ -410,7 +462,11 @@ class RunReader:
             yield _empty_ranking(qid, self._timings.pop(qid))
 
     def _finish(self, qid: str, rows: list[tuple[int, str, int, float]], tag: str) -> QueryRanking:
-        _check_rows(qid, rows, self.source, self.strict)
+        if self.layout == "msmarco":  # strictly, in its own way: its ranks are its scores
+            _check_rows(qid, rows, self.source, strict=False)
+            rows = self._scored_by_rank(qid, rows)
+        else:
+            _check_rows(qid, rows, self.source, self.strict)
         ranking = QueryRanking.from_scores(qid, (r[1] for r in rows), (r[3] for r in rows), tag=tag)
         ranking.timings = self._timings.pop(qid, [])
         return ranking
@@ -419,6 +475,8 @@ class RunReader:
 def _columns_hint(parts: list[str]) -> str:
     """What a run line of the wrong width most likely is, where its columns tell (the files other tools write)."""
     q0 = [part.upper() in ("Q0", "0") for part in parts[1:3]]  # where the second column stands
+    if _JSON_RUN_START.match(" ".join(parts)):
+        return JSON_RUN_HINT
     if len(parts) == 3:
         return " (an MS MARCO run, 'qid docid rank'? rerank cat --msmarco FILE converts it)"
     if len(parts) == 4 and whole_number(parts[3]) is not None:  # `eval QRELS RUN`, trec_eval's order
@@ -426,12 +484,47 @@ def _columns_hint(parts: list[str]) -> str:
     if len(parts) == 5 and q0[0]:
         return " (no run tag after the score? trec_eval needs one too)"
     if len(parts) == 7 and q0 == [False, True]:
-        return " (a first column of row numbers, which pandas' to_csv writes unless index=False?)"
+        return ROW_NUMBERS_HINT
     if len(parts) > 6 and q0[0]:
         return " (a run tag with a space in it? make it one word)"
     if len(parts) == 1 and "," in parts[0]:
         return comma_separated_hint(" ")
     return ""
+
+
+_JSON_RUN_START = re.compile(r'\{\s*("[^"]*"\s*:\s*\{|$)')  # ranx's JSON, indented ('{' alone) or on one line
+JSON_RUN_HINT = " (ranx's JSON run, {qid: {docid: score}}? rerank cat --ranx FILE converts it)"
+
+
+def _check_column(text: str, what: str, source: str, first: bool = False) -> None:
+    """An id from JSON as a column of TREC lines: an empty one, or one with a space, would make other columns, and a
+    first column's leading '#' a comment line."""
+    if not text or _COLUMN_GAPS.search(text) or first and text.startswith("#"):
+        raise FormatError(source, None, f"{what} {text!r} cannot be a column of TREC lines (empty, a space in it, or "
+                                        "a query's leading '#')")
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words, for an error that expected another."""
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "true or false", type(None): "null"}
+    return kinds.get(type(value), "a number")
+
+
+def loads_once_per_key(text: str, source: str) -> Any:
+    """json.loads, refusing an object that gives a key twice, where json keeps the last without a word: a run's or
+    qrels' query, or a query's document, given twice."""
+    def once_per_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) < len(pairs):
+            key = next(key for key, count in collections.Counter(key for key, _ in pairs).items() if count > 1)
+            raise FormatError(source, None, f"{key!r} is a key twice in one JSON object (a query, or a document of "
+                                            "one, given twice)")
+        return obj
+
+    return json.loads(text, object_pairs_hook=once_per_key)
+
+
+ROW_NUMBERS_HINT = " (a first column of row numbers, which pandas' to_csv writes unless index=False?)"
 
 
 def comma_separated_hint(separator: str) -> str:
@@ -508,19 +601,21 @@ def _check_rows(qid: str, rows: list[tuple[int, str, int, float]], source: str, 
                               f"query {qid}: rank {after[2]} has a higher score than rank {before[2]}")
 
 
-def _check_ranks_cover(qid: str, rows: list[tuple[int, str, int, float]], source: str) -> None:
-    """Ranks 1..n, each once. The fault is named at the line of a rank out of range or repeated, with the rank
-    that is missing (comparing the ranks in sorted order named the line after a faulty one: 1, 7, 3, ... said
-    'rank 3 where rank 2 was expected' at rank 3's line, where line 2's rank 7 was the fault)."""
+def _check_ranks_cover(qid: str, rows: list[tuple[int, str, int, float]], source: str, first: int = 1) -> None:
+    """Ranks 1..n (or from another `first`: an MS MARCO run's from 0), each once. The fault is named at the line of
+    a rank out of range or repeated, with the rank that is missing (comparing the ranks in sorted order named the
+    line after a faulty one: 1, 7, 3, ... said 'rank 3 where rank 2 was expected' at rank 3's line, where line 2's
+    rank 7 was the fault)."""
+    last = first + len(rows) - 1
     first_at: dict[int, int] = {}
     fault = None
     for line_no, _, rank, _ in rows:
-        if not 1 <= rank <= len(rows):
-            fault = line_no, f"rank {rank} is outside 1..{len(rows)}"
+        if not first <= rank <= last:
+            fault = line_no, f"rank {rank} is outside {first}..{last}"
         elif rank in first_at:
             fault = line_no, f"rank {rank} appears twice (first at line {first_at[rank]})"
         if fault:
-            missing = min(set(range(1, len(rows) + 1)) - {row[2] for row in rows})
+            missing = min(set(range(first, last + 1)) - {row[2] for row in rows})
             raise FormatError(source, fault[0], f"query {qid}: {fault[1]}; rank {missing} is missing")
         first_at[rank] = line_no
 

@@ -244,6 +244,33 @@ def test_an_msmarco_run_converted_by_cat_evaluates_as_pyserinis_conversion_does(
 
 
 @pytest.mark.data
+def test_a_ranx_json_run_and_qrels_evaluate_as_trec_eval_does_on_their_trec_files(rerank, data_root, tmp_path):
+    """ranx saves runs and qrels as JSON, {qid: {docid: score or grade}}: eval refused the run as 'expected 6 columns,
+    found 1' and the qrels as 'its lines are JSON records', naming neither the layout nor a way to read it. The run
+    converts with `cat --ranx`, the qrels are read as they are, and eval's figures are trec_eval's on the TREC files."""
+    dl = data_root / "trec-dl"
+    qrels, run = dl / "qrels" / "qrels.dl19-passage.txt", dl / "bm25" / "trec_results_dl19.txt"
+    as_json = {}
+    for qid, _, docid, _, score, _ in (line.split() for line in run.read_text().splitlines()):
+        as_json.setdefault(qid, {})[docid] = float(score)
+    (tmp_path / "run.json").write_text(json.dumps(as_json, indent=2))  # as ranx's Run.save("run.json") writes it
+    grades = {}
+    for qid, _, docid, grade in (line.split() for line in qrels.read_text().splitlines()):
+        grades.setdefault(qid, {})[docid] = int(grade)
+    (tmp_path / "qrels.json").write_text(json.dumps(grades, indent=2))
+    refused = rerank("eval", str(tmp_path / "run.json"), "--qrels", str(qrels), check=False)
+    assert refused.returncode == 1 and "ranx's JSON run, {qid: {docid: score}}? rerank cat --ranx FILE converts it" \
+        in refused.stderr and "Traceback" not in refused.stderr
+    converted = rerank("cat", "--ranx", str(tmp_path / "run.json")).stdout
+    board, = json.loads(rerank("eval", "--qrels", str(tmp_path / "qrels.json"), "--min-rel", "2", "-m", "MAP",
+                               "-m", "nDCG@10", "--format", "json", input=converted).stdout)
+    ref = trec_eval(qrels, run, ["map", "ndcg_cut.10"], min_rel=2)
+    assert [round(board["MAP"], 4), round(board["nDCG@10"], 4)] == [ref["map"], ref["ndcg_cut_10"]]
+    both = rerank("cat", "--ranx", "--msmarco", str(tmp_path / "run.json"), check=False)
+    assert both.returncode == 2 and "--msmarco and --ranx are two layouts of RUN" in both.stderr
+
+
+@pytest.mark.data
 def test_dl19_leaderboard_matches_trec_eval_with_graded_relevance(rerank, data_root, tmp_path):
     dl = data_root / "trec-dl"
     bm25 = rerank("retrieve", "trec-dl-2019", "--candidates", "bm25").stdout

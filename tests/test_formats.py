@@ -210,6 +210,52 @@ def test_qrels_under_a_header_line_naming_their_columns(tmp_path, text):
         formats.read_qrels(path)
 
 
+@pytest.mark.parametrize("text", [
+    '{\n  "q1": {\n    "d1": 1,\n    "d2": 0\n  },\n  "q2": {\n    "d1": 2\n  }\n}',  # ranx's Qrels.save (orjson)
+    '{"q2": {"d1": 2.0}, "q1": {"d2": 0, "d1": 1}}\n',  # pytrec_eval's qrels dict, json.dump'ed
+])
+def test_ranx_json_qrels_are_read(tmp_path, text):
+    """ranx's Qrels.save("qrels.json") writes {qid: {docid: grade}}; it was refused as 'expected 4 columns, found 1;
+    its lines are JSON records, as topics ... are'."""
+    path = tmp_path / "qrels.json"
+    path.write_text(text)
+    assert formats.read_qrels(path) == {"q1": {"d1": 1, "d2": 0}, "q2": {"d1": 2}}
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"q1": {"d1": 1.5}}', "qrels.json: query q1, document d1: grade 1.5 is not an integer"),
+    ('{"q1": {"d1": "1"}}', 'qrels.json: query q1, document d1: grade "1" is not an integer'),
+    ('{"q1": {"d1": true}}', "qrels.json: query q1, document d1: grade true is not an integer"),
+    ('{"q1": {"d1": 4294967296}}', "qrels.json: query q1, document d1: grade 4294967296 is out of range"),
+    ('{"q1": {"d1": 1, "d1": 0}}', "qrels.json: 'd1' is a key twice in one JSON object"),
+    ('{"q1": {"d1": 1}', "qrels.json:1: invalid JSON (Expecting ',' delimiter)"),
+    ('{"q1": {}}', "qrels.json: no judgements found"),
+    # JSON records a line, or one of another shape, are no judgements: the line reader says what they look like
+    ('{"_id": "q1", "text": "x"}\n{"_id": "q2", "text": "y"}\n', "its lines are JSON records, as topics"),
+    ('{"_id": "q1", "text": "x"}\n', "its lines are JSON records, as topics"),
+])
+def test_ranx_json_qrels_faults_are_named(tmp_path, text, words):
+    path = tmp_path / "qrels.json"
+    path.write_text(text)
+    with pytest.raises(FormatError, match=re.escape(words)):
+        formats.read_qrels(path)
+
+
+@pytest.mark.parametrize("text", [
+    "\tqid\tdocno\tlabel\n0\tq1\td1\t1\n",  # a PyTerrier qrels frame, pandas' to_csv(sep="\t")
+    " query_id doc_id relevance iteration\n3 q1 d1 1 0\n",  # ir_datasets' frame (filtered: rows keep their numbers)
+    "0 q1 0 d1 1\n",  # TREC's columns, to_csv(sep=" ", header=False)
+])
+def test_qrels_with_pandas_row_numbers_are_named_so(tmp_path, text):
+    """to_csv writes the frame's index as a first column unless index=False (its header line then starts with the
+    index's empty name); such qrels were refused with a bare 'expected 3 columns 'qid docid grade', found 4'."""
+    path = tmp_path / "qrels.tsv"
+    path.write_text(text)
+    with pytest.raises(FormatError, match=re.escape("(a first column of row numbers, which pandas' to_csv writes "
+                                                    "unless index=False?)")):
+        formats.read_qrels(path)
+
+
 @pytest.mark.parametrize("reader, text, words", [
     (formats.read_qrels, "qid,docno,label\nq1,d1,1\n", "comma-separated values, which pandas' to_csv writes unless "
                                                          "sep=' '?)"),

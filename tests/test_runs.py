@@ -103,6 +103,10 @@ def test_plain_trec_run_without_header_is_read():
     ("0 1 Q0 a 1 2.5 t\n", 1, "a first column of row numbers, which pandas' to_csv writes unless index=False"),
     ("1 Q0 a 1 2.5\n", 1, "no run tag after the score?"),
     ("1 Q0 a 1 2.5 my run\n", 1, "a run tag with a space in it?"),
+    # ranx's Run.save("run.json"), indented, and a run dict as json.dump writes it (its words may make 6 columns)
+    ('{\n  "1": {\n    "a": 2.5\n  }\n}', 1, "ranx's JSON run, {qid: {docid: score}}? rerank cat --ranx FILE converts"),
+    ('{"1": {"a": 2.5, "b": 1.0}}\n', 1, "ranx's JSON run, {qid: {docid: score}}? rerank cat --ranx FILE converts"),
+    ('{"1": {"a": 1}, "2": {"b": 2}}\n', 1, "ranx's JSON run, {qid: {docid: score}}? rerank cat --ranx FILE"),
 ])
 def test_malformed_lines_are_named(text, line, words):
     with pytest.raises(FormatError) as info:
@@ -136,27 +140,76 @@ def test_whole_run_loader_names_a_duplicate_document(text):
 def test_msmarco_runs_are_read_scored_one_over_rank():
     """Pyserini's --output-format msmarco ('qid<TAB>docid<TAB>rank') was refused with 'convert it to TREC lines
     first' and no way to; `rerank cat --msmarco` reads it, scored 1/rank as Pyserini's converter scores it."""
-    reader = RunReader(io.StringIO("1\tb\t1\n1\ta\t2\n1\tc\t3\n2\tz\t1\n"), "m", msmarco=True)
+    reader = RunReader(io.StringIO("1\tb\t1\n1\ta\t2\n1\tc\t3\n2\tz\t1\n"), "m", layout="msmarco")
     got = list(reader)
     assert [(q.qid, q.docids, q.scores, q.tag) for q in got] == [
         ("1", ["b", "a", "c"], [1.0, 0.5, 1 / 3], "msmarco"), ("2", ["z"], [1.0], "msmarco")]
     # PyTerrier's write_results(format="minimal") numbers ranks from 0, as PyTerrier does
-    from_zero = RunReader(io.StringIO("1\tb\t0\n1\ta\t1\n1\tc\t2\n2\tz\t0\n"), "m", msmarco=True)
+    from_zero = RunReader(io.StringIO("1\tb\t0\n1\ta\t1\n1\tc\t2\n2\tz\t0\n"), "m", layout="msmarco")
     assert [(q.qid, q.docids, q.scores) for q in from_zero] == [(q.qid, q.docids, q.scores) for q in got]
+
+
+@pytest.mark.parametrize("text", [
+    '{\n  "1": {\n    "b": 2.5,\n    "a": 1.0,\n    "c": 1.0\n  },\n  "2": {\n    "z": -3\n  }\n}',  # as ranx's orjson
+    '{"2": {"z": -3}, "1": {"c": 1.0, "b": 2.5, "a": 1.0}}',  # a pytrec_eval run dict, json.dump'ed (any order)
+])
+def test_ranx_json_runs_are_read(text):
+    """ranx's Run.save("run.json") writes {qid: {docid: score}}; every reader refused it as 'expected 6 columns'
+    with no way to read it. Each query is ranked by its scores, ties by docid descending, as trec_eval ranks it."""
+    got = {q.qid: q for q in RunReader(io.StringIO(text), "r", layout="ranx")}
+    assert {qid: (q.docids, q.scores, q.tag) for qid, q in got.items()} == {
+        "1": (["b", "c", "a"], [2.5, 1.0, 1.0], "ranx"), "2": (["z"], [-3.0], "ranx")}
+
+
+@pytest.mark.parametrize("text, line, words", [
+    ("1 Q0 a 1 2.5 t\n", 1, "invalid JSON (Extra data) (a TREC run? leave out --ranx)"),
+    ('{"_id": "1", "text": "x"}\n{"_id": "2", "text": "y"}\n', 2, "(a JSON record a line? ranx's run is one object)"),
+    ('{"1": {"a": 2.5}', 1, "invalid JSON (Expecting ',' delimiter)"),
+    ('[["1", "a", 2.5]]', None, "expected ranx's JSON run, an object {qid: {docid: score}}, found an array"),
+    ('{"1": [["a", 2.5]]}', None, "query 1: expected an object {docid: score}, found an array"),
+    ('{"1": {"a": "2.5"}}', None, 'query 1, document a: score "2.5" is not a number'),
+    ('{"1": {"a": null}}', None, "query 1, document a: score null is not a number"),  # orjson writes NaN so
+    ('{"1": {"a": true}}', None, "query 1, document a: score true is not a number"),
+    ('{"1": {"a": NaN}}', None, "query 1, document a: score is nan, not a finite number"),
+    ('{"1": {"a": 1' + "0" * 400 + '}}', None, "query 1, document a: score is inf, not a finite number"),
+    ('{"1": {"a": 2.5, "a": 1.0}}', None, "'a' is a key twice in one JSON object"),  # json keeps the last
+    ('{"1": {"a": 2.5}, "1": {"b": 1.0}}', None, "'1' is a key twice in one JSON object"),
+    # ids that TREC lines cannot hold: other columns, or a comment line
+    ('{"1": {"a b": 2.5}}', None, "query 1: document id 'a b' cannot be a column of TREC lines"),
+    ('{"": {"a": 2.5}}', None, "query id '' cannot be a column of TREC lines"),
+    ('{"#1": {"a": 2.5}}', None, "query id '#1' cannot be a column of TREC lines"),
+])
+def test_ranx_json_run_faults_are_named(text, line, words):
+    with pytest.raises(FormatError) as info:
+        list(RunReader(io.StringIO(text), "r", layout="ranx"))
+    assert info.value.line_no == line and words in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["1\ta\t1\n1\tb\t0\n1\tc\t2\n2\tz\t0\n",  # each query's lines by docid
+                                  "1\ta\t2\n1\tb\t1\n1\tc\t3\n2\tz\t1\n"])
+def test_msmarco_runs_rank_from_where_their_least_rank_says(text):
+    """Ranks from 0 were told by the file's first rank alone: a PyTerrier run whose lines are not in rank order
+    ('a' ranked 1 before 'b' ranked 0) was refused as 'rank '0' is not a whole number from 1 up'."""
+    got = list(RunReader(io.StringIO(text), "m", layout="msmarco"))
+    assert [(q.qid, q.docids, q.scores) for q in got] == [("1", ["b", "a", "c"], [1.0, 0.5, 1 / 3]), ("2", ["z"], [1.0])]
 
 
 @pytest.mark.parametrize("text, line, words", [
     ("1 Q0 a 1 2.5 t\n", 1, "expected 3 columns 'qid docid rank' (an MS MARCO run), found 6 (a TREC run? leave out"),
-    ("1\ta\t1\n1\tb\t0\n", 2, "rank '0' is not a whole number from 1 up"),  # (1/0)
-    ("1\ta\t0\n1\tb\t-1\n", 2, "rank '-1' is not a whole number from 0 up"),
-    ("1\ta\tfirst\n", 1, "rank 'first' is not a whole number from 1 up"),
+    # queries ranked from 1 and from 0 in one run: the second was read one off (1..n+1) or refused at its rank 0
+    ("1\ta\t0\n1\tb\t1\n2\tc\t2\n2\td\t1\n", 4, "query 2 ranks from 1, query 1 from 0: one run numbers its"),
+    ("1\ta\t1\n1\tb\t2\n2\tc\t1\n2\td\t0\n", 4, "query 2 ranks from 0, query 1 from 1: one run numbers its"),
+    ("1\ta\t0\n1\tb\t2\n", 2, "query 1: rank 2 is outside 0..1; rank 1 is missing"),  # in the file's numbers
+    ("1\ta\t2\n1\tb\t3\n", 2, "query 1: rank 3 is outside 1..2; rank 1 is missing"),
+    ("1\ta\t0\n1\tb\t-1\n", 2, "rank '-1' is not a whole number from 0 up (Pyserini ranks from 1, PyTerrier from"),
+    ("1\ta\tfirst\n", 1, "rank 'first' is not a whole number from 0 up"),
     ("1\ta\t1\n1\tb\t1\n", 2, "rank 1 appears twice"),  # BEIR's qrels without their header: grades, not ranks
     ("1\ta\t1\n1\ta\t2\n", 2, "duplicate document a"),
     ("1\ta\t1\n2\tb\t1\n1\tc\t2\n", 3, "not contiguous"),
 ])
 def test_msmarco_run_faults_are_named(text, line, words):
     with pytest.raises(FormatError) as info:
-        list(RunReader(io.StringIO(text), "m", msmarco=True))
+        list(RunReader(io.StringIO(text), "m", layout="msmarco"))
     assert info.value.line_no == line and words in str(info.value)
 
 

@@ -129,14 +129,19 @@ def retrieve(name, backend_name, k, topics, candidate_run, threads, stage_name, 
               help="RUN is an MS MARCO run, 'qid<TAB>docid<TAB>rank' lines (Pyserini's --output-format msmarco; "
                    "PyTerrier's 'minimal', ranked from 0): write it as TREC lines, each document scored 1/rank, as "
                    "Pyserini's converter scores it.")
+@click.option("--ranx", is_flag=True,
+              help="RUN is ranx's JSON run, one object {qid: {docid: score}} (Run.save('run.json'); pytrec_eval's run "
+                   "dict, json.dump'ed): write it as TREC lines.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 def cat(run: str | None, trec_only: bool, strict: bool, first_queries: int | None, depth: int | None,
-        msmarco: bool, output: str | None) -> None:
+        msmarco: bool, ranx: bool, output: str | None) -> None:
     """Validate a run stream and write it out again (normalised order and ranks), whole or cut (--first,
     --depth: a run cut with head lacks its end line, and the next stage refuses it); or convert an MS MARCO
-    run (--msmarco)."""
+    run (--msmarco) or ranx's JSON run (--ranx)."""
+    if msmarco and ranx:
+        raise UsageError("--msmarco and --ranx are two layouts of RUN: give the one it has")
     with open_run_input(run) as (handle, source):
-        reader = RunReader(handle, source, strict, msmarco)
+        reader = RunReader(handle, source, strict, "msmarco" if msmarco else "ranx" if ranx else "trec")
         rankings = iter(reader)
         first = next(rankings, None)
         if first is None:

@@ -4,7 +4,8 @@ Documents: TREC SGML (`<DOC><DOCNO>`), JSONL (Pyserini's `{id, contents}`, BEIR'
 and PyTerrier's ids), SMART/Glasgow (`.I id` records with `.T .W .A .B .X` fields), `docid<TAB>text` TSV (MS MARCO's
 collection.tsv). Topics: `qid<TAB>text`, TREC `<top><num><title>`, XML `<topic number><query>`, JSONL (BEIR's
 `queries.jsonl`, ir_datasets' and PyTerrier's), and the SGML `<DOC><DOCNO>` form some collections use for queries
-(gzip or plain). Qrels: TREC, graded; under a header line naming the columns (BEIR's TSV, pandas' frames).
+(gzip or plain). Qrels: TREC, graded; under a header line naming the columns (BEIR's TSV, pandas' frames); ranx's
+JSON.
 Candidates with text: the TREC DL `retrieve_results_*.json` lists. Answer selection: TrecQA jacana
 pseudo-XML and WikiQA TSVs, turned into queries, candidate "documents" and qrels.
 """
@@ -25,7 +26,8 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 from ..errors import DataError, FormatError
-from ..runs import collector_paused, comma_separated_hint, trec_columns, whole_number
+from ..runs import (ROW_NUMBERS_HINT, collector_paused, comma_separated_hint, loads_once_per_key, trec_columns,
+                    whole_number)
 
 
 @dataclass(frozen=True)
@@ -547,6 +549,16 @@ def _qrels_header(parts: list[str]) -> tuple[str, ...] | None:
 MAX_GRADE = 1_000_000
 
 
+def _row_numbers(parts: list[str], columns: tuple[str, ...], header_indented: bool) -> bool:
+    """Whether a line one column wider than `columns` starts with the row numbers pandas' to_csv writes unless
+    index=False: its header line starts with the index's empty name, or, without a header, the iteration and grade
+    of TREC's columns stand one further on."""
+    if len(parts) != len(columns) + 1 or whole_number(parts[0]) is None:
+        return False
+    return header_indented or (columns == TREC_QRELS_COLUMNS and parts[2].upper() in ("0", "Q0")
+                               and whole_number(parts[4]) is not None)
+
+
 def _not_judgements(line: str) -> str:
     """What a line that is no judgement looks like instead, where it tells: `--qrels queries.jsonl` (or topics.tsv, the
     two files swapped) was told only that its line had 6 columns, or a grade that was a query's word."""
@@ -565,41 +577,81 @@ def read_qrels(path: str | Path) -> Qrels:
     """TREC qrels `qid iter docid grade` (graded; negative grades kept: trec_eval reads them as pooled but
     unjudged, never relevant, and bpref skips them as it skips unjudged documents), or columns a header line names
     (`QRELS_HEADER_NAMES`): BEIR's `qrels/*.tsv`, `query-id corpus-id score` then `qid docid grade` lines, or a
-    PyTerrier or ir_datasets qrels frame that pandas wrote."""
+    PyTerrier or ir_datasets qrels frame that pandas wrote; or ranx's JSON qrels (`_json_qrels`)."""
+    with open_text(path) as handle:
+        first = handle.readline()
+        if not first.lstrip().startswith("{"):
+            qrels = _qrels_lines(itertools.chain([first], handle), path)
+        else:  # ranx's JSON qrels, or JSON records a line, which are no judgements (the line reader says so)
+            text = first + handle.read()
+            qrels = _json_qrels(text, path)
+            if qrels is None:
+                qrels = _qrels_lines(io.StringIO(text), path)
+    if not qrels:
+        raise FormatError(str(path), None, "no judgements found")
+    return qrels
+
+
+def _qrels_lines(lines: Iterable[str], path: str | Path) -> Qrels:
     qrels: Qrels = {}
     first_seen: dict[tuple[str, str], int] = {}
     columns = TREC_QRELS_COLUMNS
     at_qid, at_docid, at_grade = 0, 2, 3
-    with open_text(path) as handle:
-        for line_no, line in enumerate(handle, 1):
-            parts = trec_columns(line)
-            if not parts:
-                continue
-            header = None if first_seen else _qrels_header(parts)
-            if header:
-                columns = header
-                at_qid, at_docid, at_grade = map(columns.index, ("qid", "docid", "grade"))
-                continue
-            if len(parts) != len(columns):
-                raise FormatError(str(path), line_no, f"expected {len(columns)} columns '{' '.join(columns)}', "
-                                                      f"found {len(parts)}{_not_judgements(line)}")
-            qid, docid, grade_text = parts[at_qid], parts[at_docid], parts[at_grade]
-            grade = whole_number(grade_text)
-            if grade is None:
-                raise FormatError(str(path), line_no, f"grade {grade_text!r} is not an integer{_not_judgements(line)}")
-            if not -(2**31 - 1) <= grade <= MAX_GRADE:  # pytrec_eval keeps grades in C ints: 4294967296 became 0
-                raise FormatError(str(path), line_no, f"grade {grade_text} is out of range (-2147483647 to "
-                                  f"{MAX_GRADE}): trec_eval's code keeps a counter for every grade up to a "
-                                  "query's highest")
-            key = (qid, docid)
-            if key in first_seen:  # trec_eval refuses these too
-                raise FormatError(str(path), line_no, f"duplicate judgement of {key[1]} for query {key[0]} "
-                                  f"(first at line {first_seen[key]})")
-            first_seen[key] = line_no
-            qrels.setdefault(qid, {})[docid] = grade
-    if not qrels:
-        raise FormatError(str(path), None, "no judgements found")
+    header_indented = False
+    for line_no, line in enumerate(lines, 1):
+        parts = trec_columns(line)
+        if not parts:
+            continue
+        header = None if first_seen else _qrels_header(parts)
+        if header:
+            columns = header
+            at_qid, at_docid, at_grade = map(columns.index, ("qid", "docid", "grade"))
+            header_indented = line[:1].isspace()
+            continue
+        if len(parts) != len(columns):
+            hint = ROW_NUMBERS_HINT if _row_numbers(parts, columns, header_indented) else _not_judgements(line)
+            raise FormatError(str(path), line_no, f"expected {len(columns)} columns '{' '.join(columns)}', "
+                                                  f"found {len(parts)}{hint}")
+        qid, docid, grade_text = parts[at_qid], parts[at_docid], parts[at_grade]
+        grade = whole_number(grade_text)
+        if grade is None:
+            raise FormatError(str(path), line_no, f"grade {grade_text!r} is not an integer{_not_judgements(line)}")
+        _check_grade_range(grade, f"grade {grade_text}", path, line_no)
+        key = (qid, docid)
+        if key in first_seen:  # trec_eval refuses these too
+            raise FormatError(str(path), line_no, f"duplicate judgement of {key[1]} for query {key[0]} "
+                              f"(first at line {first_seen[key]})")
+        first_seen[key] = line_no
+        qrels.setdefault(qid, {})[docid] = grade
     return qrels
+
+
+def _json_qrels(text: str, path: str | Path) -> Qrels | None:
+    """ranx's JSON qrels (`Qrels.save("qrels.json")`; pytrec_eval's qrels dict as json.dump writes it), one object
+    {qid: {docid: grade}}; None for JSON of another shape, or a record a line (JSONL), which are no judgements."""
+    try:
+        judged = loads_once_per_key(text, str(path))
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":  # a second JSON value: records a line
+            return None
+        raise FormatError(str(path), exc.lineno, f"invalid JSON ({exc.msg})") from None
+    if not isinstance(judged, dict) or not all(isinstance(grades, dict) for grades in judged.values()):
+        return None
+    qrels: Qrels = {}
+    for qid, grades in judged.items():
+        for docid, grade in grades.items():
+            what = f"query {qid}, document {docid}: grade {json.dumps(grade)}"
+            if isinstance(grade, bool) or not isinstance(grade, (int, float)) or not float(grade).is_integer():
+                raise FormatError(str(path), None, f"{what} is not an integer")
+            _check_grade_range(int(grade), what, path, None)
+            qrels.setdefault(qid, {})[docid] = int(grade)
+    return qrels
+
+
+def _check_grade_range(grade: int, what: str, path: str | Path, line_no: int | None) -> None:
+    if not -(2**31 - 1) <= grade <= MAX_GRADE:  # pytrec_eval keeps grades in C ints: 4294967296 became 0
+        raise FormatError(str(path), line_no, f"{what} is out of range (-2147483647 to {MAX_GRADE}): trec_eval's "
+                                              "code keeps a counter for every grade up to a query's highest")
 
 
 # ---------------------------------------------------------------------------------------------- TREC DL candidates
