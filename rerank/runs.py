@@ -92,8 +92,13 @@ class QueryRanking:
 
     @classmethod
     def from_scores(cls, qid: str, docids: Iterable[str], scores: Iterable[float], **kw) -> "QueryRanking":
-        """Order (docid, score) pairs as trec_eval does: score descending, ties by docid descending."""
-        pairs = sorted(zip((float(s) for s in scores), docids), reverse=True)
+        """Order (docid, score) pairs as trec_eval does: score descending, ties by docid descending. Pairs whose
+        scores fall strictly are in that order as given (a stage's output, as the next stage reads it), and are kept
+        without a sort: sorting them again was 0.2 s per million lines of every stage that reads a stream."""
+        floats, docids = [float(s) for s in scores], list(docids)
+        if len(floats) == len(docids) and all(map(operator.gt, floats, itertools.islice(floats, 1, None))):
+            return cls(qid, docids, floats, **kw)
+        pairs = sorted(zip(floats, docids), reverse=True)
         return cls(qid, [d for _, d in pairs], [s for s, _ in pairs], **kw)
 
     def __len__(self) -> int:

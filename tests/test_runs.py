@@ -43,6 +43,22 @@ def test_ties_break_by_docid_descending_like_trec_eval():
     assert [line.split()[3] for line in lines] == ["1", "2", "3"]
 
 
+@pytest.mark.parametrize("docids, scores", [
+    (["c", "a", "b"], [3.0, 2.0, 1.0]),  # in order, as a stage writes it: kept without a sort
+    (["c", "a", "b", "d"], [3.0, 2.0, 2.0, 1.0]),  # a tie by docid ascending: reordered
+    (["a", "b"], [0.0, -0.0]),  # -0.0 ties with 0.0
+    (["a", "b", "c"], [1.0, 3.0, 2.0]),  # out of order
+    (["a", "b", "c"], ["2", 1, 3.5]),  # numbers of any type, kept as floats
+])
+def test_from_scores_gives_trec_eval_order_whatever_the_order_given(docids, scores):
+    """Pairs whose scores already fall strictly are not sorted again; every input still comes out in trec_eval's
+    order, as a whole sort gives it. (Passes before and after that change.)"""
+    ranking = QueryRanking.from_scores("1", iter(docids), iter(scores))
+    expected = sorted(zip(map(float, scores), docids), reverse=True)
+    assert list(zip(ranking.scores, ranking.docids)) == expected
+    assert all(type(score) is float for score in ranking.scores)
+
+
 @pytest.mark.parametrize("docids, scores, expected", [
     # exact ties (4-decimal scores) already by docid descending: the ranking as it is
     (["9", "8", "7", "5"], [2.5, 2.5, 2.5, 1.0], ["9", "8", "7", "5"]),
