@@ -20,8 +20,10 @@ keeps the model's own scores, so changing α re-scores nothing.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
+import operator
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -143,11 +145,21 @@ def interpolated(head: list[str], model_scores: dict[str, float], first_stage: d
 def head_over_tail(ranking: QueryRanking, scores: dict[str, float], **fields: Any) -> QueryRanking:
     """`ranking` with the documents of `scores` ordered by them and the rest below in their original order,
     one unit apart under the lowest score (the score stage's ranking; training's dev evaluation uses it too,
-    so that its figure is the one `score | eval` gives)."""
+    so that its figure is the one `score | eval` gives).
+
+    Only the head is sorted: the rest's scores fall strictly, from below the head's lowest, so trec_eval's order
+    (score, then docid, descending) keeps them where they stand; sorting them again with the head was a second
+    sort of every candidate the reader had sorted already. Scores too large for a unit to tell apart (past 2**53)
+    tie, and the whole ranking is sorted as it was."""
     rest = [d for d in ranking.docids if d not in scores]
     floor = min(scores.values(), default=0.0)
-    return QueryRanking.from_scores(ranking.qid, [*scores, *rest],
-                                    [*scores.values(), *(floor - i for i in range(1, len(rest) + 1))], **fields)
+    below = [floor - i for i in range(1, len(rest) + 1)]
+    if below and not (below[0] < floor and all(map(operator.gt, below, itertools.islice(below, 1, None)))):
+        return QueryRanking.from_scores(ranking.qid, [*scores, *rest], [*scores.values(), *below], **fields)
+    head = QueryRanking.from_scores(ranking.qid, scores, scores.values(), **fields)
+    head.docids += rest
+    head.scores += below
+    return head
 
 
 def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Reranker, depth: int,

@@ -72,6 +72,25 @@ def test_head_rescored_and_rest_kept_in_order_below():
     assert model.scored == 8 and stats.pairs == 8 and stats.queries == 2
 
 
+@pytest.mark.parametrize("head", [
+    {"d5": 2.0, "d1": 2.0, "d7": 0.5, "d3": 2.0},  # ties in the head: by docid descending
+    {"d2": -1.0, "d6": 4.0},
+    {"d0": 1e17, "d4": 1e17 + 64},  # past 2**53: the rest's scores tie, and are sorted with the head's
+    {},
+])
+def test_head_over_tail_gives_trec_eval_order_of_all_its_pairs(head):
+    """The head is sorted alone and the rest kept below it unsorted; the ranking is still the one a whole sort of
+    its pairs gives (trec_eval's order, whatever its input's). (Passes before and after that change.)"""
+    from rerank.score import head_over_tail
+
+    ranking = QueryRanking("q1", ["d3", "d9", "d1", "d0", "d8", "d2", "d4", "d6", "d5", "d7"], [0.0] * 10)
+    result = head_over_tail(ranking, head, tag="m")
+    assert sorted(result.docids) == sorted(ranking.docids)
+    assert list(zip(result.scores, result.docids)) == sorted(zip(result.scores, result.docids), reverse=True)
+    if head and max(head.values()) < 2**53:
+        assert result.docids[len(head):] == [d for d in ranking.docids if d not in head]
+
+
 def test_timings_appended_and_provenance_recorded():
     out, rankings, _ = _score(OverlapReranker(), depth=3)
     assert [t.stage for t in rankings[0].timings] == ["bm25", "overlap"]
