@@ -684,12 +684,13 @@ def sample_groups(queries: list[JudgedQuery], texts: dict[str, str], negatives: 
 
 @dataclass
 class Teacher:
-    """A teacher run: scores for the training candidates and, for the queries the training set does not
-    judge (e.g. unlabelled MS MARCO train queries), candidates to distil on, their text found through
-    the run's header as the score stage finds it."""
+    """A teacher run: scores for the training candidates (of the training queries it holds) and, for the queries
+    the training set does not judge (e.g. unlabelled MS MARCO train queries), candidates to distil on, their text
+    found through the run's header as the score stage finds it."""
 
-    scores: dict[str, dict[str, float]]
+    scores: dict[str, dict[str, float]]  # of the training queries it holds (the same queries), by id
     extra: list[tuple[str, str, list[str]]]  # (qid, query text, docids) of the unjudged queries
+    extra_scores: dict[str, dict[str, float]]  # theirs, by id: one may share its id with a training query
     texts: dict[str, str]
     documents: dict = field(default_factory=dict)  # what the unjudged queries were ranked over (Judged.documents)
 
@@ -697,24 +698,46 @@ class Teacher:
         """One epoch over the unjudged queries: `size` sampled candidates each, best teacher score first."""
         out = []
         for qid, query, docids in self.extra:
-            chosen = sorted(rng.sample(docids, min(size, len(docids))), key=self.scores[qid].__getitem__, reverse=True)
+            scores = self.extra_scores[qid]
+            chosen = sorted(rng.sample(docids, min(size, len(docids))), key=scores.__getitem__, reverse=True)
             out.append(Group(qid, query, [self.texts[d] for d in chosen], chosen, False))
         return out
 
+    def targets(self, group: Group) -> list[float] | None:
+        """The teacher's scores of a group's candidates, from its copy of the group's query (a labelled group's
+        training query, or the unjudged query it distils on); None where it does not score them all."""
+        scores = (self.scores if group.labelled else self.extra_scores).get(group.qid, {})
+        return [scores[d] for d in group.docids] if all(d in scores for d in group.docids) else None
 
-def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged: set[str],
-                 log: Callable[[str], None], train_name: str, dev: DevSet | None) -> Teacher:
-    """Teacher scores from a run; its unjudged queries with at least a group's candidates (and a best score
-    >= --teacher-min-score, to skip queries whose candidates are all off-topic) become distillation queries,
-    except the `dev` set's (the same id and words over the same documents), which are left out with a note: a
-    teacher run of every query of a collection is a normal thing to have, and distilling on its dev queries would
-    make early stopping and the dev figures no longer held out. A run that scores none of the training `queries`'
+
+def same_queries(queries: dict[str, str], documents: dict, others: dict[str, str], others_documents: dict) -> set[str]:
+    """The ids of the `queries` (id -> words, ranked over `documents`) that are `others`' too: the same id and words
+    over the same documents. An id alone names other words in another topics file of one's own, and another query
+    in another collection (CACM's and Vaswani's are both numbered from 1)."""
+    if documents != others_documents:
+        return set()
+    return {qid for qid, text in others.items() if qid in queries and query_digest(queries[qid]) == query_digest(text)}
+
+
+def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], training: Judged,
+                 log: Callable[[str], None], dev: DevSet | None) -> Teacher:
+    """Teacher scores from a run: those of the `training` queries it holds (the same id and words over the same
+    documents) for their groups, and its other queries with at least a group's candidates (and a best score
+    >= --teacher-min-score, to skip queries whose candidates are all off-topic) as distillation queries, except the
+    `dev` set's (the same rule), which are left out with a note: a teacher run of every query of a collection is a
+    normal thing to have, and distilling on its dev queries would make early stopping and the dev figures no longer
+    held out. A query with a training query's id but other words or documents is another query: its scores would be
+    wrong targets for the training query's groups, so it is distilled on as a query of its own, with a note. A run
+    whose header names nothing to find its queries' words by (`rerank cat --trec` drops it) is told by ids alone: its
+    queries with judged ids are taken as the training queries (a teacher's scores of the training candidates
+    written by another tool), the others cannot be distilled on. A run that scores none of the training `queries`'
     candidates and adds no query would teach nothing."""
     from .docstore import doc_store_for, queries_for
+    from .evaluate.session import some_ids
 
     with open_run_file(path) as handle:  # TrainArgs.check found it
         run = load_run(handle, path)
-    group_size, min_score = 1 + args.negatives, args.teacher_min_score
+    group_size, min_score, train_name = 1 + args.negatives, args.teacher_min_score, training.name
     if args.dev in dataset_names() and run.header.dataset == args.dev:
         # its queries are the dev data set's, whose judged ones would be left out below and the rest teach next to
         # nothing: said plainly
@@ -725,46 +748,69 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], judged:
     if run.header.dataset not in (None, train_name) and train_name in dataset_names():
         log(f"warning: teacher run {path} is a run of {run.header.dataset}, not of {train_name}: its unjudged "
             "queries are trained on")
-    scores = {qid: dict(zip(r.docids, r.scores)) for qid, r in run.queries.items()}
-    unjudged = [qid for qid, r in run.queries.items() if qid not in judged and len(r.docids) >= group_size
+    all_scores = {qid: dict(zip(r.docids, r.scores)) for qid, r in run.queries.items()}
+    training_words = {q.qid: q.text for q in training.queries}  # the held-out ones too: never distilled on
+    eligible = [qid for qid, r in run.queries.items() if len(r.docids) >= group_size
                 and (min_score is None or max(r.scores) >= min_score)]
     extra: list[tuple[str, str, list[str]]] = []
-    left_out: list[str] = []  # the dev set's queries among them
+    dev_left_out: list[str] = []  # the dev set's queries among them
+    other: list[str] = []  # its queries under training queries' ids that are other queries
     texts: dict[str, str] = {}
     documents: dict = {}
-    if unjudged:
+    names_texts = any(run.header.get(key) for key in ("dataset", "topics", "index", "corpus"))
+    if not names_texts and all(qid in training_words or qid in training.qrels for qid in eligible):
+        same = set(run.queries) & {*training_words, *training.qrels}  # ids alone tell its queries
+    else:
         # train has no --topics/--corpus: the texts of a teacher's own queries come through its header only
         remedy = (f"the teacher run {path} needs a '# ' header naming a data set known here, or its topics and "
                   "corpus files (`rerank cat --trec` drops the header)")
         topics = queries_for(run.header, remedy=remedy)
         store = doc_store_for(run.header, remedy=remedy)
-        texts = store.texts({d for qid in unjudged for d in run.queries[qid].docids})
         documents = ranked_over(run.header.dataset, store)
-        dev_queries = ({q.qid: query_digest(q.text) for q in dev.queries}
-                       if dev is not None and dev.documents == documents else {})
+        same = same_queries(topics, documents, training_words, training.documents) & set(run.queries)
+        other = [qid for qid in run.queries if qid in training_words and qid not in same]
+        dev_queries = (same_queries(topics, documents, {q.qid: q.text for q in dev.queries}, dev.documents)
+                       if dev is not None else set())
+        unjudged = [qid for qid in eligible if qid not in same]
+        texts = store.texts({d for qid in unjudged for d in run.queries[qid].docids})
         for qid in unjudged:
             docids = [d for d in run.queries[qid].docids if d in texts]
             if qid in topics and len(docids) >= group_size:
-                if dev_queries.get(qid) == query_digest(topics[qid]):
-                    left_out.append(qid)
+                if qid in dev_queries:
+                    dev_left_out.append(qid)
                 else:
                     extra.append((qid, topics[qid], docids))
+    scores = {qid: all_scores[qid] for qid in same}
     if not extra and not any(d in scores.get(q.qid, ()) for q in queries for d in (*q.positives, *q.negatives)):
+        holds = [f"{counted(len(dev_left_out), 'dev query', 'dev queries')} of --dev {args.dev}, left out"
+                 ] if dev_left_out else []
+        holds += [f"{counted(len(other), 'other query', 'other queries')} under training queries' ids"] if other else []
         raise DataError(f"teacher run {path} scores none of the training candidates of {train_name} and has no "
                         f"other query with {group_size} candidates (--negatives + 1) to distil on"
                         + (" whose best score reaches --teacher-min-score" if min_score is not None else "")
-                        + (f" (it holds {counted(len(left_out), 'dev query', 'dev queries')} of --dev {args.dev}, "
-                           "left out)" if left_out else ""))
-    if left_out:  # after the refusal above, which then stands alone on its line
-        from .evaluate.session import some_ids
-
-        log(f"note: {counted(len(left_out), 'query', 'queries')} of the teacher run {path} "
-            f"{verb(len(left_out), 'is a dev query', 'are dev queries')} (--dev {args.dev}) {some_ids(left_out)}, "
-            "left out of distillation so that early stopping and the dev figures stay held out")
+                        + (f" (it holds {'; '.join(holds)})" if holds else ""))
+    # said after the refusal above, which then stands alone on its line
     groups = [(q, positive) for q in queries if q.negatives for positive in q.positives]  # the groups of an epoch
     covered = sum(all(d in scores.get(q.qid, ()) for d in (positive, *q.negatives)) for q, positive in groups)
     log(f"teacher run {path} scores every candidate of {covered} of the {len(groups)} training groups")
-    return Teacher(scores, extra, texts, documents)
+    if dev_left_out:
+        log(f"note: {counted(len(dev_left_out), 'query', 'queries')} of the teacher run {path} "
+            f"{verb(len(dev_left_out), 'is a dev query', 'are dev queries')} (--dev {args.dev}) "
+            f"{some_ids(dev_left_out)}, left out of distillation so that early stopping and the dev figures stay "
+            "held out")
+    trained_left_out = [qid for qid in eligible if qid in same and qid in training_words]
+    if trained_left_out:
+        held_out = set(trained_left_out) - {q.qid for q in queries}  # by --dev-fraction or --dev-fold
+        log(f"note: {counted(len(trained_left_out), 'query', 'queries')} of the teacher run {path} "
+            f"{verb(len(trained_left_out), 'is a training query', 'are training queries')} of {train_name} "
+            f"{some_ids(trained_left_out)}, left out of distillation: their judgements train them"
+            + (f" ({len(held_out)} held out for dev)" if held_out else ""))
+    if other:
+        log(f"note: {counted(len(other), 'query', 'queries')} of the teacher run {path} "
+            f"{verb(len(other), 'has the id of a training query', 'have the ids of training queries')} of {train_name} "
+            f"but {verb(len(other), 'is another query', 'are other queries')} (other words, or ranked over other "
+            f"documents) {some_ids(other)}: {verb(len(other), 'its', 'their')} scores teach no training group")
+    return Teacher(scores, extra, {qid: all_scores[qid] for qid, _, _ in extra}, texts, documents)
 
 
 # --------------------------------------------------------------------------------------------- the loop
@@ -1053,8 +1099,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     if args.negatives > most:  # groups of repeated negatives only; a huge count would fill memory sampling them
         raise UsageError(f"--negatives {args.negatives}: no training query of {training.name} has more than "
                          f"{most} non-relevant candidates; give at most {most}")
-    judged = {q.qid for q in queries} | set(training.qrels)
-    teacher = read_teacher(args.teacher, args, queries, judged, log, training.name, dev) if args.teacher else None
+    teacher = read_teacher(args.teacher, args, queries, training, log, dev) if args.teacher else None
     if teacher is not None and teacher.extra:
         log(f"distilling also on {len(teacher.extra)} unjudged queries of the teacher run")
     epoch_size = sum(len(q.positives) for q in queries if q.negatives) + (len(teacher.extra) if teacher else 0)
@@ -1194,10 +1239,10 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                 labelled = [i for i, g in enumerate(batch) if g.labelled]
                 loss = group_loss(scores[labelled], args.loss) if labelled else scores.sum() * 0.0
                 if teacher is not None:
-                    rows = [i for i, g in enumerate(batch) if all(d in teacher.scores.get(g.qid, {}) for d in g.docids)]
+                    targets = [teacher.targets(g) for g in batch]
+                    rows = [i for i, t in enumerate(targets) if t is not None]
                     if rows:
-                        target = args.teacher_scale * torch.tensor(
-                            [[teacher.scores[batch[i].qid][d] for d in batch[i].docids] for i in rows], device=device)
+                        target = args.teacher_scale * torch.tensor([targets[i] for i in rows], device=device)
                         loss = loss + args.distill_weight * distill_loss(scores[rows], target, args.distill)
                 optimizer.zero_grad()
                 loss.backward()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -327,15 +328,18 @@ def test_a_teacher_run_of_every_query_distils_on_none_of_the_dev_queries(own_col
 @pytest.mark.parametrize("held_out", [("--dev-fraction", "0.25"), ("--dev-fold", "2/3")])
 def test_training_queries_held_out_for_dev_are_not_distilled_on(own_collection, rerank_module, held_out):
     """The training queries held out for dev (--dev-fraction, --dev-fold) are judged in --qrels: a teacher run of
-    every query, which holds them, does not make them distillation queries."""
+    every query, which holds them, does not make them distillation queries, and says so."""
     folder, split = own_collection
     output = f"held-out-{held_out[0].removeprefix('--dev-')}"
-    rerank_module("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", *held_out,
-                  "--teacher", "all.run", *STEPS, "-o", output, cwd=folder)
+    said = rerank_module("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", *held_out,
+                         "--teacher", "all.run", *STEPS, "-o", output, cwd=folder).stderr
     record = training_record(folder / output)
     held = set(record["held_out_qids"])
     distilled = set(record["query_space"]["distilled"]["text_sha256"])
     assert held and held <= set(split["train"]) and not held & distilled
+    assert (f"rerank: note: 30 queries of the teacher run all.run are training queries of all.run (1, 2, 3, 4, 5, 6, "
+            f"7, 8, 9, 10 ...), left out of distillation: their judgements train them ({len(held)} held out for dev)"
+            ) in said
     assert set(split["dev"]) <= distilled  # what it does distil on: qrels/train.tsv judges the dev split's none
 
 
@@ -377,3 +381,74 @@ def test_a_teacher_run_over_the_dev_data_set_s_documents_that_names_no_data_set(
     assert refused.returncode != 0 and refused.stderr == (f"rerank: error: teacher run {named} is a run of the dev set "
                                                           "trecqa-dev: training on its queries would leak into early "
                                                           "stopping\n")
+
+
+def test_a_teacher_s_queries_under_training_ids_are_told_by_their_words_and_documents(own_collection, rerank_module,
+                                                                                    vaswani_index, data_root):
+    """A teacher run's queries were told from the training queries by id alone: those numbered as judged training
+    queries were left out of distillation in silence, and their scores were taken as the training groups' targets,
+    though they were other queries (here Vaswani's words under CACM's training ids, scoring the training candidates;
+    or CACM's queries over Vaswani's documents). Only the same id and words over the same documents are the training
+    query: other queries are distilled on and teach no training group, with a note naming them."""
+    from rerank.data import get_dataset
+
+    folder, split = own_collection
+    trained = set(split["train"])
+
+    def distil(teacher: str, output: str) -> tuple[str, set[str]]:
+        done = rerank_module("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", "--teacher",
+                             teacher, "--steps", "2", "--negatives", "2", "--batch-groups", "2", "--threads", "1",
+                             "-o", output, cwd=folder)
+        return done.stderr, set((training_record(folder / output)["query_space"]["distilled"] or {}).get(
+            "text_sha256", ()))
+
+    vaswani = get_dataset("vaswani", data_root).topics()
+    cacm = [json.loads(line) for line in (folder / "queries.jsonl").read_text().splitlines()]
+    (folder / "other-train.jsonl").write_text("".join(
+        json.dumps({"_id": q["_id"], "text": vaswani[q["_id"]] if q["_id"] in trained else q["text"]}) + "\n"
+        for q in cacm))
+    # the training candidates scored for other words under the training queries' ids
+    (folder / "other-train.run").write_text(rerank_module(
+        "score", "--model", "tk", "--checkpoint", "ck", "--depth", "10", "--topics", "other-train.jsonl", "all.run",
+        cwd=folder).stdout)
+    said, distilled = distil("other-train.run", "ids-other-words")
+    assert ("rerank: note: 30 queries of the teacher run other-train.run have the ids of training queries of all.run "
+            "but are other queries (other words, or ranked over other documents) (") in said
+    assert "teacher run other-train.run scores every candidate of 0 of the " in said  # not the training queries' scores
+    assert "distilling also on 64 unjudged queries of the teacher run" in said and trained <= distilled
+    assert "left out of distillation" not in said
+    # CACM's queries over Vaswani's documents, numbered as CACM's: other queries too
+    (folder / "vaswani.run").write_text(rerank_module("retrieve", vaswani_index, "--topics", "queries.jsonl", "--k",
+                                                      "10", "--threads", "1", cwd=folder).stdout)
+    said, distilled = distil("vaswani.run", "ids-other-documents")
+    assert "30 queries of the teacher run vaswani.run have the ids of training queries of all.run" in said
+    assert trained <= distilled
+    # the training queries themselves: left out of distillation, said, and their scores teach their groups
+    said, distilled = distil("all.run", "ids-same")
+    assert ("rerank: note: 30 queries of the teacher run all.run are training queries of all.run (1, 2, 3, 4, 5, 6, 7, "
+            "8, 9, 10 ...), left out of distillation: their judgements train them") in said
+    assert "have the ids of training queries" not in said and not trained & distilled
+    assert re.search(r"teacher run all.run scores every candidate of (\d+) of the \1 training groups", said)
+    # a run without a header (as another tool writes a teacher's scores of the training candidates): its ids alone
+    with open(folder / "all.run") as handle:
+        every = load_run(handle, "all.run")
+    with open(folder / "plain.run", "w") as handle, RunWriter(handle, RunHeader()) as out:
+        for qid in split["train"]:
+            out.write(every.queries[qid])
+    (folder / "plain.run").write_text("".join(line for line in (folder / "plain.run").read_text().splitlines(True)
+                                              if not line.startswith("#")))
+    said, distilled = distil("plain.run", "ids-alone")
+    assert "30 queries of the teacher run plain.run are training queries of all.run (" in said and not distilled
+    assert re.search(r"teacher run plain.run scores every candidate of (\d+) of the \1 training groups", said)
+    # other words under the training ids, too few candidates each to distil on: refused, saying what it holds
+    (folder / "other-train-only.jsonl").write_text("".join(json.dumps({"_id": q, "text": vaswani[q]}) + "\n"
+                                                           for q in split["train"]))
+    (folder / "too-few.run").write_text(rerank_module("retrieve", "cacm-own", "--topics", "other-train-only.jsonl",
+                                                      "--k", "2", "--threads", "1", cwd=folder).stdout)
+    refused = rerank_module("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", "--teacher",
+                            "too-few.run", "--steps", "2", "--negatives", "2", "-o", "too-few", check=False, cwd=folder)
+    assert refused.returncode != 0 and not (folder / "too-few").exists()
+    assert refused.stderr.splitlines()[-1] == (
+        "rerank: error: teacher run too-few.run scores none of the training candidates of all.run and has no other "
+        "query with 3 candidates (--negatives + 1) to distil on (it holds 30 other queries under training queries' "
+        "ids)")
