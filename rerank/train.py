@@ -710,13 +710,20 @@ class Teacher:
         return [scores[d] for d in group.docids] if all(d in scores for d in group.docids) else None
 
 
-def same_queries(queries: dict[str, str], documents: dict, others: dict[str, str], others_documents: dict) -> set[str]:
-    """The ids of the `queries` (id -> words, ranked over `documents`) that are `others`' too: the same id and words
-    over the same documents. An id alone names other words in another topics file of one's own, and another query
-    in another collection (CACM's and Vaswani's are both numbered from 1)."""
-    if documents != others_documents:
-        return set()
-    return {qid for qid, text in others.items() if qid in queries and query_digest(queries[qid]) == query_digest(text)}
+def same_queries(run: Run, topics: dict[str, str], documents: dict, store: DocStore, others: dict[str, str],
+                 others_documents: dict, others_texts: dict[str, str]) -> set[str]:
+    """The ids of `run`'s queries (their words in `topics`, ranked over `documents`, whose texts `store` holds) that
+    are `others`' too (id -> words, ranked over `others_documents`, some of whose texts are `others_texts`): the same
+    id and words over the same documents. An id alone names other words in another topics file of one's own, and
+    another query in another collection (CACM's and Vaswani's are both numbered from 1). Documents described
+    otherwise (a data set's, and a corpus file written from it) are the same where the texts of those both queries
+    rank are: a name cannot tell them apart."""
+    words = {qid for qid, text in others.items()
+             if qid in run.queries and qid in topics and query_digest(topics[qid]) == query_digest(text)}
+    if not words or documents == others_documents:
+        return words
+    shared = {d for qid in words for d in run.queries[qid].docids if d in others_texts}
+    return words if shared and store.texts(shared) == {d: others_texts[d] for d in shared} else set()
 
 
 def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], training: Judged,
@@ -767,10 +774,10 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], trainin
         topics = queries_for(run.header, remedy=remedy)
         store = doc_store_for(run.header, remedy=remedy)
         documents = ranked_over(run.header.dataset, store)
-        same = same_queries(topics, documents, training_words, training.documents) & set(run.queries)
+        same = same_queries(run, topics, documents, store, training_words, training.documents, training.texts)
         other = [qid for qid in run.queries if qid in training_words and qid not in same]
-        dev_queries = (same_queries(topics, documents, {q.qid: q.text for q in dev.queries}, dev.documents)
-                       if dev is not None else set())
+        dev_queries = (same_queries(run, topics, documents, store, {q.qid: q.text for q in dev.queries},
+                                    dev.documents, dev.texts) if dev is not None else set())
         unjudged = [qid for qid in eligible if qid not in same]
         texts = store.texts({d for qid in unjudged for d in run.queries[qid].docids})
         for qid in unjudged:

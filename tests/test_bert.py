@@ -667,7 +667,9 @@ def test_qrels_read_from_a_pipe_train_and_have_no_digest(tiny_bert, tmp_path, da
 
 def test_a_teacher_of_a_training_run_file_that_names_no_data_set(tiny_bert, tmp_path, data_root, monkeypatch):
     """A headerless training run (its files passed) has no data set to hold a teacher run's against: no warning
-    that the teacher is 'a run of trecqa-dev, not of plain.run' when nothing says the two differ."""
+    that the teacher is 'a run of trecqa-dev, not of plain.run' when nothing says the two differ. Its queries are
+    the training queries (the same words over documents of the same texts, though named otherwise): their scores
+    teach every training group, and they are not distilled on as queries of their own."""
     monkeypatch.setenv("RERANK_DATA", str(data_root))
     from rerank.data import get_dataset
 
@@ -688,7 +690,10 @@ def test_a_teacher_of_a_training_run_file_that_names_no_data_set(tiny_bert, tmp_
                             batch_groups=2, negatives=2, model_options={"base": str(tiny_bert), "max_length": 32}),
           log=messages.append)
     assert not [m for m in messages if "is a run of" in m], messages
-    assert any(m.startswith(f"teacher run {teacher} scores every candidate of") for m in messages), messages
+    covered = [m for m in messages if m.startswith(f"teacher run {teacher} scores every candidate of")]
+    assert len(covered) == 1 and re.fullmatch(r".* of (\d+) of the \1 training groups", covered[0]), messages
+    assert not [m for m in messages if "ids of training queries" in m], messages
+    assert [m for m in messages if re.search(r"are training queries of .*, left out of distillation", m)], messages
 
 
 def test_bad_training_data(tmp_path, rerank):
