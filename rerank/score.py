@@ -36,7 +36,7 @@ from .normalise import zscores
 from .paths import cache_dir
 from .progress import Progress
 from .retrieve.store import described, origin
-from .runs import QueryRanking, Stream, Timing, file_fields, used_packages
+from .runs import QueryRanking, Stream, Timing, file_fields, stored_vectors_packages, used_packages
 
 CACHE_FILE = "scores.sqlite"
 
@@ -267,10 +267,11 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     trained, chosen = seen_in_training(model, stream.header.dataset, store, queries)
     # Files given for the texts go into the header, so the next stage (or eval) finds them as this one did
     files = file_fields(topics=topics or None, corpus=corpus or None)
-    # the packages' versions beside the provenance, not in it: they describe, and key no cache (`used_packages`)
+    # the packages' versions (its own, and those that encoded the stored vectors it reads) beside the provenance, not
+    # in it: they describe, and key no cache (`used_packages`)
     header = stream.header.with_stage({"name": stage, "stage": "score", "depth": depth, "cache": cache,
                                        "skip_missing": skip_missing, **stage_provenance(model),
-                                       **used_packages(model.packages),
+                                       **used_packages(model.packages), **stored_vectors_packages(model.encoded_with()),
                                        **({"interpolate": interpolate} if interpolate is not None else {})}, **files)
 
     def rankings() -> Iterator[QueryRanking]:
