@@ -14,12 +14,15 @@ from typing import Callable, Iterable, Protocol
 
 from .data import dataset_names, files_dataset, get_dataset
 from .data.formats import distinct_ids, read_topics, refuse_pipe
-from .errors import DataError, UsageError
+from .errors import DataError, MissingIndexError, UsageError
 from .paths import file_digest
-from .retrieve.store import described, index_folder, origin, outdated, recorded_origin
+from .retrieve.store import IndexInfo, described, index_folder, origin, outdated, recorded_origin, searched_build
 from .runs import RunHeader
 
 PASS_FILES = "pass --topics/--corpus"  # the remedy for the score stage; callers without those options give their own
+# in a score stage's entry: the build of the Lucene index whose stored texts it scored (as a search of it records its
+# `index_build`), so a run re-scored after a rebuild says it read another build's texts than the one retrieved from
+TEXTS_BUILD_KEY = "texts_index_build"
 
 
 class DocStore(Protocol):
@@ -64,6 +67,15 @@ class IndexStore:
     @functools.cached_property
     def origin(self) -> dict:  # what the index was built from ({} if not built here: opening it says so)
         return recorded_origin(self._name, ("lucene",))
+
+    @functools.cached_property
+    def build(self) -> str | None:
+        """Which build of the index its texts are read from (`store.searched_build`), from its manifest, without
+        opening the index; None if none is built here (opening it says so) or its manifest is unreadable."""
+        try:
+            return searched_build(IndexInfo.read(index_folder(self._name) / "lucene", self._name, "lucene"))
+        except (MissingIndexError, DataError, OSError):
+            return None
 
     def texts(self, docids: Iterable[str]) -> dict[str, str]:
         return self._index.texts(docids)

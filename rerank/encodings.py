@@ -6,7 +6,8 @@ Layout of `indexes/NAME/<model>-<checkpoint hash[:12]>/`:
     lengths.i32    tokens per document (int32), so offsets are their running sum
     docids.txt     one docid per line, in the same order
     manifest.json  model, checkpoint hash and path, the model's scores version (base.SCORES_VERSIONS), the
-                   documents' source (data set or corpus file, with the files' states), dim, documents/tokens
+                   documents' source (data set or corpus file, with the files' states), the versions of the
+                   packages that encoded them (`encoded_with`: the model's `packages`), dim, documents/tokens
                    written so far, complete flag, and at completion the sha256 of vectors.f16
 
 Encoding appends chunk by chunk and rewrites the manifest (atomically) after each chunk, so an
@@ -24,6 +25,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from . import installed_versions
 from .atomic import atomic_output
 from .errors import DataError, MissingIndexError, UsageError
 from .locks import exclusive
@@ -31,6 +33,7 @@ from .models.base import SCORES_VERSIONS
 from .paths import file_sha256, indexes_dir, read_json_object
 from .progress import Progress
 from .retrieve.store import described, made_from, origin, outdated, source_state
+from .runs import ENCODED_WITH_KEY
 
 MANIFEST = "manifest.json"
 VECTORS, LENGTHS, DOCIDS = "vectors.f16", "lengths.i32", "docids.txt"
@@ -209,6 +212,7 @@ def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], 
     """encode_collection, with the store's lock held."""
     model, checkpoint_hash = reranker.name, reranker.checkpoint_hash
     done_docs = done_tokens = 0
+    encoded_with: dict | None = installed_versions(*reranker.packages)
     if (folder / MANIFEST).is_file() and not overwrite:
         manifest = read_manifest(folder)
         if manifest.get("checkpoint_hash") != checkpoint_hash or manifest.get("model") != model:
@@ -224,6 +228,11 @@ def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], 
         if manifest.get("complete"):
             check_files(folder, manifest)
             return manifest
+        recorded = manifest.get(ENCODED_WITH_KEY)
+        if recorded is not None and recorded != encoded_with:  # resumed, its record would be true of half of them
+            raise UsageError(f"{folder} holds encodings begun under other package versions ({_versions(recorded)}; "
+                             f"now {_versions(encoded_with)}); pass --overwrite to encode them all again")
+        encoded_with = recorded  # the same; or None, begun by a rerank that kept no record: unknown
         done_docs, done_tokens = int(manifest["documents"]), int(manifest["tokens"])
     elif folder.exists():
         for leftover in (VECTORS, LENGTHS, DOCIDS, MANIFEST):
@@ -232,8 +241,8 @@ def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], 
     dim = reranker.module.config.width
     manifest = {"version": STORE_VERSION, "name": name, "model": model, "checkpoint": str(reranker.folder),
                 "checkpoint_hash": checkpoint_hash, "scores_version": reranker.scores_version, "source": source,
-                "dim": dim, "dtype": "float16", "documents": done_docs, "tokens": done_tokens, "total": total,
-                "complete": False}
+                **({ENCODED_WITH_KEY: encoded_with} if encoded_with else {}), "dim": dim, "dtype": "float16",
+                "documents": done_docs, "tokens": done_tokens, "total": total, "complete": False}
     _truncate(folder, manifest)
     bar = Progress(f"encoding {name} with {model}", "doc", total, initial=done_docs, enabled=progress)
     pending: list[tuple[str, str]] = []
@@ -270,6 +279,11 @@ def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], 
                     bytes_per_token=dim * 2)
     _write_manifest(folder, manifest)
     return manifest
+
+
+def _versions(record: dict) -> str:
+    """An `encoded_with` record in words: 'numpy 2.1.0, torch 2.5.1'."""
+    return ", ".join(f"{package} {version}" for package, version in sorted(record.items()))
 
 
 def _truncate(folder: Path, manifest: dict) -> None:

@@ -18,7 +18,10 @@
     ...
 
 Each run file records a fingerprint of its stage's parameters and of everything upstream, so a
-re-run reuses a run whose fingerprint is unchanged and recomputes the rest.
+re-run reuses a run whose fingerprint is unchanged and recomputes the rest. Its stage's entry names the pipeline
+file that ran it, with the sha256 of its content (`pipeline`, `pipeline_sha256`), which describes and keys nothing:
+a file that only gains a comment makes no saved run out of date, and those runs keep naming the content they were
+made by.
 """
 
 from __future__ import annotations
@@ -40,10 +43,10 @@ from .evaluate.measures import label_among, parse_measures, sort_among
 from .evaluate.session import evaluate_runs, judgements_for
 from .evaluate.significance import CORRECTIONS, TESTS
 from .models.base import SCORES_VERSIONS
-from .paths import file_state, runs_dir
+from .paths import file_sha256, file_state, runs_dir
 from .retrieve import api
 from .retrieve.store import MANIFEST, IndexInfo, build_command, source_state
-from .runs import END_TEXT, Run, RunReader, Stream, load_run
+from .runs import END_TEXT, PIPELINE_KEY, Run, RunReader, Stream, load_run
 from .score import MODEL_OPTIONS
 
 # kind -> "module:function"; the function takes (dataset, stage parameters, input stream or None) and
@@ -525,6 +528,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
     if built is not None and not api.manifest_folder(dataset, built, _index_table_options(spec)).is_dir():
         api.build_index(dataset, built, **_index_table_options(spec))
     fingerprints: dict[str, str] = {}
+    made_by = {PIPELINE_KEY: str(Path(path).resolve()), f"{PIPELINE_KEY}_sha256": file_sha256(Path(path))}
     for stage in spec["stage"]:
         params = _stage_parameters(stage)
         name, upstream = stage["name"], stage.get("input")
@@ -548,6 +552,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
         try:
             stream = stage_function(stage["kind"])(dataset, params, source)
             stream.header.fields["fingerprint"] = fingerprint
+            stream.header.stages[-1].update(made_by)  # beside the fingerprint, not in it: it describes the stage
             with atomic_output(target) as out:
                 stream.write(out)
         except RerankError as error:  # what only running finds (a model's position table, a server's answer)

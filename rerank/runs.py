@@ -12,7 +12,9 @@ Format (every extension is a `#` comment line, so it survives `tee`, `grep` and 
 
 - Header: `# key: JSON` lines before the first record; `stage` repeats, one per stage, in order, each entry with
   the `rerank_version` that ran it (and a score or dense stage's `packages`: the versions of torch, transformers or
-  faiss it computed with); a file a stage read is named with its content's sha256 (`topics_sha256`).
+  faiss it computed with, and a stage that read stored vectors the versions that encoded them, `encoded_with`; a
+  stage `rerank run` ran, its `pipeline` file and `pipeline_sha256`); a file a stage read is named with its content's
+  sha256 (`topics_sha256`).
 - Timing: `# time: QID STAGE MS DEPTH` — milliseconds one stage spent on one query and how many candidates
   it handled; written just before that query's records, so a stage can emit them as it streams. A query
   the stage found nothing for has its time lines and no records; readers give it an empty ranking.
@@ -50,6 +52,10 @@ TIME_KEY = "time"
 TEXT_FIELDS = ("dataset", "index", "topics", "corpus", "qrels")  # header fields that name a data set, index or file
 VERSION_KEY = "rerank_version"  # in each stage entry: the version of rerank that ran the stage
 PACKAGES_KEY = "packages"  # in a stage entry that computed with torch, transformers or faiss: their versions
+# in a manifest of stored vectors (a dense index's, TK's encodings): the versions of the packages that encoded them;
+# in the stage entry that read them: the same record, beside its own `packages`
+ENCODED_WITH_KEY = "encoded_with"
+PIPELINE_KEY = "pipeline"  # in a stage entry `rerank run` wrote: the pipeline file's path (and `pipeline_sha256`)
 CUT_KEY = "cut"  # header field: what `rerank cat --first/--depth` kept of a stream ({"queries": N, "depth": K})
 MSMARCO_TAG = "msmarco"  # the tag of a run read from MS MARCO's 'qid docid rank' lines, which carry none
 RANX_TAG = "ranx"  # the tag of a run read from ranx's JSON, which carries none
@@ -193,6 +199,15 @@ def used_packages(modules: Iterable[str]) -> dict[str, dict[str, str | None]]:
 
     versions = installed_versions(*modules)
     return {PACKAGES_KEY: versions} if versions else {}
+
+
+def stored_vectors_packages(versions: object) -> dict[str, dict]:
+    """A stage entry's `encoded_with`: the package versions that encoded the stored vectors it read (a dense index's,
+    TK's encodings), as their build recorded them; none for a stage that read none, or vectors stored by a rerank
+    that recorded none. Vectors encoded under another torch than the stage's own `packages` may differ in the 5th
+    decimal from what it computes; a reviewer holding the run alone can tell. It describes and keys nothing, as
+    `packages` does (`used_packages`)."""
+    return {ENCODED_WITH_KEY: versions} if isinstance(versions, dict) and versions else {}
 
 
 def _parse_header_line(header: RunHeader, text: str, source: str, line_no: int) -> None:

@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .docstore import DocStore, IndexStore, doc_store_for, queries_for
+from .docstore import TEXTS_BUILD_KEY, DocStore, IndexStore, doc_store_for, queries_for
 from .errors import DataError, UsageError, counted, verb
 from .models.base import Reranker, load_model
 from .normalise import zscores
 from .paths import cache_dir
 from .progress import Progress
 from .retrieve.store import described, origin
-from .runs import QueryRanking, Stream, Timing, file_fields, used_packages
+from .runs import QueryRanking, Stream, Timing, file_fields, stored_vectors_packages, used_packages
 
 CACHE_FILE = "scores.sqlite"
 
@@ -279,10 +279,13 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     trained, chosen = seen_in_training(model, stream.header.dataset, store, queries)
     # Files given for the texts go into the header, so the next stage (or eval) finds them as this one did
     files = file_fields(topics=topics or None, corpus=corpus or None)
-    # the packages' versions beside the provenance, not in it: they describe, and key no cache (`used_packages`)
+    # the packages' versions (its own, and those that encoded the stored vectors it reads) and the build of the index
+    # its texts come from, beside the provenance, not in it: they describe, and key no cache (`used_packages`)
+    texts_build = store.build if isinstance(store, IndexStore) else None
     header = stream.header.with_stage({"name": stage, "stage": "score", "depth": depth, "cache": cache,
                                        "skip_missing": skip_missing, **stage_provenance(model),
-                                       **used_packages(model.packages),
+                                       **used_packages(model.packages), **stored_vectors_packages(model.encoded_with()),
+                                       **({TEXTS_BUILD_KEY: texts_build} if texts_build else {}),
                                        **({"interpolate": interpolate} if interpolate is not None else {})}, **files)
 
     def rankings() -> Iterator[QueryRanking]:

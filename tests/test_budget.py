@@ -581,7 +581,8 @@ def test_runs_of_one_model_scored_by_another_rerank_are_one_curve(tmp_path):
 def test_runs_of_one_model_scored_under_other_packages_are_one_curve(tmp_path):
     """A score stage records the torch, transformers and tokenizers it scored with, for a reviewer; like the rerank
     that ran it, they do not make another curve: one model at three depths, one scored under another torch and one
-    by an older rerank that recorded none, is one curve of three points."""
+    by an older rerank that recorded none, is one curve of three points. So do those that encoded its stored vectors
+    and the pipeline file that ran it."""
     import tokenizers
     import torch
     import transformers
@@ -601,6 +602,7 @@ def test_runs_of_one_model_scored_under_other_packages_are_one_curve(tmp_path):
                                                      "tokenizers": tokenizers.__version__}
     runs[1].header.stages[-1]["packages"]["torch"] = "2.0.0"
     del runs[2].header.stages[-1]["packages"]
+    runs[1].header.stages[-1].update(encoded_with={"torch": "2.0.0"}, pipeline="/p.toml", pipeline_sha256="ab")
     points, _ = budget.measure_points(runs, "nDCG@10")
     assert [(p.model, p.depth) for p in points] == [("minilm-bi", 2), ("minilm-bi", 3), ("minilm-bi", 4)]
 

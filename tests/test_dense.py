@@ -921,3 +921,94 @@ def test_a_dense_build_through_the_cli_skips_and_counts_documents_without_title_
     run = load_run(io.StringIO(rerank("retrieve", "blankcli", "--backend", "dense", "--encoder", tiny_encoder,
                                       "--topics", str(topics), "--k", "10").stdout), "dense")
     assert sorted(run.queries["1"].docids) == ["a", "c"]
+
+
+def test_a_dense_index_records_the_packages_that_encoded_it_and_its_runs_name_them(home, cacm_slice,  # noqa: F811
+                                                                                   tiny_encoder, tmp_path):
+    """A dense stage's `packages` named the torch that embedded its queries and the faiss that searched, not what
+    encoded the corpus: vectors built under another torch (another machine's, months before) passed for the
+    search's own. The manifest now records the versions that encoded them (`encoded_with`), which a search names
+    beside its own; an --overwrite that takes the vectors keeps their record, and an index built before records were
+    kept is searched as before, naming none."""
+    import torch
+
+    from rerank import installed_versions
+    from rerank.retrieve import api, dense
+
+    docs = _documents(cacm_slice, 20)
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"id": d.docid, "contents": d.contents}) + "\n" for d in docs))
+    source = {"corpus": str(corpus)}
+    info = dense.build("encodedwith", iter(docs), source, encoder=tiny_encoder)
+    versions = installed_versions("faiss", "torch", "transformers", "tokenizers")
+    assert info.source["encoded_with"] == versions and all(versions.values())
+    manifest = home / "indexes" / "encodedwith" / "dense" / "rerank-index.json"
+
+    def searched() -> dict:
+        stream = api.retrieve("encodedwith", "dense", k=3, topics=str(cacm_slice / "topics.tsv"), encoder=tiny_encoder)
+        assert all(len(ranking) == 3 for ranking in stream.rankings)
+        return stream.header.stages[-1]
+
+    assert searched()["encoded_with"] == versions == searched()["packages"]
+    record = json.loads(manifest.read_text())
+    record["source"]["encoded_with"] = {**versions, "torch": "1.13.0"}  # encoded elsewhere, under another torch
+    manifest.write_text(json.dumps(record))
+    entry = searched()
+    assert entry["encoded_with"]["torch"] == "1.13.0" and entry["packages"]["torch"] == torch.__version__
+    info = dense.build("encodedwith", iter(docs), source, encoder=tiny_encoder, hnsw=8, overwrite=True)
+    assert info.source[dense.REUSED] and info.source["encoded_with"]["torch"] == "1.13.0"
+    record = json.loads(manifest.read_text())
+    del record["source"]["encoded_with"]  # as a rerank before records were kept built it
+    manifest.write_text(json.dumps(record))
+    assert "encoded_with" not in searched()
+    info = dense.build("encodedwith", iter(docs), source, encoder=tiny_encoder, overwrite=True)
+    assert info.source[dense.REUSED] and "encoded_with" not in info.source  # what encoded them is not known
+
+
+def test_shards_saved_under_other_package_versions_are_encoded_again(home, cacm_slice, tiny_encoder,  # noqa: F811
+                                                                     monkeypatch):
+    """A build interrupted, then resumed after torch was upgraded, would hold vectors of two torches under one
+    record of what encoded them: its saved shards are encoded again, as those of another encoder are."""
+    from rerank.retrieve import dense
+
+    monkeypatch.setattr(dense, "SHARD", 20)
+    docs = _documents(cacm_slice, 50)
+
+    def interrupted():
+        yield from docs[:45]
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        dense.build("upgraded", interrupted(), {"corpus": "slice"}, encoder=tiny_encoder)
+    state_file = home / "indexes" / "upgraded" / ".dense.partial" / dense.BUILD_STATE
+    state = json.loads(state_file.read_text())
+    state["encoded_with"]["torch"] = "1.13.0"
+    state_file.write_text(json.dumps(state, sort_keys=True))
+    info = dense.build("upgraded", iter(docs), {"corpus": "slice"}, encoder=tiny_encoder)
+    assert info.source["resumed_documents"] == 0 and info.source["encoded_with"]["torch"] != "1.13.0"
+
+
+def test_minilm_bi_names_the_packages_that_encoded_the_passages_it_looks_up(home, cacm_slice,  # noqa: F811
+                                                                            tiny_encoder, tmp_path):
+    """`score --model minilm-bi` reading a dense index's passage vectors named its own torch only: the stored
+    vectors' own record now goes into its entry (`encoded_with`); embedding every passage itself, it names none."""
+    from rerank.models.bert import BiEncoderReranker
+    from rerank.retrieve import dense
+    from rerank.runs import QueryRanking, RunHeader, Stream
+    from rerank.score import score_stream
+
+    docs = _documents(cacm_slice, 20)
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"id": d.docid, "contents": d.contents}) + "\n" for d in docs))
+    info = dense.build("bipackages", iter(docs), {"corpus": str(corpus.resolve())}, encoder=tiny_encoder)
+    header = RunHeader({"index": "bipackages", "corpus": str(corpus.resolve())}).with_stage({"name": "dense"})
+    for on_the_fly in (False, True):
+        ranking = QueryRanking.from_scores("q", [d.docid for d in docs[:5]], range(5))
+        model = BiEncoderReranker(max_length=dense.MAX_LENGTH, path=tiny_encoder, on_the_fly=on_the_fly)
+        scored = score_stream(Stream(header, [ranking]), model, 5, cache=False, queries={"q": "time sharing"})
+        entry = scored.header.stages[-1]
+        assert len(next(iter(scored.rankings))) == 5
+        if on_the_fly:
+            assert entry["passages"] == "on the fly (asked for)" and "encoded_with" not in entry
+        else:
+            assert entry["passages"].startswith("stored (") and entry["encoded_with"] == info.source["encoded_with"]

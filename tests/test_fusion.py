@@ -114,6 +114,16 @@ def test_a_stage_shared_with_a_fused_input_is_timed_once():
     assert [t.stage for t in next(iter(again.rankings)).timings] == ["bm25", "bm25", "both", "dense", "again"]
 
 
+def test_inputs_that_name_other_packages_or_pipeline_files_fuse():
+    """What describes a stage (the packages that encoded the stored vectors it read, the pipeline file that ran it)
+    is no reason to refuse its run as an input: it is kept in the input's entries, and not raised to the fusion's."""
+    described = '"encoded_with": {"torch": "1.13.0"}, "pipeline": "/p.toml", "pipeline_sha256": "ab"'
+    own = DENSE.replace('"backend": "dense"}', f'"backend": "dense", {described}}}')
+    header, out = fused_with(run(BM25, "bm25.run"), run(own, "dense.run"))
+    assert header.stages[-1]["inputs"][1]["stages"][0]["encoded_with"] == {"torch": "1.13.0"}
+    assert not {"encoded_with", "pipeline"} & set(header.stages[-1]) and len(out) == 3
+
+
 def test_runs_of_different_data_sets_are_refused():
     other = DENSE.replace('"vaswani"', '"cacm"')
     with pytest.raises(UsageError, match="different data sets"):

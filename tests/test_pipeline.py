@@ -54,6 +54,44 @@ def test_runs_of_an_older_rerank_without_package_versions_stay_up_to_date_and_fu
     assert '"packages"' not in fused and '"k": 10' in fused
 
 
+def _without_pipeline(line: str) -> str:
+    """A run's line, a stage entry without the pipeline file that `rerank run` names in it."""
+    if not line.startswith("# stage: "):
+        return line
+    entry = json.loads(line.removeprefix("# stage: "))
+    return "# stage: " + json.dumps({k: v for k, v in entry.items() if not k.startswith("pipeline")}, sort_keys=True)
+
+
+def test_a_pipelines_runs_name_its_file_by_content_which_makes_no_run_out_of_date(rerank, session_home, tmp_path):
+    """A run that `rerank run` wrote named no pipeline file: a reviewer holding it could not tell which file (nor
+    which version of it) made it. Each stage entry now names the file and its content's sha256; a file that only
+    gains a comment recomputes nothing, so saved runs keep naming the content that made them, and the stages run
+    now name the new one (a fuse stage among them, reading runs that name it)."""
+    import hashlib
+
+    from rerank.runs import RunReader
+
+    spec = tmp_path / "named.toml"
+    spec.write_text('dataset = "trecqa-dev"\nmeasures = ["MRR"]\n[[stage]]\nname = "c"\nkind = "candidates"\nk = 3\n')
+    rerank("run", str(spec))
+    folder = session_home / "runs" / "named"
+
+    def entry(stage: str) -> dict:
+        with open(folder / f"{stage}.run", encoding="utf-8") as handle:
+            return RunReader(handle, stage).header.stages[-1]
+
+    first = hashlib.sha256(spec.read_bytes()).hexdigest()
+    assert (entry("c")["pipeline"], entry("c")["pipeline_sha256"]) == (str(spec.resolve()), first)
+    spec.write_text(spec.read_text() + "# more stages below\n")
+    assert "c: up to date" in rerank("run", str(spec)).stderr
+    spec.write_text(spec.read_text() + '[[stage]]\nname = "d"\nkind = "candidates"\nk = 2\n'
+                                       '[[stage]]\nname = "both"\nkind = "fuse"\ninputs = ["c", "d"]\n')
+    again = rerank("run", str(spec))
+    assert "c: up to date" in again.stderr and "both: running" in again.stderr
+    second = hashlib.sha256(spec.read_bytes()).hexdigest()
+    assert [entry(stage)["pipeline_sha256"] for stage in ("c", "d", "both")] == [first, second, second]
+
+
 def test_changed_stage_is_recomputed(rerank, session_home, tmp_path):
     spec = tmp_path / "recomputed.toml"
     spec.write_text('dataset = "trecqa-dev"\n[[stage]]\nname = "c"\nkind = "candidates"\nk = 5\n')
@@ -72,8 +110,9 @@ def test_a_retrieve_stage_writes_the_run_rerank_retrieve_writes(rerank, vaswani_
     rerank("run", str(spec))
     typed = rerank("retrieve", "vaswani", "--k", "5", "--name", "bm25").stdout
 
-    def kept(text: str) -> list[str]:
-        return [line for line in text.splitlines() if not line.startswith(("# time:", "# fingerprint:"))]
+    def kept(text: str) -> list[str]:  # and the pipeline file its stage entry names
+        return [_without_pipeline(line) for line in text.splitlines()
+                if not line.startswith(("# time:", "# fingerprint:"))]
 
     assert kept((session_home / "runs" / "typed" / "bm25.run").read_text()) == kept(typed)
 

@@ -4,6 +4,7 @@ the real CLI on TrecQA dev: score on the fly, encode, score from the store, expl
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -1122,3 +1123,66 @@ def test_encode_of_the_bi_encoder_names_where_its_vectors_are_stored(rerank):
     assert done.returncode == 2 and done.stderr == (
         "rerank: error: --model minilm-bi's passage vectors are stored by a dense index: rerank index cacm --backend "
         "dense (score --model minilm-bi and retrieve --backend dense use them); encode stores those of tk, tkl\n")
+
+
+def test_stored_encodings_record_the_packages_that_encoded_them_which_key_no_cache(tmp_path, monkeypatch):
+    """A TK stage scoring from stored encodings named the torch it scored with, not the one that encoded the
+    documents (`rerank encode`, maybe months before, on another machine). The store records them (`encoded_with`,
+    the model's `packages`) and the stage names them beside its own; like those, they key no cache, and a store
+    encoded before they were recorded is used as before, naming none."""
+    from rerank import installed_versions
+    from rerank.encodings import MANIFEST
+    from rerank.runs import QueryRanking, RunHeader, Stream
+    from rerank.score import ScoreStats, score_stream
+
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
+    texts = {docid: text for docid, text in DOCS.items() if text}
+    corpus = (tmp_path / "corpus.jsonl").resolve()
+    corpus.write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in texts.items()))
+    folder = checkpoint(tmp_path)
+    manifest = encode_collection("toy", lambda: iter(texts.items()), len(texts), load_tk(str(folder)),
+                                 progress=False, source={"corpus": str(corpus)})
+    versions = installed_versions("torch", "numpy")
+    assert manifest["encoded_with"] == versions and all(versions.values())
+
+    def scored() -> tuple[dict, ScoreStats]:
+        stats = ScoreStats()
+        header = RunHeader({"index": "toy", "corpus": str(corpus)}).with_stage({"name": "bm25"})
+        stream = score_stream(Stream(header, [QueryRanking.from_scores("q", texts, range(len(texts)))]),
+                              load_tk(str(folder)), 4, queries={"q": QUERY}, stats=stats)
+        assert len(list(stream.rankings)) == 1
+        return stream.header.stages[-1], stats
+
+    entry, stats = scored()
+    assert entry["encodings"].startswith("stored (") and entry["encoded_with"] == versions == entry["packages"]
+    assert stats.cached == 0
+    path = store_folder("toy", "tk", manifest["checkpoint_hash"]) / MANIFEST
+    (path).write_text(json.dumps({**manifest, "encoded_with": {**versions, "torch": "1.13.0"}}))
+    entry, stats = scored()
+    assert entry["encoded_with"]["torch"] == "1.13.0" and stats.cached == 4  # the scores cached above
+    path.write_text(json.dumps({key: value for key, value in manifest.items() if key != "encoded_with"}))
+    entry, stats = scored()
+    assert entry["encodings"].startswith("stored (") and "encoded_with" not in entry and stats.cached == 4
+
+
+def test_encodings_begun_under_other_package_versions_are_not_resumed(tmp_path, monkeypatch):
+    """Resumed after torch was upgraded, a store would hold two torches' vectors under one record of what encoded
+    them: refused, as other checkpoints' are. One begun by a rerank that kept no record resumes, and records none."""
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
+    reranker = load_tk(str(checkpoint(tmp_path)))
+    items = list(DOCS.items())
+    folder = interrupted_encoding(reranker, items)
+    partial = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**partial, "encoded_with": {**partial["encoded_with"],
+                                                                                   "torch": "1.13.0"}}))
+    numpy = f"numpy {np.__version__}"
+    with pytest.raises(UsageError, match=re.escape(f"encodings begun under other package versions ({numpy}, torch "
+                                                   f"1.13.0; now {numpy}, torch {torch.__version__}); pass --overwrite "
+                                                   "to encode them all again")):
+        encode_collection("toy", lambda: iter(items), len(items), reranker, chunk=2, progress=False)
+    del partial["encoded_with"]
+    (folder / "manifest.json").write_text(json.dumps(partial))
+    manifest = encode_collection("toy", lambda: iter(items), len(items), reranker, chunk=2, progress=False)
+    assert manifest["complete"] and "encoded_with" not in manifest
+    fresh = encode_collection("toy", lambda: iter(items), len(items), reranker, overwrite=True, progress=False)
+    assert fresh["encoded_with"]["torch"] == torch.__version__

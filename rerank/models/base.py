@@ -116,6 +116,12 @@ class Reranker(abc.ABC):
         """Extra fields for the stage's `# stage:` header line (checkpoint, encodings used, ...)."""
         return {"model": self.name, "checkpoint_hash": self.checkpoint_hash}
 
+    def encoded_with(self) -> dict | None:
+        """The package versions that encoded the stored document vectors it reads (found by `attach`), as their
+        build recorded them: they go into its stage entry beside `packages`, keying nothing. None where it reads
+        none, or their build recorded none. Default: none."""
+        return None
+
     @property
     def scores_version(self) -> int:
         return SCORES_VERSIONS[self.name]

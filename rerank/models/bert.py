@@ -405,6 +405,9 @@ class BiEncoderReranker(Reranker):
     def forget(self) -> None:
         self._passages.clear()
 
+    def encoded_with(self) -> dict | None:
+        return self._stored.encoded_with if self._stored is not None else None
+
     def provenance(self) -> dict[str, Any]:
         stored = ({"passages": f"stored ({self._stored.folder})"} if self._stored is not None else
                   {"passages": "on the fly (asked for)"} if self.on_the_fly else {})

@@ -64,6 +64,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import BackendError, DataError, UsageError
+from ..runs import ENCODED_WITH_KEY
 from .base import Reranker, set_threads
 
 KERNEL_MUS = (1.0, 0.9, 0.7, 0.5, 0.3, 0.1, -0.1, -0.3, -0.5, -0.7, -0.9)
@@ -687,6 +688,9 @@ class TKReranker(Reranker):
     @property
     def packages(self) -> tuple[str, ...]:
         return ("torch", *self.module.vocabulary.packages)
+
+    def encoded_with(self) -> dict | None:
+        return self.store.manifest.get(ENCODED_WITH_KEY) if self.store is not None else None
 
     def forget(self) -> None:
         if self.module.contextual:  # MiniLM's vectors of the texts encoded on the fly

@@ -7,9 +7,10 @@ with the index name and build in the stage's header.
 
 Building encodes the corpus in shards of SHARD documents, each saved as soon as it is done, into
 indexes/NAME/.dense.partial/ (.dense-INDEX_NAME.partial/); an interrupted build resumes where it stopped (a shard
-is reused only if its document ids and the encoder are the same as now). When every shard is there, the vectors, the
-docids and (HNSW) the faiss graph are written and the folder is moved into place with its manifest; an exact
-index is its vectors, put into a flat faiss index when opened, so they are stored once.
+is reused only if its document ids, the encoder and the versions of the packages that encode are the same as now).
+When every shard is there, the vectors, the docids and (HNSW) the faiss graph are written and the folder is moved
+into place with its manifest; an exact index is its vectors, put into a flat faiss index when opened, so they are
+stored once.
 
 Vectors are L2-normalised mean-pooled token embeddings (the sentence-transformers recipe for
 all-MiniLM-L6-v2), so inner product = cosine. The default index is exact (IndexFlatIP); `hnsw=M`
@@ -18,7 +19,8 @@ build serves both searches (`exact=True` searches them all): an approximate run 
 come from the same vectors. The manifest records the encoder's folder, its content hash and the version of rerank's
 embedding code (minilm-bi's scores version): a search without --encoder embeds its queries with that folder while it
 holds the same content, and an index built with another encoder than the search's, or embedded by code that
-embedded otherwise, is refused rather than searched with mismatched vectors.
+embedded otherwise, is refused rather than searched with mismatched vectors. It also records the versions of the
+packages that encoded the vectors (`encoded_with`), which a stage reading them names beside its own `packages`.
 
 GPU: with the `gpu` extra (`pip install 'rerank[gpu]'`, which adds faiss-gpu-cu12; faiss-cpu, a dependency,
 provides the same `faiss` module) exact indexes are searched on every visible GPU; nothing else changes.
@@ -36,12 +38,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from .. import installed_versions
 from ..atomic import replace_folder
 from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError
 from ..models.base import SCORES_VERSIONS, TRANSFORMER_PACKAGES, check_threads
 from ..progress import Progress
-from ..runs import QueryRanking, Timing, used_packages
+from ..runs import ENCODED_WITH_KEY, QueryRanking, Timing, stored_vectors_packages, used_packages
 from .store import (BUILD_KEY, EMPTY_SKIPPED, MANIFEST, REUSED, IndexInfo, WithText, build_command, build_id,
                     index_folder, made_from, searched_build, source_state)
 
@@ -52,6 +55,8 @@ SHARD = 1024  # documents per saved shard: the most work an interruption can los
 BATCH = 32  # texts per forward pass
 MAX_LENGTH = 256  # the encoder's max_seq_length (sentence_bert_config.json)
 VECTORS, DOCIDS, FAISS_INDEX, BUILD_STATE = "vectors.npy", "docids.txt", "faiss.index", "build.json"
+# what a build encodes and a search embeds with (the bi-encoder), and what builds and searches the index (faiss)
+PACKAGES = ("faiss", *TRANSFORMER_PACKAGES)
 _INDEX_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99}$")  # one folder name's worth, and one word in a header
 
 
@@ -209,6 +214,7 @@ class StoredPassages:
     rows: dict[str, int]
     vectors: Any  # a memory-mapped [documents, dim] float32 array
     folder: Path
+    encoded_with: dict | None = None  # the package versions that encoded them, as the build recorded them
 
 
 def stored_passages(header: Any, documents: dict, encoder_hash: str, max_length: int) -> StoredPassages | None:
@@ -234,7 +240,8 @@ def stored_passages(header: Any, documents: dict, encoder_hash: str, max_length:
                 if index_name in others:  # no stage searched it: passages are embedded instead, as without it
                     continue
                 raise _damaged(name, index_name, folder) from None
-            return StoredPassages(dict(zip(docids, range(len(docids)))), vectors, folder)
+            return StoredPassages(dict(zip(docids, range(len(docids)))), vectors, folder,
+                                  info.source.get(ENCODED_WITH_KEY))
     return None
 
 
@@ -334,8 +341,11 @@ def build(name: str, documents: Iterable[Document], source: dict, threads: int =
     identity = encoder_identity(path)
     partial = target.with_name(f".{target.name}.partial")  # one per index name: builds of two go side by side
     files = source_state(source, skip=("qrels", "topics"))
+    # the packages' versions too: shards saved under another torch are encoded again, so that the manifest's
+    # record of what encoded the vectors is true of all of them
+    encoded_with = installed_versions(*PACKAGES)
     state = {"encoder": identity["hash"], "scores_version": identity["scores_version"], "source": source,
-             "files": files, "shard": SHARD}
+             "files": files, "shard": SHARD, ENCODED_WITH_KEY: encoded_with}
     state_file = partial / BUILD_STATE
     if partial.is_dir() and (not state_file.is_file() or json.loads(state_file.read_text()) != state):
         shutil.rmtree(partial)  # made from other documents or another encoder: nothing to resume
@@ -343,8 +353,8 @@ def build(name: str, documents: Iterable[Document], source: dict, threads: int =
     state_file.write_text(json.dumps(state, sort_keys=True))
 
     stored = _stored_vectors(name, target, source, files, identity["hash"]) if overwrite else None
-    if stored is not None:
-        docids, matrix, skipped = stored
+    if stored is not None:  # the vectors keep the record of what encoded them (none from an older rerank's build)
+        docids, matrix, skipped, encoded_with = stored
         resumed = len(docids)
     else:
         texts = WithText(documents)
@@ -363,7 +373,8 @@ def build(name: str, documents: Iterable[Document], source: dict, threads: int =
     info = IndexInfo(name, BACKEND, len(docids), {**source, **named, "encoder": identity, "dim": int(matrix.shape[1]),
                                                   "faiss": f"HNSW{hnsw},IP" if hnsw else "FlatIP", "files": files,
                                                   "resumed_documents": resumed, REUSED: stored is not None,
-                                                  EMPTY_SKIPPED: skipped, BUILD_KEY: build_id()})
+                                                  EMPTY_SKIPPED: skipped, BUILD_KEY: build_id(),
+                                                  **({ENCODED_WITH_KEY: encoded_with} if encoded_with else {})})
     info.write(partial)
     replace_folder(partial, target)
     return info
@@ -399,9 +410,10 @@ def _encode(what: str, documents: Iterable[Document], encoder: str, threads: int
 
 
 def _stored_vectors(name: str, folder: Path, source: dict, files: list[str], encoder_hash: str):
-    """The docids, vectors and count of documents skipped without text of the index at `folder` if it was built
-    from this source and these files (as file_state sees them) with this encoder: an --overwrite that changes only the faiss index (exact to HNSW,
-    another M) encodes nothing again. None otherwise: for documents that no file stands for (nothing tells them
+    """The docids, vectors, count of documents skipped without text, and record of the packages that encoded the
+    vectors (None: built by a rerank that kept none) of the index at `folder` if it was built from this source and
+    these files (as file_state sees them) with this encoder: an --overwrite that changes only the faiss index (exact
+    to HNSW, another M) encodes nothing again. None otherwise: for documents that no file stands for (nothing tells them
     apart), or an index built before manifests recorded files, or before builds skipped documents without text
     (its manifest has no count of them: it may hold them); and for an index whose vectors or docids are
     unreadable or disagree with its manifest: --overwrite is how a damaged index is repaired, not copied."""
@@ -417,7 +429,7 @@ def _stored_vectors(name: str, folder: Path, source: dict, files: list[str], enc
             or any(stored.get(key) != value for key, value in source.items())):
         return None
     try:  # mapped, not read: faiss copies it into the new index, and one copy of a corpus's vectors is enough
-        return (*_read_vectors(folder, info), int(stored[EMPTY_SKIPPED]))
+        return (*_read_vectors(folder, info), int(stored[EMPTY_SKIPPED]), stored.get(ENCODED_WITH_KEY))
     except ValueError:
         return None
 
@@ -470,10 +482,11 @@ class DenseIndex:
             self.index = faiss.index_cpu_to_all_gpus(self.index)
         searched = "FlatIP" if exact else self.info.source.get("faiss")
         # the hash stands for the encoder; the folder it was given in is what `--encoder` takes to search again; the
-        # packages: faiss searches, the bi-encoder embeds the queries
+        # packages: faiss searches, the bi-encoder embeds the queries; those that encoded the documents, as built
         self.provenance = {"encoder": built_with.get("hash"), "faiss": searched, BUILD_KEY: searched_build(self.info),
                            **({"encoder_path": str(Path(named).resolve())} if named else {}),
-                           **used_packages(("faiss", *TRANSFORMER_PACKAGES))}
+                           **used_packages(PACKAGES),
+                           **stored_vectors_packages(self.info.source.get(ENCODED_WITH_KEY))}
         self._built_ef = self.index.hnsw.efSearch if hasattr(self.index, "hnsw") else None
         self._encoder = None
 
