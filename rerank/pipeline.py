@@ -43,10 +43,10 @@ from .evaluate.measures import label_among, parse_measures, sort_among
 from .evaluate.session import evaluate_runs, judgements_for
 from .evaluate.significance import CORRECTIONS, TESTS
 from .models.base import SCORES_VERSIONS
-from .paths import file_sha256, file_state, runs_dir
+from .paths import file_state, runs_dir
 from .retrieve import api
 from .retrieve.store import MANIFEST, IndexInfo, build_command, source_state
-from .runs import END_TEXT, PIPELINE_KEY, Run, RunReader, Stream, load_run
+from .runs import END_TEXT, PIPELINE_KEY, Run, RunReader, Stream, file_fields, load_run
 from .score import MODEL_OPTIONS
 
 # kind -> "module:function"; the function takes (dataset, stage parameters, input stream or None) and
@@ -528,7 +528,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
     if built is not None and not api.manifest_folder(dataset, built, _index_table_options(spec)).is_dir():
         api.build_index(dataset, built, **_index_table_options(spec))
     fingerprints: dict[str, str] = {}
-    made_by = {PIPELINE_KEY: str(Path(path).resolve()), f"{PIPELINE_KEY}_sha256": file_sha256(Path(path))}
+    made_by = file_fields(**{PIPELINE_KEY: str(path)})  # as a stage names its topics file: path, sha256's 16 digits
     for stage in spec["stage"]:
         params = _stage_parameters(stage)
         name, upstream = stage["name"], stage.get("input")

@@ -80,7 +80,7 @@ def test_a_pipelines_runs_name_its_file_by_content_which_makes_no_run_out_of_dat
         with open(folder / f"{stage}.run", encoding="utf-8") as handle:
             return RunReader(handle, stage).header.stages[-1]
 
-    first = hashlib.sha256(spec.read_bytes()).hexdigest()
+    first = hashlib.sha256(spec.read_bytes()).hexdigest()[:16]  # as topics_sha256 names a file
     assert (entry("c")["pipeline"], entry("c")["pipeline_sha256"]) == (str(spec.resolve()), first)
     spec.write_text(spec.read_text() + "# more stages below\n")
     assert "c: up to date" in rerank("run", str(spec)).stderr
@@ -88,7 +88,7 @@ def test_a_pipelines_runs_name_its_file_by_content_which_makes_no_run_out_of_dat
                                        '[[stage]]\nname = "both"\nkind = "fuse"\ninputs = ["c", "d"]\n')
     again = rerank("run", str(spec))
     assert "c: up to date" in again.stderr and "both: running" in again.stderr
-    second = hashlib.sha256(spec.read_bytes()).hexdigest()
+    second = hashlib.sha256(spec.read_bytes()).hexdigest()[:16]
     assert [entry(stage)["pipeline_sha256"] for stage in ("c", "d", "both")] == [first, second, second]
 
 
