@@ -177,6 +177,26 @@ def test_trec_format_gives_trec_evals_lines(rerank, data_root):
 
 
 @pytest.mark.data
+def test_trec_format_has_no_lines_for_a_query_the_run_lacks(rerank, data_root, tmp_path):
+    """trec_eval -q -c counts a judged query missing from the run as 0 in `all` but prints no lines for it; --format
+    trec printed each such query's zeros as lines of their own, which trec_eval's output never holds."""
+    import subprocess
+
+    from rerank.evaluate.reference import trec_eval_binary
+
+    qrels = str(data_root / "trec-dl" / "qrels" / "qrels.dl19-passage.txt")
+    lines = (data_root / "trec-dl" / "bm25" / "trec_results_dl19.txt").read_text().splitlines(keepends=True)
+    run = tmp_path / "without-two.run"
+    run.write_text("".join(line for line in lines if line.split()[0] not in ("1037798", "104861")))
+    ours = rerank("eval", str(run), "--qrels", qrels, "--min-rel", "2", "-m", "AP", "--format", "trec",
+                  "-q").stdout.splitlines()
+    theirs = subprocess.run([str(trec_eval_binary()), "-c", "-q", "-l", "2", "-m", "map", qrels, str(run)],
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    assert [line.replace("MAP", "map", 1) for line in ours] == theirs
+    assert len(ours) == 42 and ours[-1].split("\t")[1] == "all"
+
+
+@pytest.mark.data
 def test_gzipped_runs_are_read(rerank, data_root, tmp_path):
     """TREC's archived runs come gzipped; eval reads them as it reads gzipped topics and qrels."""
     plain = data_root / "trec-dl" / "bm25" / "trec_results_dl19.txt"

@@ -221,9 +221,11 @@ def render_per_query(evaluations: list[Evaluation], measures: list[NamedMeasure]
 def render_trec(evaluation: Evaluation, measures: list[NamedMeasure], per_query: bool) -> str:
     """trec_eval's own lines, `measure<TAB>qid<TAB>value`, the measure padded as trec_eval pads it: with
     `per_query`, each query's measures in trec_eval's order of query ids (as strings), then `all`; for scripts
-    written against trec_eval's output. Measures keep their names here (nDCG@10, not ndcg_cut_10)."""
+    written against trec_eval's output. Measures keep their names here (nDCG@10, not ndcg_cut_10). A judged query
+    the run lacks counts as 0 in `all` but has no lines of its own, as trec_eval -q -c prints none for it."""
     labels = [m.label for m in measures]
-    qids = sorted(evaluation.per_query[labels[0]]) if per_query else []
+    missing = set(evaluation.missing)
+    qids = sorted(q for q in evaluation.per_query[labels[0]] if q not in missing) if per_query else []
     lines = [f"{m.label:<22}\t{qid}\t{_cell(evaluation.per_query[m.label][qid], m)}" for qid in qids for m in measures]
     lines += [f"{m.label:<22}\tall\t{_cell(evaluation.overall(m.label), m)}" for m in measures]
     return "".join(line + "\n" for line in lines)
