@@ -409,7 +409,11 @@ def test_measure_names_and_their_errors():
     assert parse_measure("num_rel_ret", 2).measure.params["rel"] == 2  # trec_eval -l 2 counts grade >= 2
     assert parse_measure("IPrec@0.1", 2).label == "IPrec@0.1"
     for bad, message in (("P.5,10", "names 2 measures"), ("nDCG@0", "cannot read"), ("ndcg_cut.0", "cannot read"),
-                         ("gm_map", "unknown measure"), ("SDCG@10", "cannot be computed"),
+                         ("SDCG@10", "cannot be computed"), ("runid", "unknown measure"),
+                         # trec_eval's own, which ir_measures cannot compute, were "unknown measure" or "cannot read"
+                         ("gm_map", "trec_eval's gm_map cannot be computed by ir_measures"),
+                         ("11pt_avg", "trec_eval's 11pt_avg cannot be computed"),
+                         ("relative_P.5", "trec_eval's relative_P.5 cannot be computed"),
                          ("P@1.0", "a cutoff must be a whole number of documents, not 1.0")):
         with pytest.raises(UsageError, match=message):
             parse_measure(bad, 2)

@@ -109,7 +109,10 @@ def _parse_all(text: str, min_rel: int) -> list[NamedMeasure]:
     except UsageError as not_ours:
         try:
             translated = _trec_translation(text)[0]
-        except ValueError:
+        except ValueError as no_translation:
+            if str(no_translation).startswith("known trec name"):  # gm_map, ndcg_rel, utility: not "unknown"
+                raise UsageError(f"trec_eval's {text.strip()} cannot be computed by ir_measures, which rerank "
+                                 f"evaluates with (trec_eval itself gives it); {_HINT}") from None
             raise _a_list(text, min_rel) or not_ours from None
         try:
             # ir_measures spells trec_eval's num_rel_ret with the grade -l would set: leave that to min_rel
