@@ -414,6 +414,9 @@ def test_measure_names_and_their_errors():
                          ("gm_map", "trec_eval's gm_map cannot be computed by ir_measures"),
                          ("11pt_avg", "trec_eval's 11pt_avg cannot be computed"),
                          ("relative_P.5", "trec_eval's relative_P.5 cannot be computed"),
+                         # a parameter the measure has not: was "cannot be computed by ir_measures' providers"
+                         ("nDCG(rel=2)@10", r"nDCG takes no parameter 'rel' \(its parameters: cutoff, dcg, gains"),
+                         ("AP(cutof=10)", "AP takes no parameter 'cutof'"),
                          ("P@1.0", "a cutoff must be a whole number of documents, not 1.0")):
         with pytest.raises(UsageError, match=message):
             parse_measure(bad, 2)

@@ -93,6 +93,10 @@ def _parse_named(text: str, min_rel: int) -> NamedMeasure:
         raise UsageError(f"measure {text!r}: a cutoff must be a whole number of documents, not {depth}")
     if isinstance(depth, int) and depth > MAX_LEVEL:
         raise UsageError(f"measure {text!r}: a cutoff must be at most {MAX_LEVEL}, not {depth}")
+    unknown = [name for name in measure.params if name not in measure.SUPPORTED_PARAMS]
+    if unknown:  # a misspelt parameter (cutof=), or one the measure has not (nDCG's gains are graded: no rel=)
+        raise UsageError(f"measure {text!r}: {measure.NAME} takes no parameter {unknown[0]!r} (its parameters: "
+                         f"{', '.join(measure.SUPPORTED_PARAMS)})")
     if not _computable(measure) and not _counted_here(measure):
         raise UsageError(f"measure {text!r} cannot be computed by ir_measures' providers here; {_HINT}")
     if "." in cutoff:  # a recall level spelled one way (IPrec@.5, IPrec@0.50: IPrec@0.5), as trec_eval's names read
