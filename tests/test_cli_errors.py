@@ -41,6 +41,15 @@ def test_missing_files(rerank, tmp_path):
     fails(rerank, "--data-root", str(tmp_path / "nodata"), "data", "list", words="is not a folder")
 
 
+def test_rerank_s_own_option_after_the_command_says_where_it_goes(rerank, tmp_path):
+    """`rerank eval RUN --data-root DIR`, as the README's `--data-root DIR` reads: click said "No such option
+    '--data-root'. Did you mean '--dataset'?", as if rerank had no such option."""
+    fails(rerank, "eval", "x.run", "--data-root", str(tmp_path), words="rerank: error: --data-root is an option of "
+          "rerank itself: give it before the command (rerank --data-root ... eval ...)")
+    fails(rerank, "data", "list", f"--data-root={tmp_path}", words="(rerank --data-root ... data list ...)")
+    fails(rerank, "eval", "--datax", "1", words="No such option '--datax'")  # others as click says them
+
+
 def test_malformed_run_names_file_and_line(rerank, tmp_path):
     bad = tmp_path / "bad.run"
     bad.write_text("# dataset: \"vaswani\"\n1 Q0 a 1 2.0 t\n1 Q0 b 2 oops t\n")

@@ -73,6 +73,23 @@ class _ClosedOutput(io.TextIOBase):
         raise OSError(errno.EBADF, "standard output is closed (>&-); redirect it instead, e.g. > /dev/null")
 
 
+def _misplaced(exc: click.UsageError) -> str | None:
+    """An option of `rerank` itself given after the command (`rerank eval RUN --data-root DIR`): click said "No such
+    option '--data-root'. Did you mean '--dataset'?", as if it did not exist."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or exc.ctx.parent is None:
+        return None
+    param = next((p for p in cli.params if exc.option_name in p.opts), None)
+    if param is None:
+        return None
+    commands, ctx = [], exc.ctx
+    while ctx.parent is not None:
+        commands.insert(0, ctx.info_name)
+        ctx = ctx.parent
+    value = "" if getattr(param, "is_flag", False) else " ..."
+    return (f"{exc.option_name} is an option of rerank itself: give it before the command "
+            f"(rerank {exc.option_name}{value} {' '.join(commands)} ...)")
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminated)
     if sys.stdout is None:
@@ -92,7 +109,7 @@ def main() -> None:
         sys.exit(exc.code)
     except click.UsageError as exc:  # a mistyped option or value: one line, as every other mistake gets
         where = f"; see {exc.ctx.command_path} --help" if exc.ctx is not None else ""
-        click.echo(f"rerank: error: {exc.format_message().rstrip('.')}{where}", err=True)
+        click.echo(f"rerank: error: {_misplaced(exc) or exc.format_message().rstrip('.')}{where}", err=True)
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
