@@ -640,6 +640,14 @@ def test_a_measure_name_standing_for_several_is_refused(tmp_path):
             budget.measure_points([run], count)
 
 
+def test_measures_given_twice_are_refused_not_the_last_taken(tmp_path, rerank):
+    """`rerank budget RUN -m nDCG@10 -m MAP`, as eval takes several, drew MAP's curves alone, saying nothing."""
+    done = rerank("budget", _write_run(tmp_path, "bert", 20, 5.0, 2), "-m", "nDCG@10", "-m", "MAP", check=False)
+    assert done.returncode == 2 and done.stdout == "" and done.stderr == (
+        "rerank: error: rerank budget's curves are of one measure, and -m is given 2 times (nDCG@10, MAP): give one "
+        "(rerank eval compares several)\n")
+
+
 def test_the_plot_is_written_in_the_format_its_name_asks_for(tmp_path, rerank):
     """`--plot budget.pdf` wrote PNG bytes into budget.pdf (explain's plot had been mended, budget's not); a
     suffix matplotlib cannot write is refused before any run is read."""

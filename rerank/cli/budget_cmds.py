@@ -50,7 +50,8 @@ def _read_runs(labelled: list[tuple[str | None, str]], output: str | None, plot_
 @click.option("--depths", default=None, help="Depths for --model, e.g. 5,10,20,50,100.")
 @click.option("--interpolate", type=float, default=None, metavar="ALPHA",
               help="With --model: interpolate with the first stage as rerank score --interpolate does.")
-@click.option("-m", "--measure", default=None, help="Effectiveness measure (default: the data set's first, e.g. nDCG@10).")
+@click.option("-m", "--measure", "measures", multiple=True,
+              help="Effectiveness measure, one (default: the data set's first, e.g. nDCG@10).")
 @click.option("--qrels", type=click.Path(dir_okay=False), help="Qrels file (default: the data set named in the runs).")
 @click.option("--budgets", "budget_text", default=None, help="Budgets in ms per query, e.g. 5,10,50 (default: a 1-2-5 series).")
 @click.option("--statistic", type=click.Choice(budgets_lib.STATISTICS), default="median", show_default=True,
@@ -62,7 +63,7 @@ def _read_runs(labelled: list[tuple[str | None, str]], output: str | None, plot_
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a plot here (.png, .pdf or .svg).")
 @click.option("--title", default=None, help="Plot title.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report here instead of stdout.")
-def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, qrels, budget_text, statistic, pick, zero_untimed, fmt,
+def budget_command(runs, model_name, checkpoint, depths, interpolate, measures, qrels, budget_text, statistic, pick, zero_untimed, fmt,
                    plot_path, title, output) -> None:
     """Effectiveness reachable within per-query time budgets, one curve per model.
 
@@ -78,6 +79,10 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measure, q
 
     if output and plot_path and os.path.realpath(output) == os.path.realpath(plot_path):
         raise UsageError(f"-o and --plot are both {output}: the plot would replace the report; give each a file")
+    if len(measures) > 1:  # the last alone was used, as for any option given twice: eval's habit of several -m
+        raise UsageError(f"rerank budget's curves are of one measure, and -m is given {len(measures)} times "
+                         f"({', '.join(measures)}): give one (rerank eval compares several)")
+    measure = measures[0] if measures else None
     if title is not None and not plot_path:
         raise UsageError("--title is the plot's title: give --plot FILE too")
     if plot_path:
