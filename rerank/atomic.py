@@ -86,6 +86,8 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
         raise UsageError("the output path is empty")
     if os.path.isdir(path):
         raise UsageError(f"{path} is a folder; give the output a file name")
+    if str(path).endswith(os.sep):  # `-o runs/` for a folder yet to be made: it wrote a file named `runs`
+        raise UsageError(f"{path} names a folder (it ends in {os.sep}); give the output a file name")
     if _not_a_file(path):  # /dev/null, /dev/stdout, a FIFO: written to, never replaced
         with open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle

@@ -83,6 +83,18 @@ def test_an_output_that_cannot_be_a_file_is_named(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bm25.run"]
 
 
+def test_an_output_named_as_a_folder_is_not_written_as_a_file(tmp_path, rerank):
+    """`-o runs/` (or `--plot plots/`), a folder that does not exist yet, wrote a file named `runs`."""
+    run, qrels = tmp_path / "in.run", tmp_path / "qrels"
+    run.write_text("1 Q0 d1 1 2.0 t\n")
+    qrels.write_text("1 0 d1 1\n")
+    for args in (("cat", str(run), "-o"), ("budget", "--zero-untimed", "--qrels", str(qrels), str(run), "--plot")):
+        done = rerank(*args, f"{tmp_path / 'out'}/", check=False)
+        assert done.returncode == 2 and done.stderr.endswith(
+            f"rerank: error: {tmp_path / 'out'}/ names a folder (it ends in /); give the output a file name\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.run", "qrels"]
+
+
 def test_outputs_get_the_permissions_a_plain_write_would(tmp_path):
     import os
     import stat
