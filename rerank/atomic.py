@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
+import io
 import os
 import shutil
 import stat
@@ -72,6 +74,20 @@ def _not_a_file(path: str | os.PathLike) -> bool:
 
 
 @contextlib.contextmanager
+def _opened(fd: int, mode: str, target: Path) -> Iterator[IO]:
+    """The temporary file to write, gzip-compressed where the output's name ends in .gz, as the readers take such a
+    name (`cat -o run.gz` wrote plain text there, which eval then refused as "not a gzipped file"). The header
+    names the output less .gz, as gzip's does, and no time, so the same text gives the same bytes."""
+    if target.suffix != ".gz" or "b" in mode:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
+            yield handle
+        return
+    with os.fdopen(fd, "wb") as raw, gzip.GzipFile(target.name, "wb", fileobj=raw, mtime=0) as compressed, \
+            io.TextIOWrapper(compressed, encoding="utf-8") as handle:
+        yield handle
+
+
+@contextlib.contextmanager
 def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[IO]:
     """Yield a file to write; on success it replaces `path`, on error it vanishes.
 
@@ -101,7 +117,7 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
         remove_empty(created)
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
+        with _opened(fd, mode, target) as handle:
             yield handle
         os.chmod(tmp, _umask_mode(0o666))
         os.replace(tmp, target)

@@ -95,6 +95,20 @@ def test_an_output_named_as_a_folder_is_not_written_as_a_file(tmp_path, rerank):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.run", "qrels"]
 
 
+def test_an_output_named_gz_is_gzip_as_its_readers_take_it(tmp_path, rerank):
+    """`cat RUN -o run.gz` wrote plain text under the name, and `eval run.gz` then refused it ("cannot be read as
+    gzip"): rerank could not read what it had written."""
+    import gzip
+
+    run = tmp_path / "in.run"
+    run.write_text("# rerank-run: 2\n1 Q0 d1 1 2.0 t\n1 Q0 d2 2 1.0 t\n# end of run\n")
+    rerank("cat", str(run), "-o", str(tmp_path / "out.run.gz"))
+    assert gzip.decompress((tmp_path / "out.run.gz").read_bytes()).decode() == run.read_text()
+    (tmp_path / "qrels").write_text("1 0 d2 1\n")
+    assert rerank("eval", str(tmp_path / "out.run.gz"), "--qrels", str(tmp_path / "qrels"), "-m", "P@1", "--format",
+                  "trec").stdout == "P@1                   \tall\t0.0000\n"
+
+
 def test_outputs_get_the_permissions_a_plain_write_would(tmp_path):
     import os
     import stat
