@@ -569,7 +569,18 @@ def _not_judgements(line: str) -> str:
         return "; its lines are JSON records, as topics (BEIR's queries.jsonl) or a corpus are, not judgements"
     if len(fields) == 2 and len(fields[1].split()) > 1:
         return "; its lines are 'id<TAB>text', as topics or a corpus are, not judgements"
+    parts = line.split()
+    if len(parts) == 6 and whole_number(parts[3]) is not None and _is_number(parts[4]):
+        return "; its lines are a run's, 'qid Q0 docid rank score tag': give it as a run, and the qrels with --qrels"
     return ""
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 @collector_paused()
