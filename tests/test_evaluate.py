@@ -417,6 +417,7 @@ def test_measure_names_and_their_errors():
                          # a parameter the measure has not: was "cannot be computed by ir_measures' providers"
                          ("nDCG(rel=2)@10", r"nDCG takes no parameter 'rel' \(its parameters: cutoff, dcg, gains"),
                          ("AP(cutof=10)", "AP takes no parameter 'cutof'"),
+                         ("P@5(rel=2)", r"parameters go before the cutoff, P\(rel=2\)@5"),  # was "cannot read" alone
                          ("P@1.0", "a cutoff must be a whole number of documents, not 1.0")):
         with pytest.raises(UsageError, match=message):
             parse_measure(bad, 2)

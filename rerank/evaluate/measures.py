@@ -74,6 +74,10 @@ def _computable(measure: Measure) -> bool:
 def _parse_named(text: str, min_rel: int) -> NamedMeasure:
     match = _NAME.match(text.strip())
     if not match:
+        swapped = re.fullmatch(r"([A-Za-z_]+)(@[\d.]+)(\(.*\))", text.strip())
+        if swapped:  # P@5(rel=2): ir_measures reads the parameters before the cutoff
+            family, cutoff, params = swapped.groups()
+            raise UsageError(f"cannot read measure {text!r}: parameters go before the cutoff, {family}{params}{cutoff}")
         raise UsageError(f"cannot read measure {text!r}; {_HINT}")
     family, params, cutoff = match.group(1), match.group(2) or "", match.group(3) or ""
     native = _ALIASES.get(family.upper(), family)
