@@ -77,12 +77,13 @@ def _not_a_file(path: str | os.PathLike) -> bool:
 def _opened(fd: int, mode: str, target: Path) -> Iterator[IO]:
     """The temporary file to write, gzip-compressed where the output's name ends in .gz, as the readers take such a
     name (`cat -o run.gz` wrote plain text there, which eval then refused as "not a gzipped file"). The header
-    names the output less .gz, as gzip's does, and no time, so the same text gives the same bytes."""
+    names the output less .gz, as gzip's does, and no time, so the same text gives the same bytes; level 6, gzip's
+    own default (Python's 9 took 1.4x as long on a 2 MB run file, for 1% fewer bytes)."""
     if target.suffix != ".gz" or "b" in mode:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle
         return
-    with os.fdopen(fd, "wb") as raw, gzip.GzipFile(target.name, "wb", fileobj=raw, mtime=0) as compressed, \
+    with os.fdopen(fd, "wb") as raw, gzip.GzipFile(target.name, "wb", compresslevel=6, fileobj=raw, mtime=0) as compressed, \
             io.TextIOWrapper(compressed, encoding="utf-8") as handle:
         yield handle
 
