@@ -212,13 +212,16 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
     def architecture(manifest: dict) -> dict:  # the config less where its training started
         return {k: v for k, v in manifest["config"].items() if k != "base"}
 
-    reference = {"model": model, **architecture(manifests[0])}
+    reference = architecture(manifests[0])
     for folder, manifest in zip(folders, manifests):
-        this = {"model": manifest.get("model"), **architecture(manifest)}
+        if manifest.get("model") != model:  # said alone: every config key of one model differs from another's
+            raise UsageError(f"checkpoint {folder} is a {manifest.get('model')} checkpoint, {folders[0]} a {model} "
+                             "one; a soup averages checkpoints of one model")
+        this = architecture(manifest)
         differ = [f"{key} {this.get(key)!r} vs {reference.get(key)!r}" for key in sorted({*reference, *this}, key=str)
                   if this.get(key) != reference.get(key)]
         if differ:  # named: a --max-length apart looked like another architecture
-            raise UsageError(f"checkpoint {folder} is not the same model and architecture as {folders[0]} "
+            raise UsageError(f"checkpoint {folder} is not the same architecture as {folders[0]} "
                              f"({', '.join(differ)})")
     first = Path(folders[0])
     weight_files = sorted(p.name for p in first.iterdir() if p.suffix in (".safetensors", ".pt"))
