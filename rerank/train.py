@@ -597,16 +597,17 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None], dev:
     store = doc_store_for(header, args.corpus, remedy=remedy)
     texts = store.texts(wanted)
     name = header.dataset or path
-    if wanted and not texts:
-        raise DataError(f"none of the candidates of {path} is in {store.source}; is it the run's corpus? "
-                        "(pass --corpus)")
+    if wanted and not texts:  # a file given is named as given: "(pass --corpus)" told the user to do what they did
+        question = "is --corpus the run's corpus?" if args.corpus else "is it the run's corpus? (pass --corpus)"
+        raise DataError(f"none of the candidates of {path} is in {store.source}; {question}")
     if len(texts) < len(wanted):
         log(f"warning: {len(wanted) - len(texts)} of the {len(wanted)} candidates of {path}'s judged queries have "
             f"no text in {store.source}; they are left out")
     untitled = [r.qid for r in rankings if r.qid not in topics]
     if len(untitled) == len(rankings):
-        raise DataError(f"no judged query of {path} has a text in its topics; are they the run's? (pass "
-                        f"{topics_option})")
+        where = (f"{topics_file} ({topics_option}); are they the run's queries?" if topics_file
+                 else f"its topics; are they the run's? (pass {topics_option})")
+        raise DataError(f"no judged query of {path} has a text in {where}")
     if untitled:
         n = len(untitled)
         log(f"warning: {counted(n, 'judged query', 'judged queries')} of {path} {verb(n, 'has', 'have')} no text in the "

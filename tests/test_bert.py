@@ -737,8 +737,11 @@ def test_bad_training_data(tmp_path, rerank):
             (("--candidates", "plain.run", "--qrels", "qrels.txt"), "plain.run needs a '# ' header naming a data set "
                                                                     "known here, or its topics and corpus"),
             (("--candidates", "dev.run", "--qrels", "qrels.txt"), "no query of dev.run is judged in qrels.txt"),
-            (("--candidates", "dev.run", "--topics", "topics.tsv"), "no judged query of dev.run has a text in its "
-                                                                    "topics; are they the run's? (pass --topics)")):
+            # a file given is named, not asked for: "(pass --topics)" told the user to do what they had done
+            (("--candidates", "dev.run", "--topics", "topics.tsv"), "no judged query of dev.run has a text in "
+                                                                    "topics.tsv (--topics); are they the run's queries?"),
+            (("--candidates", "dev.run", "--corpus", "topics.tsv"), "none of the candidates of dev.run is in "
+                                                                    "topics.tsv; is --corpus the run's corpus?")):
         done = rerank("train", "bert", "-o", str(tmp_path / "ck"), *args, check=False, cwd=tmp_path)
         errors = [line for line in done.stderr.splitlines() if not line.startswith("rerank: warning: ")]
         assert done.returncode != 0 and len(errors) == 1 and words in errors[0], (args, done.stderr)
