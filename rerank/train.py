@@ -174,15 +174,19 @@ def _keyed_by_config(path: Path, manifest: dict) -> dict:
     return {**manifest, "hash": keyed}
 
 
-def refuse_output_in(output: str, checkpoint: str, is_it: str, inside_it: str) -> None:
-    """An -o that is a checkpoint being read would lose the weights and record it was read for; one inside it
-    (`-o A/soup`) adds files to that checkpoint's content hash, which refuses it as changed from then on."""
-    target, read = Path(output).resolve(), Path(checkpoint).resolve()
-    if target == read:
+def refuse_output_in(output: str, checkpoint: str, is_it: str) -> None:
+    """An -o that is a checkpoint being read would lose the weights and record it was read for."""
+    if Path(output).resolve() == Path(checkpoint).resolve():
         raise UsageError(f"{output} is {is_it}; write the result to a new folder")
-    if read in target.parents:
-        raise UsageError(f"{output} is inside {inside_it}, whose content hash its files would change; write the "
-                         "result outside it")
+
+
+def refuse_output_inside_a_checkpoint(output: str) -> None:
+    """An -o inside a checkpoint folder (`-o A/soup`) adds files to that checkpoint's content hash, which refuses it
+    as changed from then on: any checkpoint's, not only one being read (`rerank train tk -o CK/tk` spoiled CK)."""
+    holder = next((folder for folder in Path(output).resolve().parents if (folder / CHECKPOINT_FILE).is_file()), None)
+    if holder is not None:
+        raise UsageError(f"{output} is inside the checkpoint {holder}, whose content hash its files would change; "
+                         "write the result outside it")
 
 
 def average_checkpoints(folders: list[str], output: str, overwrite: bool = False) -> dict:
@@ -203,7 +207,8 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
     if len(folders) < 2:
         raise UsageError("give at least two checkpoints to average")
     for folder in folders:
-        refuse_output_in(output, folder, "one of the checkpoints to average", f"the checkpoint {folder}")
+        refuse_output_in(output, folder, "one of the checkpoints to average")
+    refuse_output_inside_a_checkpoint(output)
     if (Path(output) / CHECKPOINT_FILE).is_file() and not overwrite:  # as train -o: runs name it by its hash
         raise UsageError(f"{output} holds a checkpoint already; pass --overwrite to replace it, or choose another -o")
     manifests = [read_checkpoint(f, None) for f in folders]
@@ -388,9 +393,9 @@ class TrainArgs:
             raise UsageError(f"--dev-fraction must be in [0, 1), not {self.dev_fraction}")
         base = self.model_options.get("base")
         if base:
-            refuse_output_in(self.output, base, "the checkpoint training starts from (--init)",
-                             f"the checkpoint training starts from, {base} (--init)")
+            refuse_output_in(self.output, base, "the checkpoint training starts from (--init)")
         check_replaceable(self.output, CHECKPOINT_FILE)  # now, not after the first dev evaluation
+        refuse_output_inside_a_checkpoint(self.output)
         if (Path(self.output) / CHECKPOINT_FILE).is_file() and not self.overwrite:  # runs name it by its hash
             raise UsageError(f"{self.output} holds a checkpoint already; pass --overwrite to replace it, or choose "
                              "another -o")
