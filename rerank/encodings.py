@@ -193,10 +193,12 @@ def find_store(header: Any, documents: dict, checkpoint_hash: str, model: str) -
 
 def encode_collection(name: str, documents: Callable[[], Iterable[tuple[str, str]]], total: int, reranker: Any,
                       folder: Path | None = None, overwrite: bool = False, chunk: int = 256,
-                      progress: bool = True, source: dict | None = None) -> dict:
+                      progress: bool = True, source: dict | None = None,
+                      log: Callable[[str], None] = lambda message: None) -> dict:
     """Encode every (docid, text) into `folder` (default indexes/NAME/<model>-<hash>/), resuming a
     partial store of the same checkpoint and documents; returns the manifest. `source` says which documents
-    these are ({"dataset": NAME} or {"corpus": PATH}; default the data set NAME, as `rerank encode NAME`)."""
+    these are ({"dataset": NAME} or {"corpus": PATH}; default the data set NAME, as `rerank encode NAME`).
+    `log` hears what of the work a store held already: the manifest counts every document, not this run's."""
     source = source or {"dataset": name}
     source = {**source, "files": source_state(source, skip=("qrels", "topics"))}
     folder = folder or store_folder(name, reranker.name, reranker.checkpoint_hash)
@@ -204,11 +206,12 @@ def encode_collection(name: str, documents: Callable[[], Iterable[tuple[str, str
     # reported success: the store held every document twice, or interleaved, under one checksum. One at a time.
     with exclusive(folder, f"encodings {folder} are being written by another process (rerank encode); wait for "
                            "it to finish, then run this again to use or resume them"):
-        return _encode_into(name, documents, total, reranker, folder, overwrite, chunk, progress, source)
+        return _encode_into(name, documents, total, reranker, folder, overwrite, chunk, progress, source, log)
 
 
 def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], total: int, reranker: Any,
-                 folder: Path, overwrite: bool, chunk: int, progress: bool, source: dict) -> dict:
+                 folder: Path, overwrite: bool, chunk: int, progress: bool, source: dict,
+                 log: Callable[[str], None]) -> dict:
     """encode_collection, with the store's lock held."""
     model, checkpoint_hash = reranker.name, reranker.checkpoint_hash
     done_docs = done_tokens = 0
@@ -227,6 +230,8 @@ def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], 
             raise UsageError(f"{folder} holds encodings {other}; pass --overwrite to replace them")
         if manifest.get("complete"):
             check_files(folder, manifest)
+            log(f"nothing to encode: {folder} holds every document's encodings already (--overwrite encodes them "
+                "again)")
             return manifest
         recorded = manifest.get(ENCODED_WITH_KEY)
         if recorded is not None and recorded != encoded_with:  # resumed, its record would be true of half of them
@@ -234,6 +239,7 @@ def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], 
                              f"now {_versions(encoded_with)}); pass --overwrite to encode them all again")
         encoded_with = recorded  # the same; or None, begun by a rerank that kept no record: unknown
         done_docs, done_tokens = int(manifest["documents"]), int(manifest["tokens"])
+        log(f"resuming {folder}: {done_docs} of {total} documents are encoded already")
     elif folder.exists():
         for leftover in (VECTORS, LENGTHS, DOCIDS, MANIFEST):
             (folder / leftover).unlink(missing_ok=True)

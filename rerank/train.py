@@ -174,15 +174,19 @@ def _keyed_by_config(path: Path, manifest: dict) -> dict:
     return {**manifest, "hash": keyed}
 
 
-def refuse_output_in(output: str, checkpoint: str, is_it: str, inside_it: str) -> None:
-    """An -o that is a checkpoint being read would lose the weights and record it was read for; one inside it
-    (`-o A/soup`) adds files to that checkpoint's content hash, which refuses it as changed from then on."""
-    target, read = Path(output).resolve(), Path(checkpoint).resolve()
-    if target == read:
+def refuse_output_in(output: str, checkpoint: str, is_it: str) -> None:
+    """An -o that is a checkpoint being read would lose the weights and record it was read for."""
+    if Path(output).resolve() == Path(checkpoint).resolve():
         raise UsageError(f"{output} is {is_it}; write the result to a new folder")
-    if read in target.parents:
-        raise UsageError(f"{output} is inside {inside_it}, whose content hash its files would change; write the "
-                         "result outside it")
+
+
+def refuse_output_inside_a_checkpoint(output: str) -> None:
+    """An -o inside a checkpoint folder (`-o A/soup`) adds files to that checkpoint's content hash, which refuses it
+    as changed from then on: any checkpoint's, not only one being read (`rerank train tk -o CK/tk` spoiled CK)."""
+    holder = next((folder for folder in Path(output).resolve().parents if (folder / CHECKPOINT_FILE).is_file()), None)
+    if holder is not None:
+        raise UsageError(f"{output} is inside the checkpoint {holder}, whose content hash its files would change; "
+                         "write the result outside it")
 
 
 def average_checkpoints(folders: list[str], output: str, overwrite: bool = False) -> dict:
@@ -203,7 +207,8 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
     if len(folders) < 2:
         raise UsageError("give at least two checkpoints to average")
     for folder in folders:
-        refuse_output_in(output, folder, "one of the checkpoints to average", f"the checkpoint {folder}")
+        refuse_output_in(output, folder, "one of the checkpoints to average")
+    refuse_output_inside_a_checkpoint(output)
     if (Path(output) / CHECKPOINT_FILE).is_file() and not overwrite:  # as train -o: runs name it by its hash
         raise UsageError(f"{output} holds a checkpoint already; pass --overwrite to replace it, or choose another -o")
     manifests = [read_checkpoint(f, None) for f in folders]
@@ -212,13 +217,16 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
     def architecture(manifest: dict) -> dict:  # the config less where its training started
         return {k: v for k, v in manifest["config"].items() if k != "base"}
 
-    reference = {"model": model, **architecture(manifests[0])}
+    reference = architecture(manifests[0])
     for folder, manifest in zip(folders, manifests):
-        this = {"model": manifest.get("model"), **architecture(manifest)}
+        if manifest.get("model") != model:  # said alone: every config key of one model differs from another's
+            raise UsageError(f"checkpoint {folder} is a {manifest.get('model')} checkpoint, {folders[0]} a {model} "
+                             "one; a soup averages checkpoints of one model")
+        this = architecture(manifest)
         differ = [f"{key} {this.get(key)!r} vs {reference.get(key)!r}" for key in sorted({*reference, *this}, key=str)
                   if this.get(key) != reference.get(key)]
         if differ:  # named: a --max-length apart looked like another architecture
-            raise UsageError(f"checkpoint {folder} is not the same model and architecture as {folders[0]} "
+            raise UsageError(f"checkpoint {folder} is not the same architecture as {folders[0]} "
                              f"({', '.join(differ)})")
     first = Path(folders[0])
     weight_files = sorted(p.name for p in first.iterdir() if p.suffix in (".safetensors", ".pt"))
@@ -385,9 +393,9 @@ class TrainArgs:
             raise UsageError(f"--dev-fraction must be in [0, 1), not {self.dev_fraction}")
         base = self.model_options.get("base")
         if base:
-            refuse_output_in(self.output, base, "the checkpoint training starts from (--init)",
-                             f"the checkpoint training starts from, {base} (--init)")
+            refuse_output_in(self.output, base, "the checkpoint training starts from (--init)")
         check_replaceable(self.output, CHECKPOINT_FILE)  # now, not after the first dev evaluation
+        refuse_output_inside_a_checkpoint(self.output)
         if (Path(self.output) / CHECKPOINT_FILE).is_file() and not self.overwrite:  # runs name it by its hash
             raise UsageError(f"{self.output} holds a checkpoint already; pass --overwrite to replace it, or choose "
                              "another -o")
@@ -594,16 +602,17 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None], dev:
     store = doc_store_for(header, args.corpus, remedy=remedy)
     texts = store.texts(wanted)
     name = header.dataset or path
-    if wanted and not texts:
-        raise DataError(f"none of the candidates of {path} is in {store.source}; is it the run's corpus? "
-                        "(pass --corpus)")
+    if wanted and not texts:  # a file given is named as given: "(pass --corpus)" told the user to do what they did
+        question = "is --corpus the run's corpus?" if args.corpus else "is it the run's corpus? (pass --corpus)"
+        raise DataError(f"none of the candidates of {path} is in {store.source}; {question}")
     if len(texts) < len(wanted):
         log(f"warning: {len(wanted) - len(texts)} of the {len(wanted)} candidates of {path}'s judged queries have "
             f"no text in {store.source}; they are left out")
     untitled = [r.qid for r in rankings if r.qid not in topics]
     if len(untitled) == len(rankings):
-        raise DataError(f"no judged query of {path} has a text in its topics; are they the run's? (pass "
-                        f"{topics_option})")
+        where = (f"{topics_file} ({topics_option}); are they the run's queries?" if topics_file
+                 else f"its topics; are they the run's? (pass {topics_option})")
+        raise DataError(f"no judged query of {path} has a text in {where}")
     if untitled:
         n = len(untitled)
         log(f"warning: {counted(n, 'judged query', 'judged queries')} of {path} {verb(n, 'has', 'have')} no text in the "

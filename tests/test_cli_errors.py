@@ -497,15 +497,17 @@ def test_average_into_a_folder_inside_a_checkpoint_is_refused(rerank, tmp_path):
 
     from rerank.train import write_checkpoint
 
-    for name, value in (("a", 1.0), ("b", 3.0)):
+    for name, value in (("a", 1.0), ("b", 3.0), ("c", 5.0)):
         (tmp_path / name).mkdir()
         torch.save({"w": torch.full((2,), value)}, tmp_path / name / "weights.pt")
         write_checkpoint(tmp_path / name, "tk", {"variant": "tk"}, {})
-    before = (tmp_path / "a" / "checkpoint.json").read_text()
-    fails(rerank, "average", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "a" / "soup"),
-          words=f"{tmp_path / 'a' / 'soup'} is inside the checkpoint {tmp_path / 'a'}")
-    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["checkpoint.json", "weights.pt"]
-    assert (tmp_path / "a" / "checkpoint.json").read_text() == before
+    # c is no ingredient: a soup written into it spoiled it all the same
+    for inside in ("a", "c"):
+        before = (tmp_path / inside / "checkpoint.json").read_text()
+        fails(rerank, "average", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / inside / "soup"),
+              words=f"{tmp_path / inside / 'soup'} is inside the checkpoint {tmp_path / inside}")
+        assert sorted(p.name for p in (tmp_path / inside).iterdir()) == ["checkpoint.json", "weights.pt"]
+        assert (tmp_path / inside / "checkpoint.json").read_text() == before
 
 
 def test_ctrl_c_while_the_commands_load_is_one_line(tmp_path):

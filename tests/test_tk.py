@@ -271,8 +271,11 @@ def test_stored_encodings_give_the_same_scores_and_resume(tmp_path, monkeypatch)
     assert partial["documents"] == 2 and not partial["complete"]
     with pytest.raises(DataError, match="incomplete .2 of 5 documents.; resume with: rerank encode"):
         open_store(folder, reranker.checkpoint_hash, "tk")
-    manifest = encode_collection("toy", lambda: iter(items), len(items), reranker, chunk=2, progress=False)
+    messages: list[str] = []
+    manifest = encode_collection("toy", lambda: iter(items), len(items), reranker, chunk=2, progress=False,
+                                 log=messages.append)
     assert manifest["complete"] and manifest["documents"] == 5
+    assert messages == [f"resuming {folder}: 2 of 5 documents are encoded already"]  # the manifest counts all 5
     store = open_store(folder, reranker.checkpoint_hash, "tk")
     fresh_folder = tmp_path / "fresh"
     encode_collection("toy", lambda: iter(items), len(items), reranker, fresh_folder, progress=False)
@@ -374,7 +377,11 @@ def test_encode_score_explain_budget(tmp_path, rerank):
     fly = rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", input=candidates).stdout
     assert _stage(fly)["encodings"].startswith("on the fly")
     encoded = rerank("encode", "trecqa-dev", "--model", "tk", "--checkpoint", ck)
-    assert "encoded 1148 documents" in encoded.stderr and "100 bytes per token" in encoded.stderr
+    assert "1148 documents, " in encoded.stderr and "100 bytes per token" in encoded.stderr
+    assert "nothing to encode" not in encoded.stderr
+    # a complete store is kept, and said so: "encoded 1148 documents" claimed work this run had not done
+    again = rerank("encode", "trecqa-dev", "--model", "tk", "--checkpoint", ck).stderr
+    assert "nothing to encode: " in again and "holds every document's encodings already" in again, again
     stored = rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", input=candidates).stdout
     assert _stage(stored)["encodings"].startswith("stored (")
     a, b = _scores(fly), _scores(stored)
@@ -550,7 +557,7 @@ def test_encode_of_an_index_of_ones_own_is_what_score_uses(tmp_path, rerank, cac
     run = rerank("retrieve", "own", "--topics", str(cacm_slice / "topics.tsv"), "--k", "5").stdout
     encodings, fly = _encodings_scored(rerank, ck, run)
     assert encodings == "on the fly (no stored encodings for own)"
-    assert "encoded 60 documents" in rerank("encode", "own", "--model", "tk", "--checkpoint", ck).stderr
+    assert "60 documents, " in rerank("encode", "own", "--model", "tk", "--checkpoint", ck).stderr
     encodings, stored = _encodings_scored(rerank, ck, run)
     assert encodings.startswith("stored (") and max(abs(fly[k] - stored[k]) for k in fly) < 1e-4
 
@@ -1021,8 +1028,10 @@ def test_a_bad_dev_fold_is_a_one_line_error(tmp_path, rerank):
 @pytest.mark.parametrize("wrong, words", [
     (["--distill", "margin-mse"], "--distill: distillation options, which need a teacher run"),  # click's default, given
     (["--init", "{ck}"], "{ck} is the checkpoint training starts from (--init); write the result to a new folder"),
-    (["--init", "{ck}", "-o", "{ck}/longer"], "{ck}/longer is inside the checkpoint training starts from, {ck} "
-                                             "(--init), whose content hash its files would change"),
+    (["--init", "{ck}", "-o", "{ck}/longer"], "{ck}/longer is inside the checkpoint {ck}, whose content hash its "
+                                             "files would change"),
+    # any checkpoint's folder, not only --init's: training wrote a checkpoint into CK, refused from then on as changed
+    (["-o", "{ck}/sub"], "{ck}/sub is inside the checkpoint {ck}, whose content hash its files would change"),
     (["--max-length", "5"], "--max-length is an option of bert and minilm-bi only, not tk"),  # it was ignored
     (["-o", "{ck}/weights.pt"], "{ck}/weights.pt is a file, not a folder"),  # these two were click's 4-line usage
     (["--teacher", "{ck}"], "--teacher {ck} is a folder; give a run file"),

@@ -122,7 +122,7 @@ def test_split_runs_with_their_own_topics_files(beir, rerank):
      "dev.run: --dev-qrels takes a file, not a data set's name"),
     (("--candidates", "train.run", "--qrels", "qrels/train.tsv", "--dev", "dev.run", "--dev-qrels", "qrels/dev.tsv",
       "--dev-topics", "train.tsv"),
-     "no judged query of dev.run has a text in its topics; are they the run's? (pass --dev-topics)"),
+     "no judged query of dev.run has a text in train.tsv (--dev-topics); are they the run's queries?"),
 ])
 def test_dev_files_refused_in_one_line(beir, rerank, options, words):
     folder, _ = beir

@@ -87,9 +87,11 @@ def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads)
     def documents():
         return ((d.docid, d.contents) for d in collection.documents())
 
-    manifest = encode_collection(name, documents, total, reranker, folder, overwrite=overwrite, source=source)
-    click.echo(f"rerank: encoded {manifest['documents']} documents, {manifest['tokens']} tokens "
-               f"({manifest['dim']}-d float16, {manifest['dim'] * 2} bytes per token) into {folder}", err=True)
+    manifest = encode_collection(name, documents, total, reranker, folder, overwrite=overwrite, source=source,
+                                 log=lambda message: click.echo(f"rerank: {message}", err=True))
+    # the store's whole count: a resumed or complete store's documents were not all encoded by this run (said above)
+    click.echo(f"rerank: {manifest['documents']} documents, {manifest['tokens']} tokens encoded in {folder} "
+               f"({manifest['dim']}-d float16, {manifest['dim'] * 2} bytes per token)", err=True)
 
 
 def _explained(dataset: str | None, index: str | None, corpus: str | None):
