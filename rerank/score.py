@@ -162,6 +162,23 @@ def head_over_tail(ranking: QueryRanking, scores: dict[str, float], **fields: An
     return head
 
 
+def handled(stage: dict[str, Any], ranking: QueryRanking) -> int | None:
+    """How many candidates the `stage` (its header entry) handled for `ranking`'s query, as its `Timing` records (a
+    first stage's found, a score stage's scored); None where the query has no time line of it."""
+    timing = next((t for t in reversed(ranking.timings) if t.stage == stage.get("name")), None)
+    return None if timing is None else timing.depth
+
+
+def scored_count(stage: dict[str, Any], ranking: QueryRanking) -> int:
+    """How many of a query's candidates the score `stage` (its header entry) gave the model's scores, at most the
+    `ranking`'s length: the head it ranked on top, over the rest that head_over_tail kept in their order with filler
+    scores (those below `depth`, and with `skip_missing` those without text). rescore's `Timing` counts them, from
+    the cache or not; a query without one (its time lines removed) is taken at the stage's `depth`."""
+    scored, depth = handled(stage, ranking), stage.get("depth")
+    if scored is None:
+        scored = depth if isinstance(depth, int) else len(ranking)
+    return min(scored, len(ranking))
+
 def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Reranker, depth: int,
             stage: str, cache: ScoreCache | None, skip_missing: bool, stats: ScoreStats,
             interpolate: float | None = None) -> QueryRanking:

@@ -735,6 +735,49 @@ def same_queries(run: Run, topics: dict[str, str], documents: dict, store: DocSt
     return words if shared and store.texts(shared) == {d: others_texts[d] for d in shared} else set()
 
 
+def teacher_scored(run: Run) -> tuple[dict[str, QueryRanking], str | None]:
+    """Each query's candidates whose scores in a teacher `run` are a model's, and what a note should say of the rest.
+    Where its last stage is a score stage, the head it re-scored (`score.scored_count`): below it, head_over_tail's
+    filler scores (its first stage's order, one unit apart) would teach that order as the teacher's. A run whose last
+    stage is another (retrieve, fuse, another tool's run) is taken whole; a fusion of a score stage that left filler
+    draws on it, which the note says."""
+    from .score import scored_count
+
+    last = run.header.stages[-1] if run.header.stages else {}
+    if last.get("stage") != "score":
+        filling = fused_filler(last, run) if last.get("stage") == "fuse" else []
+        return run.queries, (f"it fuses the score stage{'s' if len(filling) > 1 else ''} {', '.join(filling)}, which "
+                             "left candidates below the head it re-scored with filler scores (their first stage's "
+                             "order): the fused scores drawing on them are used as targets as they are"
+                             if filling else None)
+    heads = {qid: r.head(scored_count(last, r)) for qid, r in run.queries.items()}
+    cut = [qid for qid, head in heads.items() if len(head) < len(run.queries[qid])]
+    if not cut:
+        return heads, None
+    sizes = sorted({len(heads[qid]) for qid in cut})
+    top = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]} to {sizes[-1]}"
+    which = "each query" if len(cut) == len(heads) else f"{len(cut)} of its {len(heads)} queries"
+    below = sum(len(run.queries[qid]) - len(heads[qid]) for qid in cut)
+    return heads, (f"its score stage {last.get('name')} re-scored the top {top} of {which}; the "
+                   f"{counted(below, 'candidate')} below, kept in their order with filler scores, "
+                   f"{verb(below, 'is', 'are')} not used as targets")
+
+
+def fused_filler(fuse: dict, run: Run) -> list[str]:
+    """The names of the score stages among the `fuse` stage's inputs that left candidates of some query of `run` below
+    their head with filler scores: they scored fewer than the stage before them handed them (as its time line says;
+    without one, fewer than the fused ranking holds)."""
+    from .score import handled, scored_count
+
+    names = []
+    for fused in fuse.get("inputs") or []:
+        chain = fused.get("stages") if isinstance(fused, dict) and isinstance(fused.get("stages"), list) else []
+        for before, stage in zip(chain, chain[1:]):
+            if stage.get("stage") == "score" and any(scored_count(stage, r) < (handled(before, r) or len(r))
+                                                     for r in run.queries.values()):
+                names.append(str(stage.get("name")))
+    return names
+
 def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], training: Judged,
                  log: Callable[[str], None], dev: DevSet | None) -> Teacher:
     """Teacher scores from a run: those of the `training` queries it holds (the same id and words over the same
@@ -764,9 +807,10 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], trainin
     if run.header.dataset not in (None, train_name) and train_name in dataset_names():
         log(f"warning: teacher run {path} is a run of {run.header.dataset}, not of {train_name}: its unjudged "
             "queries are trained on")
-    all_scores = {qid: dict(zip(r.docids, r.scores)) for qid, r in run.queries.items()}
+    scored, scored_note = teacher_scored(run)
+    all_scores = {qid: dict(zip(r.docids, r.scores)) for qid, r in scored.items()}
     training_words = {q.qid: q.text for q in training.queries}  # the held-out ones too: never distilled on
-    eligible = [qid for qid, r in run.queries.items() if len(r.docids) >= group_size
+    eligible = [qid for qid, r in scored.items() if len(r.docids) >= group_size
                 and (min_score is None or max(r.scores) >= min_score)]
     extra: list[tuple[str, str, list[str]]] = []
     dev_left_out: list[str] = []  # the dev set's queries among them
@@ -788,9 +832,9 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], trainin
         dev_queries = (same_queries(run, topics, documents, store, {q.qid: q.text for q in dev.queries},
                                     dev.documents, dev.texts) if dev is not None else set())
         unjudged = [qid for qid in eligible if qid not in same]
-        texts = store.texts({d for qid in unjudged for d in run.queries[qid].docids})
+        texts = store.texts({d for qid in unjudged for d in scored[qid].docids})
         for qid in unjudged:
-            docids = [d for d in run.queries[qid].docids if d in texts]
+            docids = [d for d in scored[qid].docids if d in texts]
             if qid in topics and len(docids) >= group_size:
                 if qid in dev_queries:
                     dev_left_out.append(qid)
@@ -804,10 +848,13 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], trainin
         raise DataError(f"teacher run {path} scores none of the training candidates of {train_name} and has no "
                         f"other query with {group_size} candidates (--negatives + 1) to distil on"
                         + (" whose best score reaches --teacher-min-score" if min_score is not None else "")
-                        + (f" (it holds {'; '.join(holds)})" if holds else ""))
+                        + (f" (it holds {'; '.join(holds)})" if holds else "")
+                        + (f" ({scored_note})" if scored_note else ""))
     # said after the refusal above, which then stands alone on its line
     groups = [(q, positive) for q in queries if q.negatives for positive in q.positives]  # the groups of an epoch
     covered = sum(all(d in scores.get(q.qid, ()) for d in (positive, *q.negatives)) for q, positive in groups)
+    if scored_note:
+        log(f"note: teacher run {path}: {scored_note}")
     log(f"teacher run {path} scores every candidate of {covered} of the {len(groups)} training groups")
     if dev_left_out:
         log(f"note: {counted(len(dev_left_out), 'query', 'queries')} of the teacher run {path} "

@@ -452,3 +452,42 @@ def test_a_teacher_s_queries_under_training_ids_are_told_by_their_words_and_docu
         "rerank: error: teacher run too-few.run scores none of the training candidates of all.run and has no other "
         "query with 3 candidates (--negatives + 1) to distil on (it holds 30 other queries under training queries' "
         "ids)")
+
+
+def test_a_teacher_scored_to_a_depth_teaches_by_the_candidates_it_scored(own_collection, rerank_module):
+    """A teacher made by `score --depth 2` over a 10-deep run holds 8 candidates per query below its head with filler
+    scores (their first stage's order, one unit apart): they were distillation targets, so the training groups of
+    candidates mostly below the head took them as the teacher's, and the unjudged queries were sampled from them. Only
+    the scored head teaches, said in a note: the same training as that run cut to its top 2 gives, to the weight."""
+    folder, _ = own_collection
+    (folder / "top2.run").write_text(rerank_module("score", "--model", "tk", "--checkpoint", "ck", "--depth", "2",
+                                                   "all.run", cwd=folder).stdout)
+    (folder / "head2.run").write_text(rerank_module("cat", "--depth", "2", "top2.run", cwd=folder).stdout)
+    with open(folder / "all.run") as handle:
+        below = sum(len(ranking) - 2 for ranking in load_run(handle, "all.run").queries.values())
+    assert below > 0
+
+    def distil(teacher: str, output: str) -> tuple[str, str]:
+        done = rerank_module("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", "--teacher",
+                             teacher, "--distill", "kl", "--steps", "2", "--negatives", "1", "--batch-groups", "2",
+                             "--threads", "1", "-o", output, cwd=folder)
+        return done.stderr, json.loads((folder / output / "checkpoint.json").read_text())["hash"]
+
+    said, scored = distil("top2.run", "taught-top2")
+    assert (f"rerank: note: teacher run top2.run: its score stage tk re-scored the top 2 of each query; the {below} "
+            "candidates below, kept in their order with filler scores, are not used as targets") in said
+    # every training query has more than 2 candidates: no group is scored whole by the head alone
+    assert "teacher run top2.run scores every candidate of 0 of the " in said
+    assert "distilling also on 34 unjudged queries of the teacher run" in said  # each with its 2 scored candidates
+    said, cut = distil("head2.run", "taught-head2")
+    assert "filler" not in said and scored == cut
+    # fused, the filler of a score stage that left some (tk, not tk10, which scored all 10) is used: said, not mended
+    (folder / "top10.run").write_text(rerank_module("score", "--model", "tk", "--checkpoint", "ck", "--depth", "10",
+                                                    "--name", "tk10", "all.run", cwd=folder).stdout)
+    rerank_module("fuse", "--method", "combsum", "--norm", "zscore", "-o", "fused.run", "top2.run", "top10.run",
+                  cwd=folder)
+    said, _ = distil("fused.run", "taught-fused")
+    assert ("rerank: note: teacher run fused.run: it fuses the score stage tk, which left candidates below the head it "
+            "re-scored with filler scores (their first stage's order): the fused scores drawing on them are used as "
+            "targets as they are") in said
+    assert "scores every candidate of 0 of the " not in said
