@@ -179,6 +179,7 @@ def scored_count(stage: dict[str, Any], ranking: QueryRanking) -> int:
         scored = depth if isinstance(depth, int) else len(ranking)
     return min(scored, len(ranking))
 
+
 def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Reranker, depth: int,
             stage: str, cache: ScoreCache | None, skip_missing: bool, stats: ScoreStats,
             interpolate: float | None = None) -> QueryRanking:

@@ -778,6 +778,7 @@ def fused_filler(fuse: dict, run: Run) -> list[str]:
                 names.append(str(stage.get("name")))
     return names
 
+
 def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], training: Judged,
                  log: Callable[[str], None], dev: DevSet | None) -> Teacher:
     """Teacher scores from a run: those of the `training` queries it holds (the same id and words over the same
