@@ -212,11 +212,14 @@ def refuse_output_in(output: str, checkpoint: str, is_it: str) -> None:
 
 
 def refuse_output_inside_a_checkpoint(output: str) -> None:
-    """An -o inside a checkpoint folder (`-o A/soup`) adds files to that checkpoint's content hash, which refuses it
-    as changed from then on: any checkpoint's, not only one being read (`rerank train tk -o CK/tk` spoiled CK)."""
+    """An -o inside a checkpoint folder (`-o A/soup`) is deleted with it when that checkpoint is replaced (`train -o A
+    --overwrite`), and adds files to the content hash of one written before checkpoints listed their files, which
+    refuses it as changed from then on: any checkpoint's, not only one being read (`rerank train tk -o CK/tk` spoiled
+    CK)."""
     holder = next((folder for folder in Path(output).resolve().parents if (folder / CHECKPOINT_FILE).is_file()), None)
     if holder is not None:
-        raise UsageError(f"{output} is inside the checkpoint {holder}, whose content hash its files would change; "
+        raise UsageError(f"{output} is inside the checkpoint {holder}, which would delete it when replaced, and whose "
+                         f"content hash it would change where its {CHECKPOINT_FILE} lists no files (an older rerank's); "
                          "write the result outside it")
 
 

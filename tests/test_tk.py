@@ -1071,10 +1071,11 @@ def test_a_bad_dev_fold_is_a_one_line_error(tmp_path, rerank):
 @pytest.mark.parametrize("wrong, words", [
     (["--distill", "margin-mse"], "--distill: distillation options, which need a teacher run"),  # click's default, given
     (["--init", "{ck}"], "{ck} is the checkpoint training starts from (--init); write the result to a new folder"),
-    (["--init", "{ck}", "-o", "{ck}/longer"], "{ck}/longer is inside the checkpoint {ck}, whose content hash its "
-                                             "files would change"),
-    # any checkpoint's folder, not only --init's: training wrote a checkpoint into CK, refused from then on as changed
-    (["-o", "{ck}/sub"], "{ck}/sub is inside the checkpoint {ck}, whose content hash its files would change"),
+    (["--init", "{ck}", "-o", "{ck}/longer"], "{ck}/longer is inside the checkpoint {ck}, which would delete it "
+                                             "when replaced"),
+    # any checkpoint's folder, not only --init's: training wrote a checkpoint into CK, which was refused from then on
+    # as changed (an older rerank's still is), and replacing CK deletes it
+    (["-o", "{ck}/sub"], "{ck}/sub is inside the checkpoint {ck}, which would delete it when replaced"),
     (["--max-length", "5"], "--max-length is an option of bert and minilm-bi only, not tk"),  # it was ignored
     (["-o", "{ck}/weights.pt"], "{ck}/weights.pt is a file, not a folder"),  # these two were click's 4-line usage
     (["--teacher", "{ck}"], "--teacher {ck} is a folder; give a run file"),
