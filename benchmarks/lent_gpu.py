@@ -30,7 +30,7 @@ def cast(precision: str, weights: Path, record: bool = False) -> None:
         manifest = json.loads(path.read_text())
         manifest["training"]["transfer"] = (f"weights rounded to float16 to leave the GPU machine (its checkpoint's "
                                             f"hash {manifest['hash']}); this copy holds them as {precision}")
-        manifest["hash"] = content_hash(weights.parent)
+        manifest["hash"] = content_hash(weights.parent, manifest.get("files"))
         path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 

@@ -36,7 +36,7 @@ import random
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .atomic import atomic_dir, atomic_output, check_replaceable, check_writable
@@ -83,15 +83,45 @@ class TrainableRanker(Protocol):
 
 # ------------------------------------------------------------------------------------------- checkpoints
 
-def content_hash(folder: Path) -> str:
-    """sha256 over every file of a checkpoint except its manifest (names and bytes, sorted by name)."""
+def checkpoint_files(folder: Path) -> list[str]:
+    """Every file under a folder but checkpoint manifests, as relative paths in the order the content hash reads
+    them: what a checkpoint is made of when it is written, and, for one written before checkpoints listed their
+    files, what it is taken to be made of."""
+    found = sorted(path.relative_to(folder) for path in Path(folder).rglob("*")
+                   if path.is_file() and path.name != CHECKPOINT_FILE)
+    return [path.as_posix() for path in found]
+
+
+def content_hash(folder: Path, files: list[str] | None = None) -> str:
+    """sha256 over the names and bytes of a checkpoint's `files` (relative paths; None: `checkpoint_files`), in
+    the order of their paths. A list of the files that are there gives what hashing them all gave before
+    checkpoints listed their files, so recorded hashes, and the caches keyed on them, stand."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.name != CHECKPOINT_FILE):
-        digest.update(str(path.relative_to(folder)).encode() + b"\x00")
-        with open(path, "rb") as handle:
+    for name in sorted(files, key=PurePosixPath) if files is not None else checkpoint_files(folder):
+        digest.update(str(PurePosixPath(name)).encode() + b"\x00")
+        with open(Path(folder) / name, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()[:16]
+
+
+def own_files(folder: Path, manifest: dict) -> list[str]:
+    """The files a checkpoint was written with, as its manifest lists them, so that what a user adds to the folder
+    later (a run scored with it, notes, .DS_Store) is no part of it; every file for a checkpoint written before
+    manifests listed them. A listed file that is gone is an error, as a changed one is."""
+    listed = manifest.get("files")
+    if listed is None:
+        return checkpoint_files(folder)
+    if not (isinstance(listed, list) and all(isinstance(name, str) and name and not PurePosixPath(name).is_absolute()
+                                             and ".." not in PurePosixPath(name).parts for name in listed)):
+        raise DataError(f"checkpoint {folder}: its {CHECKPOINT_FILE} lists its files as something other than paths "
+                        "inside it; retrain or copy it again")
+    missing = [name for name in listed if not (Path(folder) / name).is_file()]
+    if missing:
+        raise DataError(f"checkpoint {folder}: {', '.join(missing)} that {CHECKPOINT_FILE} lists "
+                        f"{'is' if len(missing) == 1 else 'are'} missing: changed or cut short since written; "
+                        "retrain or copy it again")
+    return listed
 
 
 def package_versions() -> dict[str, str | None]:
@@ -112,8 +142,9 @@ def config_hash(config: dict) -> str:
 
 
 def write_checkpoint(folder: Path, model: str, config: dict, training: dict) -> dict:
-    manifest = {"model": model, "config": config, "training": training, "hash": content_hash(folder),
-                "config_hash": config_hash(config)}
+    files = checkpoint_files(folder)
+    manifest = {"model": model, "config": config, "training": training, "files": files,
+                "hash": content_hash(folder, files), "config_hash": config_hash(config)}
     (Path(folder) / CHECKPOINT_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
 
@@ -147,7 +178,7 @@ def read_checkpoint(folder: str | Path, model: str | None) -> dict:
         raise UsageError(f"checkpoint {path} was trained for model {manifest.get('model')!r}, not {model!r}")
     # The hash keys the score cache and goes into run headers: weights edited, copied in or cut short since it
     # was written would otherwise get another model's cached scores (or a traceback from the weights loader).
-    actual = content_hash(path)
+    actual = content_hash(path, own_files(path, manifest))
     if manifest.get("hash") != actual:
         raise DataError(f"checkpoint {path}: its files are not those {CHECKPOINT_FILE} describes (hash {actual}, "
                         f"recorded {manifest.get('hash')}): changed or cut short since written; retrain or copy it again")
@@ -181,11 +212,14 @@ def refuse_output_in(output: str, checkpoint: str, is_it: str) -> None:
 
 
 def refuse_output_inside_a_checkpoint(output: str) -> None:
-    """An -o inside a checkpoint folder (`-o A/soup`) adds files to that checkpoint's content hash, which refuses it
-    as changed from then on: any checkpoint's, not only one being read (`rerank train tk -o CK/tk` spoiled CK)."""
+    """An -o inside a checkpoint folder (`-o A/soup`) is deleted with it when that checkpoint is replaced (`train -o A
+    --overwrite`), and adds files to the content hash of one written before checkpoints listed their files, which
+    refuses it as changed from then on: any checkpoint's, not only one being read (`rerank train tk -o CK/tk` spoiled
+    CK)."""
     holder = next((folder for folder in Path(output).resolve().parents if (folder / CHECKPOINT_FILE).is_file()), None)
     if holder is not None:
-        raise UsageError(f"{output} is inside the checkpoint {holder}, whose content hash its files would change; "
+        raise UsageError(f"{output} is inside the checkpoint {holder}, which would delete it when replaced, and whose "
+                         f"content hash it would change where its {CHECKPOINT_FILE} lists no files (an older rerank's); "
                          "write the result outside it")
 
 
@@ -196,8 +230,8 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
     Children fine-tuned from one parent stay in one basin of the loss, where the average of their weights
     is a working model that can generalise better than each (Wortsman et al. 2022, "Model soups"; for the DL
     BERT here it matched its children's mean: benchmarks/results/bert_quality.md). Weight files
-    are `*.safetensors` (BERT) or `*.pt` state dicts (TK); every other file (tokenizer, config) comes from
-    the first checkpoint.
+    are `*.safetensors` (BERT) or `*.pt` state dicts (TK); every other of the first checkpoint's own files
+    (tokenizer, config) is copied from it.
     """
     import shutil
 
@@ -229,7 +263,9 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
             raise UsageError(f"checkpoint {folder} is not the same architecture as {folders[0]} "
                              f"({', '.join(differ)})")
     first = Path(folders[0])
-    weight_files = sorted(p.name for p in first.iterdir() if p.suffix in (".safetensors", ".pt"))
+    # its own files at its top, as written: a run scored into its folder, or a notes.txt, is no part of the soup
+    first_files = [name for name in own_files(first, manifests[0]) if "/" not in name]
+    weight_files = sorted(name for name in first_files if Path(name).suffix in (".safetensors", ".pt"))
     if not weight_files:
         raise UsageError(f"{first} has no weight files (*.safetensors, *.pt) to average")
 
@@ -244,9 +280,9 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
             raise DataError(f"cannot read the weights {path} ({type(error).__name__}); is the checkpoint damaged?") from None
 
     with atomic_dir(output, CHECKPOINT_FILE) as tmp:
-        for path in first.iterdir():
-            if path.is_file() and path.name != CHECKPOINT_FILE and path.name not in weight_files:
-                shutil.copy2(path, Path(tmp) / path.name)
+        for name in first_files:
+            if name not in weight_files:
+                shutil.copy2(first / name, Path(tmp) / name)
         for name in weight_files:
             states = [load(Path(f) / name) for f in folders]
             if any(s.keys() != states[0].keys() or any(s[k].shape != states[0][k].shape for k in s) for s in states):

@@ -211,6 +211,9 @@ def test_training_writes_a_loadable_checkpoint(tiny_checkpoint):
     folder, result = tiny_checkpoint
     manifest = json.loads((folder / "checkpoint.json").read_text())
     assert manifest["model"] == "bert" and manifest["hash"] == content_hash(folder)
+    # its own files, which alone it is made of from now on (what a user adds later is not; test_tk.py scores one)
+    assert manifest["files"] == sorted(p.name for p in folder.iterdir() if p.name != "checkpoint.json")
+    assert {"model.safetensors", "config.json", "tokenizer.json"} <= set(manifest["files"])
     assert manifest["training"]["train"] == "trecqa-dev" and manifest["training"]["dev_measure"] == "MAP"
     assert manifest["config"]["max_length"] == 64 and (folder / "tokenizer.json").is_file()
     assert result.steps == 4 and len(result.history) == 2 and result.best is not None

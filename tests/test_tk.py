@@ -18,7 +18,7 @@ from rerank.errors import DataError, UsageError
 from rerank.models.base import load_model
 from rerank.models.tk import TKConfig, TKModule, load_tk, load_tkl, pad_ids
 from rerank.runs import load_run
-from rerank.train import write_checkpoint
+from rerank.train import content_hash, write_checkpoint
 from retrieval_fixtures import cacm_slice  # noqa: F401  (fixture)
 
 TINY = {"layers": 1, "heads": 2, "feedforward": 16, "dropout": 0.0, "max_doc": 60, "window": 8, "stride": 2,
@@ -419,6 +419,49 @@ def test_encode_score_explain_budget(tmp_path, rerank):
     stdin_twice = rerank("budget", "-", "--model", "tk", "--checkpoint", ck, "--depths", "2", input=candidates,
                          check=False)
     assert stdin_twice.returncode == 2 and "with --model, stdin is the candidate stream" in stdin_twice.stderr
+
+
+@pytest.mark.data
+def test_files_added_to_a_checkpoint_later_are_no_part_of_it(tmp_path, rerank):
+    """A checkpoint's content hash covered every file under its folder, so a run scored into it (`score --checkpoint
+    CK -o CK/scored.run`), a notes.txt or macOS's .DS_Store refused it from then on as "changed or cut short". It
+    lists its own files now, hashed as hashing them all did, so its hash, and the score cache keyed on it, stand."""
+    import shutil
+
+    ck = checkpoint(tmp_path)
+    manifest = json.loads((ck / "checkpoint.json").read_text())
+    assert manifest["files"] == ["weights.pt"] and manifest["hash"] == content_hash(ck)
+    candidates = rerank("retrieve", "trecqa-dev", "--candidates").stdout
+    rerank("score", "--model", "tk", "--checkpoint", str(ck), "-o", str(ck / "scored.run"), input=candidates)
+    (ck / "notes.txt").write_text("lr 1e-4 did better\n")
+    (ck / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    again = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates)
+    assert _stage(again.stdout)["checkpoint_hash"] == manifest["hash"]
+    assert _scores(again.stdout) == _scores((ck / "scored.run").read_text())
+    # the same scores from the cache, and not a word about the extra files
+    assert again.stderr.splitlines() == ["rerank: tk: scored 1148 pairs over 81 queries (1148 from the cache)"]
+    # a soup is made of its first ingredient's own files (the extras were copied into it)
+    rerank("average", str(ck), str(checkpoint(tmp_path, name="ck2")), "-o", str(tmp_path / "soup"))
+    assert sorted(p.name for p in (tmp_path / "soup").iterdir()) == ["checkpoint.json", "weights.pt"]
+    assert json.loads((tmp_path / "soup" / "checkpoint.json").read_text())["files"] == ["weights.pt"]
+    # a file it lists is still its own: gone, it is refused, by name
+    shutil.copytree(ck, tmp_path / "gone")
+    (tmp_path / "gone" / "weights.pt").unlink()
+    gone = rerank("score", "--model", "tk", "--checkpoint", str(tmp_path / "gone"), input=candidates, check=False)
+    assert gone.returncode == 1 and gone.stderr.strip() == (
+        f"rerank: error: checkpoint {tmp_path / 'gone'}: weights.pt that checkpoint.json lists is missing: changed or "
+        "cut short since written; retrain or copy it again")
+    # An older rerank's checkpoint.json was this one's without its list (the manifest is outside the hash, so it is
+    # what that rerank wrote for these weights): every file under it is its own, as then, so extras refuse it ...
+    del manifest["files"]
+    (ck / "checkpoint.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    old = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates, check=False)
+    assert old.returncode == 1 and "changed or cut short since written" in old.stderr
+    # ... and without them it scores as it did, under the same hash, from the same cache entries
+    for extra in ("scored.run", "notes.txt", ".DS_Store"):
+        (ck / extra).unlink()
+    old = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates)
+    assert _stage(old.stdout)["checkpoint_hash"] == manifest["hash"] and "(1148 from the cache)" in old.stderr
 
 
 @pytest.mark.data
@@ -1028,10 +1071,11 @@ def test_a_bad_dev_fold_is_a_one_line_error(tmp_path, rerank):
 @pytest.mark.parametrize("wrong, words", [
     (["--distill", "margin-mse"], "--distill: distillation options, which need a teacher run"),  # click's default, given
     (["--init", "{ck}"], "{ck} is the checkpoint training starts from (--init); write the result to a new folder"),
-    (["--init", "{ck}", "-o", "{ck}/longer"], "{ck}/longer is inside the checkpoint {ck}, whose content hash its "
-                                             "files would change"),
-    # any checkpoint's folder, not only --init's: training wrote a checkpoint into CK, refused from then on as changed
-    (["-o", "{ck}/sub"], "{ck}/sub is inside the checkpoint {ck}, whose content hash its files would change"),
+    (["--init", "{ck}", "-o", "{ck}/longer"], "{ck}/longer is inside the checkpoint {ck}, which would delete it "
+                                             "when replaced"),
+    # any checkpoint's folder, not only --init's: training wrote a checkpoint into CK, which was refused from then on
+    # as changed (an older rerank's still is), and replacing CK deletes it
+    (["-o", "{ck}/sub"], "{ck}/sub is inside the checkpoint {ck}, which would delete it when replaced"),
     (["--max-length", "5"], "--max-length is an option of bert and minilm-bi only, not tk"),  # it was ignored
     (["-o", "{ck}/weights.pt"], "{ck}/weights.pt is a file, not a folder"),  # these two were click's 4-line usage
     (["--teacher", "{ck}"], "--teacher {ck} is a folder; give a run file"),
