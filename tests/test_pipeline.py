@@ -71,10 +71,10 @@ def test_a_pipelines_runs_name_its_file_by_content_which_makes_no_run_out_of_dat
 
     from rerank.runs import RunReader
 
-    spec = tmp_path / "named.toml"
+    spec = tmp_path / "made-by.toml"
     spec.write_text('dataset = "trecqa-dev"\nmeasures = ["MRR"]\n[[stage]]\nname = "c"\nkind = "candidates"\nk = 3\n')
     rerank("run", str(spec))
-    folder = session_home / "runs" / "named"
+    folder = session_home / "runs" / "made-by"
 
     def entry(stage: str) -> dict:
         with open(folder / f"{stage}.run", encoding="utf-8") as handle:
