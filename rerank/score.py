@@ -20,10 +20,8 @@ keeps the model's own scores, so changing α re-scores nothing.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import math
-import operator
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -38,7 +36,7 @@ from .normalise import zscores
 from .paths import cache_dir
 from .progress import Progress
 from .retrieve.store import described, origin
-from .runs import QueryRanking, Stream, Timing, file_fields, stored_vectors_packages, used_packages
+from .runs import QueryRanking, Stream, Timing, descending, file_fields, stored_vectors_packages, used_packages
 
 CACHE_FILE = "scores.sqlite"
 
@@ -154,7 +152,7 @@ def head_over_tail(ranking: QueryRanking, scores: dict[str, float], **fields: An
     rest = [d for d in ranking.docids if d not in scores]
     floor = min(scores.values(), default=0.0)
     below = [floor - i for i in range(1, len(rest) + 1)]
-    if below and not (below[0] < floor and all(map(operator.gt, below, itertools.islice(below, 1, None)))):
+    if below and not descending([floor, *below]):
         return QueryRanking.from_scores(ranking.qid, [*scores, *rest], [*scores.values(), *below], **fields)
     head = QueryRanking.from_scores(ranking.qid, scores, scores.values(), **fields)
     head.docids += rest
