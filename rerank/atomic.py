@@ -83,7 +83,8 @@ def _opened(fd: int, mode: str, target: Path) -> Iterator[IO]:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle
         return
-    with os.fdopen(fd, "wb") as raw, gzip.GzipFile(target.name, "wb", compresslevel=6, fileobj=raw, mtime=0) as compressed, \
+    with os.fdopen(fd, "wb") as raw, \
+            gzip.GzipFile(target.name, "wb", compresslevel=6, fileobj=raw, mtime=0) as compressed, \
             io.TextIOWrapper(compressed, encoding="utf-8") as handle:
         yield handle
 
