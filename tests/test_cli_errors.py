@@ -102,11 +102,15 @@ def test_runs_of_different_data_sets_are_not_scored_against_one_qrels(rerank, tm
 
 def test_a_run_given_as_qrels_is_named_a_run(rerank, tmp_path):
     """`eval RUN --qrels OTHER.RUN` said only "expected 4 columns 'qid iter docid grade', found 6"; a qrels file given
-    as a run has long been named one."""
+    as a run has long been named one. A run rerank wrote starts with its '# rerank-run: 2' line, which was told only
+    that it had 3 columns."""
     (tmp_path / "a.run").write_text("1 Q0 d1 1 2.5 bm25\n")
+    hint = "its lines are a run's, 'qid Q0 docid rank score tag': give it as a run, and the qrels with --qrels"
     fails(rerank, "eval", str(tmp_path / "a.run"), "--qrels", str(tmp_path / "a.run"),
-          words=f"{tmp_path / 'a.run'}:1: expected 4 columns 'qid iter docid grade', found 6; its lines are a run's, "
-                "'qid Q0 docid rank score tag': give it as a run, and the qrels with --qrels")
+          words=f"{tmp_path / 'a.run'}:1: expected 4 columns 'qid iter docid grade', found 6; {hint}")
+    (tmp_path / "ours.run").write_text(rerank("retrieve", "trecqa-dev", "--candidates", "candidates").stdout)
+    fails(rerank, "eval", str(tmp_path / "ours.run"), "--qrels", str(tmp_path / "ours.run"),
+          words=f"{tmp_path / 'ours.run'}:1: expected 4 columns 'qid iter docid grade', found 3; {hint}")
 
 
 def test_bad_measure_and_k(rerank, data_root):

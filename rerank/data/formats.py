@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 from ..errors import DataError, FormatError
-from ..runs import (ROW_NUMBERS_HINT, collector_paused, comma_separated_hint, loads_once_per_key, trec_columns,
-                    whole_number)
+from ..runs import (MAGIC_KEY, ROW_NUMBERS_HINT, collector_paused, comma_separated_hint, loads_once_per_key,
+                    trec_columns, whole_number)
 
 
 @dataclass(frozen=True)
@@ -570,7 +570,8 @@ def _not_judgements(line: str) -> str:
     if len(fields) == 2 and len(fields[1].split()) > 1:
         return "; its lines are 'id<TAB>text', as topics or a corpus are, not judgements"
     parts = line.split()
-    if len(parts) == 6 and whole_number(parts[3]) is not None and _is_number(parts[4]):
+    if (parts[:2] == ["#", f"{MAGIC_KEY}:"]  # the first line of a run rerank wrote, the likeliest run given as qrels
+            or len(parts) == 6 and whole_number(parts[3]) is not None and _is_number(parts[4])):
         return "; its lines are a run's, 'qid Q0 docid rank score tag': give it as a run, and the qrels with --qrels"
     return ""
 
