@@ -218,9 +218,8 @@ def refuse_output_inside_a_checkpoint(output: str) -> None:
     CK)."""
     holder = next((folder for folder in Path(output).resolve().parents if (folder / CHECKPOINT_FILE).is_file()), None)
     if holder is not None:
-        raise UsageError(f"{output} is inside the checkpoint {holder}, which would delete it when replaced, and whose "
-                         f"content hash it would change where its {CHECKPOINT_FILE} lists no files (an older rerank's); "
-                         "write the result outside it")
+        raise UsageError(f"{output} is inside the checkpoint {holder}, which would delete it when replaced; write the "
+                         "result outside it")
 
 
 def average_checkpoints(folders: list[str], output: str, overwrite: bool = False) -> dict:
