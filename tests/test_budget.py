@@ -413,8 +413,8 @@ def test_cli_report_plot_and_errors(tmp_path, rerank):
         bad = subprocess.run([sys.executable, "-m", "rerank", "budget"], stdin=terminal, capture_output=True, text=True,
                              timeout=120)
     assert bad.returncode == 2 and "no runs given: name run files (one per model and depth), pipe one in" in bad.stderr
-    twice = rerank("budget", slow, slow, check=False)
-    assert twice.returncode == 2 and "both 'slow' at depth 20" in twice.stderr
+    twice = rerank("budget", slow, slow, check=False)  # the check eval and fuse share (it said "both 'slow' at depth 20")
+    assert twice.returncode == 2 and f"run {slow} is given twice; give it once, or label the copies" in twice.stderr
     # a cut by cat --depth keeps its stage's depth and time: said, as a user took it for a shallower point
     shallow = tmp_path / "slow-cut.run"
     shallow.write_text(rerank("cat", "--depth", "5", slow).stdout)

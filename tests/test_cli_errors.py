@@ -392,8 +392,10 @@ def test_records_after_the_end_line_are_refused(rerank, tmp_path):
     joined = tmp_path / "joined.run"
     joined.write_text('# rerank-run: 2\n# dataset: "vaswani"\n1 Q0 8172 1 2.0 bm25\n# end of run\n'
                       "1 Q0 5502 1 9.0 other\n")
+    whole = tmp_path / "whole.run"  # fuse's second run (one run given twice is refused first)
+    whole.write_text('# rerank-run: 2\n# dataset: "vaswani"\n1 Q0 8172 1 2.0 bm25\n# end of run\n')
     for command in ("eval", "cat", "fuse"):
-        extra = [str(joined)] if command == "fuse" else []
+        extra = [str(whole)] if command == "fuse" else []
         fails(rerank, command, str(joined), *extra, words=f"{joined}:5: a record after the '# end of run' line")
 
 

@@ -180,6 +180,22 @@ def test_fuse_cli_reads_stdin_and_files(rerank, tmp_path):
 
 
 @pytest.mark.data
+def test_a_run_given_twice_is_refused_by_fuse_as_by_eval_and_budget(rerank, tmp_path):
+    """`fuse A.run A.run` fused the run with itself (each document counted twice) where eval and budget refuse a run
+    given twice; the three share one check, which also knows the file under another spelling (./A.run, a link)."""
+    (tmp_path / "bm25.run").write_text(BM25)
+    (tmp_path / "link.run").symlink_to(tmp_path / "bm25.run")
+    for again in ("bm25.run", "./bm25.run", str(tmp_path / "link.run")):
+        twice = rerank("fuse", "bm25.run", again, check=False, cwd=tmp_path)
+        assert twice.returncode == 2 and twice.stdout == "" and twice.stderr == (
+            f"rerank: error: run {again} is given twice; give it once\n"), again
+    evaluated = rerank("eval", "bm25.run", "./bm25.run", check=False, cwd=tmp_path)
+    assert evaluated.returncode == 2 and evaluated.stderr == (  # it compared bm25:bm25.run with bm25:./bm25.run
+        "rerank: error: run ./bm25.run is given twice; give it once, or label the copies (A=./bm25.run)\n")
+    assert rerank("eval", "A=bm25.run", "B=./bm25.run", "-m", "P@1", cwd=tmp_path).stdout
+
+
+@pytest.mark.data
 @pytest.mark.java
 def test_pipeline_fuse_stage(rerank, vaswani_index, session_home, tmp_path):
     pipeline = tmp_path / "hybrid.toml"

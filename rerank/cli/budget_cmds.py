@@ -27,7 +27,8 @@ def _read_runs(labelled: list[tuple[str | None, str]], output: str | None, plot_
     for option, path, what in (("-o", output, "report"), ("--plot", plot_path, "plot")):
         refuse_replacing_an_input(option, path, what, read)
     with contextlib.ExitStack() as stack:
-        loaded = load_runs(open_run_inputs(stack, [path for _, path in labelled]), strict=False)
+        loaded = load_runs(open_run_inputs(stack, [path for _, path in labelled], [label for label, _ in labelled]),
+                           strict=False)
     for run, (label, _) in zip(loaded, labelled):
         run.label = label or (run.header.stages[-1].get("name") if run.header.stages else None) or run.source
         cached = _cached_score_stages(run.header.stages)

@@ -71,12 +71,10 @@ def eval_command(runs, qrels, dataset_name, measures, min_rel, per_query, fmt, b
     """
     labelled = [split_label(arg) for arg in runs] or [(None, None)]
     with contextlib.ExitStack() as stack:
-        loaded = load_runs(open_run_inputs(stack, [path for _, path in labelled]), strict,
-                           [label for label, _ in labelled])
+        labels = [label for label, _ in labelled]
+        loaded = load_runs(open_run_inputs(stack, [path for _, path in labelled], labels), strict, labels)
     for run in loaded:
         same = [other.source for other in loaded if other.name == run.name]
-        if len(same) > 1 and len(set(same)) == 1:  # it was 'two runs are named 'P:P' (P, P)'
-            raise UsageError(f"run {same[0]} is given twice; give it once, or label the copies (A={same[0]})")
         if len(same) > 1:
             raise UsageError(f"two runs are named {run.name!r} ({', '.join(same)}); give them different labels")
         if depth is not None:  # in trec_eval's order, as trec_eval -M cuts

@@ -89,12 +89,29 @@ def open_run_input(path: str | None) -> Iterator[tuple[IO[str], str]]:
         yield handle, path
 
 
-def open_run_inputs(stack: contextlib.ExitStack, paths) -> list[tuple[IO[str], str]]:
+def open_run_inputs(stack: contextlib.ExitStack, paths: list[str | None],
+                    labels: list[str | None] | None = None) -> list[tuple[IO[str], str]]:
     """Several runs (`open_run_input` each, closed with `stack`), one at most from stdin: a second '-' read what
-    the first had left, nothing, and was called an empty input."""
+    the first had left, nothing, and was called an empty input. `labels`: the LABEL of each LABEL=FILE, for the
+    commands that take them (None: the command takes none)."""
     if list(paths).count("-") > 1:
         raise UsageError("only one of the runs can come from stdin ('-')")
+    _refuse_a_run_twice(paths, labels)
     return [stack.enter_context(open_run_input(path)) for path in paths]
+
+
+def _refuse_a_run_twice(paths: list[str | None], labels: list[str | None] | None) -> None:
+    """One run file given twice under one name (as typed, or as ./a.run, its absolute path, a link to it): eval and
+    budget compared it with itself, and fuse counted its documents twice. Copies labelled apart stay allowed."""
+    seen = set()
+    for path, label in zip(paths, labels or [None] * len(paths)):
+        if path in (None, "-") or not os.path.isfile(path):  # stdin, a pipe, or missing: nothing to compare
+            continue
+        status = os.stat(path)
+        if (label, status.st_dev, status.st_ino) in seen:
+            remedy = f", or label the copies (A={path})" if labels is not None else ""
+            raise UsageError(f"run {path} is given twice; give it once{remedy}")
+        seen.add((label, status.st_dev, status.st_ino))
 
 
 def write_no_queries(reader: RunReader, source: str, output: str | None, trec_only: bool, why: str) -> None:
