@@ -592,3 +592,25 @@ def test_significance_options_without_a_comparison_are_refused(rerank, data_root
     twice = rerank("eval", run, run, "--qrels", qrels, check=False)  # said: two runs are named 'P:P' (P, P)
     assert twice.returncode == 2 and twice.stderr == f"rerank: error: run {run} is given twice; give it once, or " \
                                                      f"label the copies (A={run})\n"
+
+
+def test_a_reader_that_stops_early_ends_every_command_quietly_and_alike(rerank, data_root, session_home, tmp_path):
+    """A closed pipe (`rerank cat X | head -1`) ended cat, fuse and retrieve with exit 1 (click's rule, met before
+    rerank's own), eval and budget with 0 where their one write was cut short, 1 where it was refused whole: every
+    command now stops quietly with 0. The pipe's reading end is closed here before the command writes at all."""
+    import os
+    import subprocess
+    import sys
+
+    replayed = [rerank("retrieve", "trec-dl-2019", "--candidates", run, "-o", str(tmp_path / f"{run}.run")).returncode
+                for run in ("bm25", "bm25-rm3")]
+    assert replayed == [0, 0]
+    bm25, rm3 = str(tmp_path / "bm25.run"), str(tmp_path / "bm25-rm3.run")
+    env = {**os.environ, "RERANK_HOME": str(session_home), "RERANK_DATA": str(data_root), "HF_HUB_OFFLINE": "1"}
+    for args in (("cat", bm25), ("fuse", bm25, rm3), ("retrieve", "trec-dl-2019", "--candidates"), ("eval", bm25, "-q"),
+                 ("budget", bm25, "--zero-untimed"), ("eval", "--help")):
+        process = subprocess.Popen([sys.executable, "-m", "rerank", *args], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+        process.stdout.close()  # the reader gone, as `head` is once it has its lines
+        stderr = process.stderr.read()
+        assert (process.wait(), stderr) == (0, ""), args

@@ -29,7 +29,23 @@ def _version(ctx: click.Context, _option: click.Parameter, given: bool) -> None:
         ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _OutputClosed(Exception):
+    """A write met a closed pipe (`rerank cat X | head -1`), carried past click as an exception it does not know."""
+
+
+class _Rerank(click.Group):
+    """click's own `main` turned a closed pipe met inside a command into exit 1, before `main` below saw it, while a
+    command whose last write was cut short (`eval | head -1`) exited 0: the same `| head` got either status. Raised
+    on as `_OutputClosed`, it reaches `main`'s one rule for every command."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as exc:
+            raise _OutputClosed() from exc
+
+
+@click.group(cls=_Rerank, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--data-root", type=click.Path(file_okay=False), default=None,
               help=f"Folder of data sets in the documented layout (default: ${DATA_ROOT_ENV} or ../shared/data).")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
@@ -119,11 +135,13 @@ def main() -> None:
     except RerankError as exc:
         click.echo(f"rerank: error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except BrokenPipeError:
-        # The reader went away (e.g. `| head`): stop quietly, as Unix tools do.
+    except (_OutputClosed, BrokenPipeError):
+        # The reader went away (`| head`): it has what it wanted, so stop quietly and succeed, whichever command wrote
+        # (a failed stage downstream fails the pipe by its own status). What is left to write goes to /dev/null, as
+        # Python's documentation advises, so the flush at exit meets no closed pipe either.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        sys.exit(1)
+        sys.exit(0)
     except KeyboardInterrupt:
         click.echo("rerank: interrupted", err=True)
         sys.exit(130)
