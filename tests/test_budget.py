@@ -661,6 +661,16 @@ def test_the_plot_is_written_in_the_format_its_name_asks_for(tmp_path, rerank):
     assert not (tmp_path / "report.txt").exists() and not (tmp_path / "budget.jpgx").exists()
 
 
+def test_a_plot_that_cannot_be_written_is_refused_before_the_report_is_printed(tmp_path, rerank):
+    """`--plot FILE` where FILE cannot be made (its folder a file here; a read-only one alike, which root may write
+    to, so it is not the test) printed the whole report, then failed on the plot."""
+    run = _write_run(tmp_path, "m", 20, 5.0, 2)
+    plot = f"{run}/budget.png"  # under a file
+    bad = rerank("budget", run, "--plot", plot, check=False)
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr == (
+        f"rerank: error: cannot write {plot}: Not a directory in {run}\n")
+
+
 def test_an_output_that_names_one_of_the_runs_is_refused(tmp_path, rerank):
     """`-o` or `--plot` naming a run read (a slip of the shell's completion) replaced that run with the report
     or a PNG, and exited 0."""

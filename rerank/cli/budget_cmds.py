@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from ..atomic import plot_format
+from ..atomic import check_writable, plot_format
 from ..errors import UsageError
 from ..evaluate import budget as budgets_lib
 from ..evaluate.session import load_runs
@@ -86,8 +86,9 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measures, 
     measure = measures[0] if measures else None
     if title is not None and not plot_path:
         raise UsageError("--title is the plot's title: give --plot FILE too")
-    if plot_path:
-        plot_format(plot_path)  # before any run is read or scored
+    if plot_path:  # before any run is read or scored, and before the report is printed, which it followed
+        plot_format(plot_path)
+        check_writable(plot_path)
     chosen = budgets_lib.positive_numbers(budget_text, "--budgets") if budget_text is not None else None
     labelled = [split_label(arg) for arg in runs]
     if model_name is not None:
