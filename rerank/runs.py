@@ -279,7 +279,7 @@ def _parse_timing(text: str, source: str, line_no: int) -> tuple[str, Timing]:
         raise FormatError(source, line_no, "a '# time:' line needs QID STAGE MS DEPTH")
     qid, stage, ms, depth = parts
     try:
-        timing = Timing(stage, float(no_underscores(ms)), int(no_underscores(depth)))
+        timing = Timing(stage, float(c_numeral(ms)), int(c_numeral(depth)))
     except ValueError:
         raise FormatError(source, line_no, f"non-numeric time or depth in '# time: {text.strip()}'") from None
     if not 0 <= timing.ms < math.inf or timing.depth < 0:  # budget curves sum and sort them: inf was a traceback
@@ -368,7 +368,8 @@ class RunReader:
                 self._absorb(line, None)
                 closed = closed or self._ended
                 continue
-            parts = line.split() if line.isascii() else trec_columns(line)  # trec_columns, less a call per line
+            plain = line.isascii()  # so are its numbers then; those of another line go through c_numeral
+            parts = line.split() if plain else trec_columns(line)  # trec_columns, less a call per line
             if not parts:
                 continue
             if closed:  # a run appended to a finished one: its records would merge into this run's queries
@@ -382,17 +383,18 @@ class RunReader:
                                                               f"found {len(parts)}{_columns_hint(parts)}")
             qid, _, docid, rank, score, tag = parts
             try:
-                score_value = float(score if "_" not in score else no_underscores(score))
+                score_value = float(score if plain and "_" not in score else c_numeral(score))
             except ValueError:
                 hint = JSON_RUN_HINT if _JSON_RUN_START.match(line) else "" if whole_number(rank) is not None else \
                     " (a line of column names, which pandas' to_csv writes unless header=False?)"
-                raise FormatError(self.source, self._line_no, f"score {score!r} is not a number{hint}") from None
+                raise FormatError(self.source, self._line_no, f"score {score!r} is not a number"
+                                                              f"{non_ascii_hint(score) or hint}") from None
             if not math.isfinite(score_value):  # no order or normalisation (z-scores, min-max) can use it
                 raise FormatError(self.source, self._line_no, f"score is {score!r}, not a finite number")
             # ASCII digits, the usual rank, read as whole_number reads them, without its calls
-            rank_value = int(rank) if rank.isdigit() and rank.isascii() else whole_number(rank)
+            rank_value = int(rank) if plain and rank.isdigit() else whole_number(rank)
             if rank_value is None:  # the likeliest cause: score and rank columns swapped
-                raise FormatError(self.source, self._line_no, f"rank {rank!r} is not an integer")
+                raise FormatError(self.source, self._line_no, f"rank {rank!r} is not an integer{non_ascii_hint(rank)}")
             yield self._line_no, qid, docid, rank_value, score_value, tag
 
     def _msmarco_record(self, parts: list[str]) -> tuple[int, str, str, int, float, str]:
@@ -405,8 +407,8 @@ class RunReader:
         qid, docid, rank = parts
         rank_value = whole_number(rank)
         if rank_value is None or rank_value < 0:
-            raise FormatError(self.source, self._line_no, f"rank {rank!r} is not a whole number from 0 up "
-                                                          "(Pyserini ranks from 1, PyTerrier from 0)")
+            hint = non_ascii_hint(rank) or " (Pyserini ranks from 1, PyTerrier from 0)"
+            raise FormatError(self.source, self._line_no, f"rank {rank!r} is not a whole number from 0 up{hint}")
         return self._line_no, qid, docid, rank_value, 0.0, MSMARCO_TAG
 
     def _ranx_records(self, text: str) -> Iterator[tuple[int, str, str, int, float, str]]:
@@ -563,11 +565,11 @@ def whole_number(text: str) -> int | None:
     how pandas writes an integer column that held a gap), which trec_eval reads as that integer (it ignores the
     rank column, and reads a grade with atol); None for anything else (a grade `1.5` is refused, not cut to 1)."""
     try:
-        return int(no_underscores(text))
+        return int(c_numeral(text))
     except ValueError:
         pass
     try:
-        value = float(no_underscores(text))
+        value = float(c_numeral(text))
     except ValueError:
         return None
     return int(value) if value.is_integer() else None
@@ -597,12 +599,18 @@ def nested_stages(stages: list[dict]) -> Iterator[dict]:
                 yield from nested_stages(fused.get("stages", []))
 
 
-def no_underscores(text: str) -> str:
-    """`text`, for int() or float() to read, unless it has an underscore: Python reads `1_0` as 10, where
-    trec_eval's atof reads 1; neither is what its writer meant, so it is refused (ValueError) as not a number."""
-    if "_" in text:
+def c_numeral(text: str) -> str:
+    """`text`, for int() or float() to read, where they read it as trec_eval's atoi and atof do: Python also reads
+    `1_0` as 10 (atof: 1) and other scripts' digits, Arabic-Indic '٣' or fullwidth '３', as 3 (atoi: 0). Neither is
+    what its writer meant, so such text is refused (ValueError) as not a number; `non_ascii_hint` says why."""
+    if "_" in text or not text.isascii():
         raise ValueError(text)
     return text
+
+
+def non_ascii_hint(text: str) -> str:
+    """For a number refused for its digits (`c_numeral`), which read as one to the user."""
+    return "" if text.isascii() else " (its digits must be ASCII 0-9: trec_eval reads others as no digits)"
 
 
 def _empty_ranking(qid: str, timings: list[Timing]) -> QueryRanking:

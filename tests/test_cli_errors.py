@@ -614,3 +614,20 @@ def test_a_reader_that_stops_early_ends_every_command_quietly_and_alike(rerank, 
         process.stdout.close()  # the reader gone, as `head` is once it has its lines
         stderr = process.stderr.read()
         assert (process.wait(), stderr) == (0, ""), args
+
+
+def test_numbers_in_other_scripts_digits_are_refused_as_trec_eval_cannot_read_them(rerank, tmp_path):
+    """Python's int() and float() read Arabic-Indic '٣' and fullwidth '３' as 3, where trec_eval's atoi and atof
+    read no digits: a grade, score or rank so written was taken at its face value here and as 0 by trec_eval."""
+    run, qrels = tmp_path / "a.run", tmp_path / "qrels.txt"
+    run.write_text("1 Q0 d1 1 3.5 t\n1 Q0 d2 2 1.0 t\n")
+    qrels.write_text("1 0 d1 ٣\n")
+    hint = "(its digits must be ASCII 0-9: trec_eval reads others as no digits)"
+    fails(rerank, "eval", str(run), "--qrels", str(qrels), words=f"{qrels}:1: grade '٣' is not an integer {hint}")
+    qrels.write_text("1 0 d1 3\n")
+    for line, said in (("1 Q0 d2 2 １.0 t", "score '１.0' is not a number"), ("1 Q0 d2 ٢ 1.0 t", "rank '٢' is not an integer")):
+        run.write_text(f"1 Q0 d1 1 3.5 t\n{line}\n")
+        for command in (("eval", "--qrels", str(qrels)), ("cat",)):  # whole-run loader and streaming reader
+            fails(rerank, command[0], str(run), *command[1:], words=f"{run}:2: {said} {hint}")
+    (tmp_path / "m.run").write_text("1 d1 ٢\n")
+    fails(rerank, "cat", "--msmarco", str(tmp_path / "m.run"), words=f"rank '٢' is not a whole number from 0 up {hint}")

@@ -238,9 +238,12 @@ def test_ranks_written_as_floats_are_read():
 
 
 def test_ranks_are_read_as_int_reads_them_and_a_stream_that_turns_to_bytes_is_named():
-    """The line reader's per-line fast paths (ASCII digits; its own loop over the handle) read what it read."""
-    text = "\ufeff1 Q0 a 01 2.5 t\n1 Q0 b +2 1.5 t\n1 Q0 c \u0663 1.0 t\n1 Q0 d 4.0 0.5 t\n"
+    """The line reader's per-line fast paths (ASCII digits; its own loop over the handle) read what it read; a rank
+    in other digits ('\u0663', Arabic-Indic 3), which it read as 3 and trec_eval reads as none, is refused."""
+    text = "\ufeff1 Q0 a 01 2.5 t\n1 Q0 b +2 1.5 t\n1 Q0 c 3 1.0 t\n1 Q0 d 4.0 0.5 t\n"
     assert read(text, strict=True)[1][0].docids == ["a", "b", "c", "d"]
+    with pytest.raises(FormatError, match="run.txt:3: rank '\u0663' is not an integer .its digits must be ASCII"):
+        read(text.replace("c 3", "c \u0663"), strict=True)
     broken = io.TextIOWrapper(io.BytesIO(b"1 Q0 a 1 2.5 t\n" * 10000 + b"1 Q0 \xff 2 1.5 t\n"), encoding="utf-8")
     with pytest.raises(FormatError, match="run.txt: not UTF-8 text"):
         list(RunReader(broken, "run.txt"))

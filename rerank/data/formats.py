@@ -27,7 +27,7 @@ from typing import IO, Iterable, Iterator
 
 from ..errors import DataError, FormatError
 from ..runs import (MAGIC_KEY, ROW_NUMBERS_HINT, collector_paused, comma_separated_hint, loads_once_per_key,
-                    trec_columns, whole_number)
+                    non_ascii_hint, trec_columns, whole_number)
 
 
 @dataclass(frozen=True)
@@ -627,7 +627,8 @@ def _qrels_lines(lines: Iterable[str], path: str | Path) -> Qrels:
         qid, docid, grade_text = parts[at_qid], parts[at_docid], parts[at_grade]
         grade = whole_number(grade_text)
         if grade is None:
-            raise FormatError(str(path), line_no, f"grade {grade_text!r} is not an integer{_not_judgements(line)}")
+            raise FormatError(str(path), line_no, f"grade {grade_text!r} is not an integer"
+                                                  f"{non_ascii_hint(grade_text) or _not_judgements(line)}")
         _check_grade_range(grade, f"grade {grade_text}", path, line_no)
         key = (qid, docid)
         if key in first_seen:  # trec_eval refuses these too
