@@ -40,7 +40,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .atomic import atomic_dir, atomic_output, check_replaceable, check_writable
-from .data import dataset_names, get_dataset
+from .data import dataset_names, get_dataset, unknown_dataset
 from .data.formats import Qrels
 from .errors import DataError, RerankError, UsageError, counted, verb
 from .locks import exclusive
@@ -466,7 +466,7 @@ class TrainArgs:
                 raise UsageError("--metric is the dev measure: give a dev set too (--dev, --dev-fraction or --dev-fold)")
             parse_measure(self.metric)
         if self.train is not None and self.train not in dataset_names():
-            raise UsageError(f"unknown data set {self.train!r}; known: {', '.join(dataset_names())}")
+            raise unknown_dataset(self.train, option="--train")
         if self.train is None and not self.candidate_file:
             raise UsageError("give the training data: --train DATASET, or --candidates RUN_FILE (a run of judged "
                              "queries, e.g. from rerank retrieve)")

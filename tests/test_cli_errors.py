@@ -18,6 +18,17 @@ def test_unknown_data_set_lists_names(rerank):
     fails(rerank, "data", "show", "nosuch", words="unknown data set 'nosuch'")
 
 
+def test_an_unknown_data_set_exits_2_wherever_it_is_named(rerank, tmp_path):
+    """`data show nosuch`, `retrieve nosuch` and `index nosuch` exited 1, `--dataset nosuch` and `--train nosuch` 2,
+    as click exits for a value outside an option's choices: all 2 now, with one message."""
+    (tmp_path / "a.run").write_text("1 Q0 d1 1 3.5 t\n")
+    for args in (("data", "show", "nosuch"), ("retrieve", "nosuch"), ("index", "nosuch"),
+                 ("eval", str(tmp_path / "a.run"), "--dataset", "nosuch"),
+                 ("train", "bert", "--train", "nosuch", "-o", str(tmp_path / "ck"))):
+        done = rerank(*args, check=False)
+        assert done.returncode == 2 and "unknown data set 'nosuch'; known: vaswani, cacm" in done.stderr, args
+
+
 def test_index_that_does_not_exist_says_how_to_build(rerank, tmp_path):
     error = fails(rerank, "retrieve", "trec-dl-2020", words="build it with: rerank index trec-dl-2020")
     assert "rerank retrieve trec-dl-2020 --candidates" in error  # its published BM25, not one over the pool

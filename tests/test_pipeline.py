@@ -400,7 +400,7 @@ def test_an_unknown_data_set_stops_the_pipeline_before_any_stage_runs(rerank, tm
     spec = tmp_path / "p.toml"
     spec.write_text('dataset = "nosuch"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n')
     done = rerank("run", str(spec), check=False)
-    assert done.returncode != 0 and "'nosuch' is not a known data set" in done.stderr and "running" not in done.stderr
+    assert done.returncode != 0 and "unknown data set 'nosuch'; known: vaswani" in done.stderr and "running" not in done.stderr
 
 
 def test_a_pipeline_over_an_index_of_ones_own_without_qrels_stops_before_any_stage_runs(rerank, tmp_path):

@@ -639,7 +639,7 @@ def test_explain_and_encode_refuse_what_they_cannot_read_in_one_line(tmp_path, r
             ((*explain, "--query", "x", "--index", "absent"), 1,
              "no index 'absent' is built here; build it with: rerank index absent --corpus FILE"),
             ((*explain, "--query", "x"), 2, "--dataset NAME, --index NAME or --corpus FILE"),
-            ((*explain, "--query", "x", "--dataset", "moved"), 2, "(for an index of your own, give --index NAME)"),
+            ((*explain, "--query", "x", "--dataset", "moved"), 2, "; for an index of your own, give --index NAME"),
             ((*explain, "--qid", "1", "--index", "moved"), 2, "--qid needs the query texts: give --topics FILE"),
             ((*explain, "--query", "x", "--dataset", "cacm", "--topics", "/nonexistent.tsv"), 2,
              "--topics gives the texts of --qid; with --query, leave it out"),

@@ -50,10 +50,10 @@ def check_dataset_option(name: str, runs: list[tuple[str | None, str]]) -> None:
     """`--dataset NAME` (eval, score) stands in for a header that names no data set (a plain TREC run from another
     tool, a QA set's, which ships no qrels file); it does not override a header that names another. `runs`: each
     run's header data set and its source."""
-    from ..data import dataset_names
+    from ..data import dataset_names, unknown_dataset
 
     if name not in dataset_names():
-        raise UsageError(f"--dataset: unknown data set {name!r}; known: {', '.join(dataset_names())}")
+        raise unknown_dataset(name, option="--dataset")
     for named, source in runs:
         if named not in (None, name):
             raise UsageError(f"--dataset {name}: {source}'s header names the data set {named}")

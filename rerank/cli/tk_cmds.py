@@ -96,7 +96,7 @@ def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads)
 
 def _explained(dataset: str | None, index: str | None, corpus: str | None):
     """The header explain finds its texts by, as a stream from that data set or index would name them."""
-    from ..data import dataset_names
+    from ..data import dataset_names, unknown_dataset
     from ..docstore import collection_header
     from ..retrieve.store import build_command, recorded_origin
     from ..runs import RunHeader
@@ -105,8 +105,7 @@ def _explained(dataset: str | None, index: str | None, corpus: str | None):
         raise UsageError("give --dataset or --index, not both")
     if dataset is not None:
         if dataset not in dataset_names():
-            raise UsageError(f"unknown data set {dataset!r}; known: {', '.join(dataset_names())} (for an index of "
-                             "your own, give --index NAME)")
+            raise unknown_dataset(dataset, "; for an index of your own, give --index NAME")
         return RunHeader({"dataset": dataset})
     if index is not None:
         if not recorded_origin(index):

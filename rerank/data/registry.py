@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..errors import DataError
+from ..errors import DataError, UsageError
 from ..paths import data_root
 from ..runs import QueryRanking
 from . import formats
@@ -218,9 +218,17 @@ def dataset_names() -> list[str]:
     return list(DATASETS)
 
 
+def unknown_dataset(name: str, remedy: str = "", option: str = "") -> UsageError:
+    """The error for a NAME that is no data set, wherever one is named (`data show`, `retrieve`, `--dataset`,
+    `--train`, a pipeline's `dataset`): one message, and exit 2 as for any value outside an option's choices (some
+    commands exited 1). `remedy`: what to give instead, '; ...'; `option`: the option it was given to."""
+    return UsageError(f"{option}{': ' if option else ''}unknown data set {name!r}; known: {', '.join(DATASETS)}"
+                      f"{remedy}")
+
+
 def get_dataset(name: str, root: str | Path | None = None) -> Dataset:
     if name not in DATASETS:
-        raise DataError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}")
+        raise unknown_dataset(name)
     return DATASETS[name](data_root(root))
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from ..data import Dataset, dataset_names, files_dataset, get_dataset
+from ..data import Dataset, dataset_names, files_dataset, get_dataset, unknown_dataset
 from ..data.formats import distinct_ids, read_topics
 from ..errors import DataError, MissingIndexError, UsageError
 from ..runs import RunHeader, Stream, file_fields
@@ -107,8 +107,7 @@ def build_index(name: str, backend_name: str = "lucene", corpus: str | None = No
     _check_options(options)
     collection = _collection(name, corpus, None)
     if collection is None:
-        raise DataError(f"{name!r} is not a known data set (known: {', '.join(dataset_names())}); "
-                        "give the documents with --corpus FILE")
+        raise unknown_dataset(name, "; give the documents with --corpus FILE")
     module = backend(backend_name)
     _check_backend_options(backend_name, options, module.INDEX_OPTIONS)
     source = {"dataset": name} if corpus is None else {"corpus": str(Path(corpus).resolve())}
@@ -127,8 +126,7 @@ def check_retrieve(name: str, backend_name: str, k: int, topics: str | None, opt
         module.check_search_options(**options)
     collection = _collection(name, None, topics)
     if collection is None:
-        raise DataError(f"{name!r} is not a known data set (known: {', '.join(dataset_names())}); "
-                        "for an index of your own, pass --topics FILE")
+        raise unknown_dataset(name, "; for an index of your own, pass --topics FILE")
     return module, collection
 
 
