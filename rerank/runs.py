@@ -505,9 +505,12 @@ def _columns_hint(parts: list[str]) -> str:
     q0 = [part.upper() in ("Q0", "0") for part in parts[1:3]]  # where the second column stands
     if _JSON_RUN_START.match(" ".join(parts)):
         return JSON_RUN_HINT
+    if _JSON_LIST_START.match(" ".join(parts)):
+        return (" (a JSON list, as TREC DL's candidates with their texts are, [{query, hits}]? rerank retrieve NAME "
+                "--candidates replays a data set's)")
     if len(parts) == 3:
         return " (an MS MARCO run, 'qid docid rank'? rerank cat --msmarco FILE converts it)"
-    if len(parts) == 4 and whole_number(parts[3]) is not None:  # `eval QRELS RUN`, trec_eval's order
+    if looks_like_qrels(parts):  # `eval QRELS RUN`, trec_eval's order
         return " (a qrels file ('qid iter docid grade')? pass it with --qrels FILE, not as a run)"
     if len(parts) == 5 and q0[0]:
         return " (no run tag after the score? trec_eval needs one too)"
@@ -521,6 +524,7 @@ def _columns_hint(parts: list[str]) -> str:
 
 
 _JSON_RUN_START = re.compile(r'\{\s*("[^"]*"\s*:\s*\{|$)')  # ranx's JSON, indented ('{' alone) or on one line
+_JSON_LIST_START = re.compile(r"\[\s*(\{|$)")  # a list of objects, indented ('[' alone) or on one line
 JSON_RUN_HINT = " (ranx's JSON run, {qid: {docid: score}}? rerank cat --ranx FILE converts it)"
 
 
@@ -558,6 +562,12 @@ ROW_NUMBERS_HINT = " (a first column of row numbers, which pandas' to_csv writes
 def comma_separated_hint(separator: str) -> str:
     """For a line of one column with commas in it (a run's, qrels', topics')."""
     return f" (comma-separated values, which pandas' to_csv writes unless sep={separator!r}?)"
+
+
+def looks_like_qrels(parts: list[str]) -> bool:
+    """Whether a line's columns are a TREC qrels line's, 'qid iter docid grade': what qrels given in a run's or
+    topics' place start with."""
+    return len(parts) == 4 and whole_number(parts[3]) is not None
 
 
 def whole_number(text: str) -> int | None:

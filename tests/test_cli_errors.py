@@ -642,3 +642,25 @@ def test_numbers_in_other_scripts_digits_are_refused_as_trec_eval_cannot_read_th
             fails(rerank, command[0], str(run), *command[1:], words=f"{run}:2: {said} {hint}")
     (tmp_path / "m.run").write_text("1 d1 ٢\n")
     fails(rerank, "cat", "--msmarco", str(tmp_path / "m.run"), words=f"rank '٢' is not a whole number from 0 up {hint}")
+
+
+def test_a_file_given_in_another_s_place_is_named_for_what_it_is(rerank, data_root, tmp_path):
+    """A qrels file given as --topics was told only that its line was no 'qid<TAB>query text' (with tabs, to cut its
+    columns); a run file given for a data set, only that no data set is named so; TREC DL's candidates JSON given as
+    a run, only that its line had 1 column. Each error now says what the file looks like."""
+    qrels, run = data_root / "vaswani" / "qrels", tmp_path / "a.run"
+    run.write_text("1 Q0 d1 1 3.5 t\n")
+    (tmp_path / "tabs.txt").write_text("1\t0\td1\t3\n")
+    judgements = "its lines are judgements (qrels), 'qid iter docid grade', not topics"
+    fails(rerank, "retrieve", "vaswani", "--topics", str(qrels), words=f"{qrels}:1: expected 'qid<TAB>query text'; "
+                                                                       f"{judgements}")
+    tabs = fails(rerank, "retrieve", "vaswani", "--topics", str(tmp_path / "tabs.txt"), words=f"4 columns; {judgements}")
+    assert "cut -f1,2" not in tabs
+    fails(rerank, "retrieve", "vaswani", "--topics", str(run), words="its lines are a run's, 'qid Q0 docid rank score "
+                                                                      "tag', not topics")
+    for args in (("retrieve", str(run)), ("eval", str(run), "--dataset", str(run))):
+        fails(rerank, *args, words=f"unknown data set {str(run)!r} (it is a run file, not a data set); known: vaswani")
+    fails(rerank, "index", str(qrels), words=f"unknown data set {str(qrels)!r} (it is a qrels file, not a data set)")
+    candidates = data_root / "trec-dl" / "bm25" / "retrieve_results_dl19.json"
+    fails(rerank, "eval", str(candidates), words="found 1 (a JSON list, as TREC DL's candidates with their texts are, "
+                                                 "[{query, hits}]? rerank retrieve NAME --candidates replays a data set's)")

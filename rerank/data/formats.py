@@ -27,7 +27,7 @@ from typing import IO, Iterable, Iterator
 
 from ..errors import DataError, FormatError
 from ..runs import (MAGIC_KEY, ROW_NUMBERS_HINT, collector_paused, comma_separated_hint, loads_once_per_key,
-                    non_ascii_hint, trec_columns, whole_number)
+                    looks_like_qrels, non_ascii_hint, trec_columns, whole_number)
 
 
 @dataclass(frozen=True)
@@ -459,12 +459,12 @@ def _read_tsv_topics(path: str | Path) -> dict[str, str]:
                 continue
             qid, sep, text = line.rstrip("\n").partition("\t")
             if not sep or not qid.strip():
-                hint = comma_separated_hint("\t") if "," in line and "\t" not in line else ""
+                hint = comma_separated_hint("\t") if "," in line and "\t" not in line else _not_topics(line)
                 raise FormatError(str(path), line_no, f"expected 'qid<TAB>query text'{hint}")
             columns = 1 + len(text.strip().split("\t"))
             if columns > 2:  # Anserini searches the second column alone; all of them made another run, silently
-                raise FormatError(str(path), line_no, f"expected 'qid<TAB>query text', found {columns} columns; "
-                                                      "keep the id and the query's column (cut -f1,2)")
+                hint = _not_topics(line) or "; keep the id and the query's column (cut -f1,2)"
+                raise FormatError(str(path), line_no, f"expected 'qid<TAB>query text', found {columns} columns{hint}")
             _add_topic(topics, qid.strip(), text.strip(), path, line_no)
     if not topics:
         raise FormatError(str(path), None, "no topics found")
@@ -569,11 +569,39 @@ def _not_judgements(line: str) -> str:
         return "; its lines are JSON records, as topics (BEIR's queries.jsonl) or a corpus are, not judgements"
     if len(fields) == 2 and len(fields[1].split()) > 1:
         return "; its lines are 'id<TAB>text', as topics or a corpus are, not judgements"
-    parts = line.split()
-    if (parts[:2] == ["#", f"{MAGIC_KEY}:"]  # the first line of a run rerank wrote, the likeliest run given as qrels
-            or len(parts) == 6 and whole_number(parts[3]) is not None and _is_number(parts[4])):
+    if _looks_like_run(line.split()):
         return "; its lines are a run's, 'qid Q0 docid rank score tag': give it as a run, and the qrels with --qrels"
     return ""
+
+
+def _not_topics(line: str) -> str:
+    """What a line that is no topic looks like instead, where it tells: `retrieve --topics qrels.txt` (the file
+    beside the topics) was told only that its line was no 'qid<TAB>query text', or to cut its columns."""
+    parts = trec_columns(line)
+    if looks_like_qrels(parts):
+        return "; its lines are judgements (qrels), 'qid iter docid grade', not topics"
+    if _looks_like_run(parts):
+        return "; its lines are a run's, 'qid Q0 docid rank score tag', not topics"
+    return ""
+
+
+def _looks_like_run(parts: list[str]) -> bool:
+    """Whether a line's columns are a TREC run line's, or the first line of a run rerank wrote (the likeliest run
+    given in another file's place)."""
+    return (parts[:2] == ["#", f"{MAGIC_KEY}:"]
+            or len(parts) == 6 and whole_number(parts[3]) is not None and _is_number(parts[4]))
+
+
+def file_kind(path: str | Path) -> str | None:
+    """What a file is, where its first line tells ('a run file', 'a qrels file'): for an error about a file named
+    where something else goes, such as a data set's name. Its first bytes alone are read, as they are."""
+    try:
+        with open(path, "rb") as handle:
+            start = handle.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return None
+    parts = trec_columns(start.lstrip().partition("\n")[0])
+    return "a run file" if _looks_like_run(parts) else "a qrels file" if looks_like_qrels(parts) else None
 
 
 def _is_number(text: str) -> bool:

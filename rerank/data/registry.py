@@ -221,9 +221,12 @@ def dataset_names() -> list[str]:
 def unknown_dataset(name: str, remedy: str = "", option: str = "") -> UsageError:
     """The error for a NAME that is no data set, wherever one is named (`data show`, `retrieve`, `--dataset`,
     `--train`, a pipeline's `dataset`): one message, and exit 2 as for any value outside an option's choices (some
-    commands exited 1). `remedy`: what to give instead, '; ...'; `option`: the option it was given to."""
-    return UsageError(f"{option}{': ' if option else ''}unknown data set {name!r}; known: {', '.join(DATASETS)}"
-                      f"{remedy}")
+    commands exited 1), saying what NAME is where it is a file of runs or qrels. `remedy`: what to give instead,
+    '; ...'; `option`: the option it was given to."""
+    kind = formats.file_kind(name) if Path(name).is_file() else None
+    what = f" (it is {kind}, not a data set)" if kind else ""
+    return UsageError(f"{option}{': ' if option else ''}unknown data set {name!r}{what}; known: "
+                      f"{', '.join(DATASETS)}{remedy}")
 
 
 def get_dataset(name: str, root: str | Path | None = None) -> Dataset:
