@@ -127,7 +127,7 @@ def _parse_all(text: str, min_rel: int) -> list[NamedMeasure]:
             named = [_parse_named("NumRelRet" if str(m) == "NumRet(rel=1)" else str(m), min_rel) for m in translated]
         except UsageError:
             raise not_ours from None
-        return sorted(named, key=_trec_eval_position)  # as trec_eval prints a set: num_q, ..., map, ..., P_5, ...
+        return sorted(named, key=trec_eval_position)  # as trec_eval prints a set: num_q, ..., map, ..., P_5, ...
 
 
 def _a_list(text: str, min_rel: int) -> UsageError | None:
@@ -166,15 +166,23 @@ def trec_names_skipped(names: list[str]) -> list[str]:
     return list(dict.fromkeys(skipped))  # each once: official and all_trec both skip gm_map
 
 
-# The order of trec_eval's output (its measure table), by label family; a family not listed goes last, in the
-# order ir_measures gave it (sorted() is stable).
-_TREC_EVAL_ORDER = ["NumQ", "NumRet", "NumRel", "NumRelRet", "MAP", "Rprec", "Bpref", "MRR", "IPrec", "P", "Recall",
-                    "infAP", "nDCG", "HITS"]
+# The order of trec_eval's output (its measure table: num_q, ..., map, Rprec, bpref, recip_rank, iprec_at_recall, P,
+# recall, infAP, ndcg, ndcg_cut, map_cut, success, set_*), as ir_measures names each and whether it has a cutoff
+# (or recall level): nDCG is ndcg, nDCG@10 ndcg_cut_10, AP@10 map_cut_10.
+_TREC_EVAL_ORDER = [("NumQ", False), ("NumRet", False), ("NumRel", False), ("NumRelRet", False), ("AP", False),
+                    ("Rprec", False), ("Bpref", False), ("RR", False), ("IPrec", True), ("P", True), ("R", True),
+                    ("infAP", False), ("nDCG", False), ("nDCG", True), ("AP", True), ("Success", True), ("SetP", False),
+                    ("SetR", False), ("SetAP", False), ("SetF", False)]
 
 
-def _trec_eval_position(named: NamedMeasure) -> int:
-    family = re.split(r"[@(]", named.label)[0]
-    return _TREC_EVAL_ORDER.index(family) if family in _TREC_EVAL_ORDER else len(_TREC_EVAL_ORDER)
+def trec_eval_position(named: NamedMeasure) -> tuple[int, float]:
+    """Where trec_eval prints a measure: by its table, then by cutoff (it prints P_5 before P_10, whichever it was
+    given first); a measure trec_eval has not (MRR@10, Judged@10) goes after those it has, in the order it came
+    (sorted() is stable)."""
+    name, params = named.measure.NAME, named.measure.params
+    level = params.get("cutoff", params.get("recall"))
+    key = ("NumRelRet" if name == "NumRet" and "rel" in params else name, level is not None)  # (ir_measures: NumRet(rel=1))
+    return (_TREC_EVAL_ORDER.index(key) if key in _TREC_EVAL_ORDER else len(_TREC_EVAL_ORDER)), level or 0
 
 
 def is_count(measure: NamedMeasure) -> bool:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .measures import Evaluation, NamedMeasure, is_count, label_among, primary
+from .measures import Evaluation, NamedMeasure, is_count, label_among, primary, trec_eval_position
 from .significance import CORRECTIONS, DEFAULT_TESTS, TESTS, Comparison, compare, correct, holm
 
 ALPHA = 0.05
@@ -221,8 +221,10 @@ def render_per_query(evaluations: list[Evaluation], measures: list[NamedMeasure]
 def render_trec(evaluation: Evaluation, measures: list[NamedMeasure], per_query: bool) -> str:
     """trec_eval's own lines, `measure<TAB>qid<TAB>value`, the measure padded as trec_eval pads it: with
     `per_query`, each query's measures in trec_eval's order of query ids (as strings), then `all`; for scripts
-    written against trec_eval's output. Measures keep their names here (nDCG@10, not ndcg_cut_10). A judged query
+    written against trec_eval's output. Measures keep their names here (nDCG@10, not ndcg_cut_10), and come in
+    trec_eval's order, not -m's (`trec_eval_position`: map before ndcg_cut_10, P_5 before P_10). A judged query
     the run lacks counts as 0 in `all` but has no lines of its own, as trec_eval -q -c prints none for it."""
+    measures = sorted(measures, key=trec_eval_position)
     labels = [m.label for m in measures]
     missing = set(evaluation.missing)
     qids = sorted(q for q in evaluation.per_query[labels[0]] if q not in missing) if per_query else []
