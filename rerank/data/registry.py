@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..errors import DataError
+from ..errors import DataError, UnknownDatasetError
 from ..paths import data_root
 from ..runs import QueryRanking
 from . import formats
@@ -220,7 +220,7 @@ def dataset_names() -> list[str]:
 
 def get_dataset(name: str, root: str | Path | None = None) -> Dataset:
     if name not in DATASETS:
-        raise DataError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}")
+        raise UnknownDatasetError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}", name)
     return DATASETS[name](data_root(root))
 
 

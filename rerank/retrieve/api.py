@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..data import Dataset, dataset_names, files_dataset, get_dataset
 from ..data.formats import distinct_ids, read_topics
-from ..errors import DataError, MissingIndexError, UsageError
+from ..errors import DataError, MissingIndexError, UnknownDatasetError, UsageError
 from ..runs import RunHeader, Stream, file_fields
 from .store import IndexInfo, build_lock, documents_recorded, index_folder, origin_recorded_in, outdated
 
@@ -127,8 +127,8 @@ def check_retrieve(name: str, backend_name: str, k: int, topics: str | None, opt
         module.check_search_options(**options)
     collection = _collection(name, None, topics)
     if collection is None:
-        raise DataError(f"{name!r} is not a known data set (known: {', '.join(dataset_names())}); "
-                        "for an index of your own, pass --topics FILE")
+        raise UnknownDatasetError(f"{name!r} is not a known data set (known: {', '.join(dataset_names())}); "
+                                  "for an index of your own, pass --topics FILE", name, "pass --topics FILE")
     return module, collection
 
 
