@@ -540,6 +540,34 @@ main()
     assert (done.returncode, done.stderr) == (130, "rerank: interrupted\n")
 
 
+def test_ctrl_c_in_a_command_is_one_line_in_a_log_and_ends_the_terminal_s_line(tmp_path, data_root):
+    """Ctrl-C while `rerank cat -` waits for its input: click wrote an empty line before 'rerank: interrupted',
+    which closes a terminal's ^C echo but stood as a blank line in a log. On a terminal the line is still ended."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from signals import signal_when_ready
+
+    def interrupted(stderr) -> str:
+        process = subprocess.Popen([sys.executable, "-m", "rerank", "cat", "-"], stdin=subprocess.PIPE,
+                                   stdout=subprocess.DEVNULL, stderr=stderr, text=True, cwd=tmp_path,
+                                   env={**os.environ, "RERANK_DATA": str(data_root)})
+        wchan = Path(f"/proc/{process.pid}/wchan")  # the kernel's word for where it waits: reading its stdin
+        said = signal_when_ready(process, lambda: "pipe_read" in wchan.read_text(), "SIGINT", "rerank cat -")
+        assert process.returncode == 130
+        return said
+
+    assert interrupted(subprocess.PIPE) == "rerank: interrupted\n"
+    terminal, its_stderr = pty.openpty()
+    interrupted(its_stderr)
+    os.close(its_stderr)
+    assert os.read(terminal, 1000) == b"\r\nrerank: interrupted\r\n"  # the pty's line ends
+    os.close(terminal)
+
+
 def test_topics_or_corpus_from_a_pipe_are_named_as_a_pipe(rerank, tmp_path):
     """`--topics <(...)` said 'data set custom is not present: missing /dev/fd/63', a file that was there; such
     files are read twice (their format is told from their start), so a pipe is refused, saying why."""

@@ -29,7 +29,19 @@ def _version(ctx: click.Context, _option: click.Parameter, given: bool) -> None:
         ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """click turns Ctrl-C inside a command into Abort after an empty line on stderr, which closes a terminal's ^C
+    echo and stood as a blank line before 'rerank: interrupted' in a log; `_interrupted` ends the line where it has
+    to."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise click.exceptions.Abort() from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--data-root", type=click.Path(file_okay=False), default=None,
               help=f"Folder of data sets in the documented layout (default: ${DATA_ROOT_ENV} or ../shared/data).")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
@@ -52,6 +64,14 @@ class _Terminated(SystemExit):
 
 def _terminated(signum: int, _frame) -> None:
     raise _Terminated(128 + signum)
+
+
+def _interrupted() -> None:
+    """Ctrl-C's one line; on a terminal, after ending the line that holds its ^C echo."""
+    if sys.stderr.isatty():
+        click.echo(err=True)
+    click.echo("rerank: interrupted", err=True)
+    sys.exit(130)
 
 
 def _note_undecodable() -> None:
@@ -101,9 +121,8 @@ def main() -> None:
             cli.main(standalone_mode=False)
         finally:  # before an error's line, which stays the last
             _note_undecodable()
-    except click.exceptions.Abort:
-        click.echo("rerank: interrupted", err=True)
-        sys.exit(130)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _interrupted()
     except _Terminated as exc:
         click.echo("rerank: terminated", err=True)
         sys.exit(exc.code)
@@ -124,9 +143,6 @@ def main() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(1)
-    except KeyboardInterrupt:
-        click.echo("rerank: interrupted", err=True)
-        sys.exit(130)
     except OSError as exc:  # the file system said no (permissions, a full disk): the user's to fix, one line
         where = f": {exc.filename}" if exc.filename else ""
         click.echo(f"rerank: error: {exc.strerror or exc}{where}", err=True)
