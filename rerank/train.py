@@ -1158,6 +1158,14 @@ class TrainResult:
     stopped: str
 
 
+def _nothing_written(output: str) -> str:
+    """What -o holds when an interrupted run wrote nothing there: the older checkpoint that --overwrite was to
+    replace is still there, which 'no checkpoint of this run was written' left the user to wonder about."""
+    if (Path(output) / CHECKPOINT_FILE).is_file():
+        return f"no checkpoint of this run was written: {output} still holds the checkpoint it held before"
+    return f"no checkpoint of this run was written to {output}"
+
+
 def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda _m: None) -> TrainResult:
     """Train `model_name` as `args` say and leave the best checkpoint in `args.output`."""
     if not on_cpu(args.device) and model_name != "bert":
@@ -1374,7 +1382,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
         if best_step is not None:
             record_ending(Path(args.output), ended=f"interrupted at step {step}", last_step=step, history=history,
                           total_seconds=round(time.perf_counter() - began, 1))
-        kept = (f"no checkpoint of this run was written to {args.output}" if best_step is None
+        kept = (_nothing_written(args.output) if best_step is None
                 else f"{args.output} holds its checkpoint of step {best_step}" if dev is None
                 else f"{args.output} keeps the best checkpoint so far (step {best_step}, dev {dev.measure.label} "
                      f"{best:.4f})")

@@ -643,6 +643,35 @@ def test_an_interrupted_training_says_what_it_kept(tiny_checkpoint, tmp_path, da
     assert training["ended"] == f"interrupted at step {said.group(1)}" and training["step"] == int(said.group(3))
 
 
+def test_an_interrupted_overwrite_says_the_old_checkpoint_is_still_there(tiny_checkpoint, tmp_path, data_root):
+    """`train -o CK --overwrite` interrupted before its first checkpoint said "no checkpoint of this run was written
+    to CK", leaving the user to wonder whether CK had lost the checkpoint it held."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from signals import signal_when_ready
+
+    parent, _ = tiny_checkpoint
+    out, log = tmp_path / "ck", tmp_path / "stderr.txt"
+    shutil.copytree(parent, out)
+    before = (out / "checkpoint.json").read_text()
+    env = {**os.environ, "RERANK_DATA": str(data_root), "HF_HUB_OFFLINE": "1"}
+    with open(log, "w") as stderr:  # no dev set: the checkpoint is written when its 100000 steps end
+        process = subprocess.Popen(
+            [sys.executable, "-m", "rerank", "train", "bert", "--train", "trecqa-dev", "--steps", "100000",
+             "--batch-groups", "2", "--negatives", "3", "--init", str(parent), "-o", str(out), "--overwrite"],
+            stdout=subprocess.DEVNULL, stderr=stderr, text=True, env=env, cwd=tmp_path,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        signal_when_ready(process, lambda: "step 10/100000" in log.read_text(), "SIGINT", "rerank train")
+    assert process.returncode == 130
+    assert re.search(rf"rerank: training interrupted at step \d+; no checkpoint of this run was written: "
+                     rf"{re.escape(str(out))} still holds the checkpoint it held before\nrerank: interrupted\n$",
+                     log.read_text()), log.read_text()
+    assert (out / "checkpoint.json").read_text() == before
+
+
 def test_qrels_read_from_a_pipe_train_and_have_no_digest(tiny_bert, tmp_path, data_root, monkeypatch):
     """--qrels <(zcat qrels.gz) was read, then opened again to hash it: /dev/fd/N resolved to a path that is not
     there (a traceback after the model had loaded), and a named FIFO waited for a writer for ever."""
