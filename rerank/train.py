@@ -600,6 +600,17 @@ def judged_queries(dataset_name: str, run: str | None) -> Judged:
                   documents={"dataset": dataset_name})
 
 
+def run_with_records(path: str, what: str = "") -> Run:
+    """A whole run file that training reads, refused as empty input when it holds no run lines (an empty file, or a
+    header alone): not "no qrels" or "no query is judged", as eval says it, nor, of a teacher, that it "scores none
+    of the training candidates", as if it held some."""
+    with open_run_file(path) as handle:
+        run = load_run(handle, path)
+    if not any(r.docids for r in run.queries.values()):
+        raise DataError(f"empty input: {what}{path} holds no run records")
+    return run
+
+
 def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None], dev: bool = False) -> Judged:
     """The judged queries of a run file and their candidates: texts through its header (or --topics/--corpus),
     as the score stage finds them; judgements from --qrels or its data set (or --train's), as eval finds them.
@@ -608,10 +619,7 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None], dev:
     from .evaluate.session import judgements_for
 
     (qrels_option, qrels), (topics_option, topics_file) = (_run_file_option(args, key, dev) for key in DEV_OWN)
-    with open_run_file(path) as handle:
-        run = load_run(handle, path)
-    if not any(r.docids for r in run.queries.values()):  # not "no qrels" or "no query is judged", as eval says it
-        raise DataError(f"empty input: {path} holds no run records")
+    run = run_with_records(path)
     if args.train is not None and run.header.dataset not in (None, args.train):
         raise UsageError(f"{path} is a run of {run.header.dataset}, not of --train {args.train}")
     header = RunHeader({**run.header.fields, "dataset": run.header.dataset or args.train})
@@ -830,8 +838,7 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], trainin
     from .docstore import doc_store_for, queries_for
     from .evaluate.session import some_ids
 
-    with open_run_file(path) as handle:  # TrainArgs.check found it
-        run = load_run(handle, path)
+    run = run_with_records(path, "teacher run ")  # TrainArgs.check found it
     group_size, min_score, train_name = 1 + args.negatives, args.teacher_min_score, training.name
     if args.dev in dataset_names() and run.header.dataset == args.dev:
         # its queries are the dev data set's, whose judged ones would be left out below and the rest teach next to

@@ -298,14 +298,19 @@ def test_a_diverged_model_is_never_saved(tiny_bert, tmp_path, data_root, monkeyp
 
 
 def test_a_teacher_run_that_teaches_nothing_is_refused(tmp_path, data_root, monkeypatch):
-    """An empty teacher run, or one scoring none of the training candidates, trained as if there were no teacher."""
+    """An empty teacher run, or one scoring none of the training candidates, trained as if there were no teacher.
+    An empty one (no run lines: an empty file, or a header alone) is said to be empty, not to "score none of the
+    training candidates", as if it held some."""
     monkeypatch.setenv("RERANK_DATA", str(data_root))
     (tmp_path / "empty.run").write_text("")
+    (tmp_path / "header.run").write_text('# rerank-run: 2\n# dataset: "trecqa-dev"\n# end of run\n')
     (tmp_path / "other.run").write_text('# dataset: "trecqa-dev"\n1.4 Q0 nosuch 1 1.0 t\n1.4 Q0 none 2 0.5 t\n')
-    for teacher in ("empty.run", "other.run"):
+    for teacher, said in (("empty.run", "empty input: teacher run {} holds no run records"),
+                          ("header.run", "empty input: teacher run {} holds no run records"),
+                          ("other.run", "teacher run {} scores none of the training candidates of trecqa-dev and has "
+                                        "no other query with 8 candidates")):
         args = TrainArgs(train="trecqa-dev", output=str(tmp_path / "ck"), steps=1, teacher=str(tmp_path / teacher))
-        with pytest.raises(DataError, match="scores none of the training candidates of trecqa-dev and has no other "
-                                            "query with 8 candidates"):
+        with pytest.raises(DataError, match=re.escape(said.format(tmp_path / teacher))):
             train("bert", args)
     assert not (tmp_path / "ck").exists()
 
