@@ -44,7 +44,7 @@ from .data import dataset_names, get_dataset
 from .data.formats import Qrels
 from .errors import DataError, RerankError, UsageError, counted, verb
 from .locks import exclusive
-from .models.base import BF16_EMULATED, bf16_is_emulated, check_device, on_cpu
+from .models.base import BF16_EMULATED, bf16_is_emulated, check_device, device_kind, on_cpu
 from .paths import file_sha256, read_json_object
 from .runs import QueryRanking, Run, RunHeader, load_run, open_run_file
 
@@ -1176,6 +1176,7 @@ def _nothing_written(output: str) -> str:
 def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda _m: None) -> TrainResult:
     """Train `model_name` as `args` say and leave the best checkpoint in `args.output`."""
     if not on_cpu(args.device) and model_name != "bert":
+        device_kind(args.device)  # `--device foo` is a misspelling, said as such, not a GPU that tk cannot use
         raise UsageError(f"--device {args.device}: only bert trains on a GPU here; train {model_name} on --device cpu")
     args.check()  # before torch's import, which takes seconds
     # Two trainings into one folder (the same -o in two shells) each replaced the other's checkpoint at their dev

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -817,9 +818,10 @@ def test_bad_training_arguments(tmp_path):
         train("bert", TrainArgs(train="nope", output=str(tmp_path)))
     with pytest.raises(UsageError, match="--precision"):
         train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), precision="fp16"))
-    for device in ("tpu", "gpu", "cuda:x"):
+    # tk said "--device foo: only bert trains on a GPU here", and `cpu:x` (taken for the CPU) was torch's traceback
+    for model, device in itertools.product(("bert", "tk"), ("tpu", "gpu", "cuda:x", "foo", "cpu:x")):
         with pytest.raises(UsageError, match=f"--device must be cpu or cuda \\(cuda:N\\), not '{device}'"):
-            train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), device=device))
+            train(model, TrainArgs(train="trecqa-dev", output=str(tmp_path), device=device))
     with pytest.raises(UsageError, match="only bert trains on a GPU here; train tk on --device cpu"):
         train("tk", TrainArgs(train="trecqa-dev", output=str(tmp_path), device="cuda"))
     if not torch.cuda.is_available():  # CI's machines and this project's have none
