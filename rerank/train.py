@@ -519,6 +519,10 @@ class TrainArgs:
             if shipped:
                 raise DataError(f"--candidates {self.candidates} is neither a run of {self.train} "
                                 f"({', '.join(shipped)}) nor a run file")
+            if self.train:  # it said "candidate run file not found", as if a name were no choice here
+                raise DataError(f"--candidates {self.candidates} is no run file, and {self.train} ships no candidate "
+                                f"run to name: retrieve some (rerank retrieve {self.train} > FILE) and pass "
+                                "--candidates FILE")
             shipping = [n for n in dataset_names() if self.candidates in get_dataset(n).run_files]
             hint = f" (a run {', '.join(shipping)} ships? give --train DATASET too)" if shipping else ""
             raise DataError(f"candidate run file not found: {self.candidates}{hint}")

@@ -756,6 +756,10 @@ def test_bad_training_data(tmp_path, rerank):
             ((), "give the training data: --train DATASET, or --candidates RUN_FILE"),
             (("--train", "trec-dl-2020", "--candidates", "bm2"), "--candidates bm2 is neither a run of trec-dl-2020 "
                                                                  "(bm25, bm25-rm3) nor a run file"),
+            # a data set that ships no run: "candidate run file not found: bm25" said nothing of that
+            (("--train", "vaswani", "--candidates", "bm25"), "--candidates bm25 is no run file, and vaswani ships no "
+                                                             "candidate run to name: retrieve some (rerank retrieve "
+                                                             "vaswani > FILE) and pass --candidates FILE"),
             (("--candidates", "nothing.run"), "candidate run file not found: nothing.run"),
             (("--candidates", "bm25"), "candidate run file not found: bm25 (a run trec-dl-2019, trec-dl-2020, "
                                        "trec-dl-2021 ships? give --train DATASET too)"),
