@@ -222,6 +222,21 @@ def refuse_output_inside_a_checkpoint(output: str) -> None:
                          "result outside it")
 
 
+def refuse_a_checkpoint_twice(folders: list[str], manifests: list[dict]) -> None:
+    """`average CK CK` (or CK and a copy of it: the same files, by their content hash) wrote CK again as a "soup":
+    averaging a checkpoint with itself changes nothing, and beside others only weighs it twice."""
+    first: dict[str, int] = {}  # content hash -> where it was first given
+    for i, manifest in enumerate(manifests):
+        j = first.setdefault(manifest["hash"], i)
+        if j == i:
+            continue
+        once = "give each checkpoint once (averaging one with itself changes nothing)"
+        if Path(folders[j]).resolve() == Path(folders[i]).resolve():
+            raise UsageError(f"checkpoint {folders[i]} is given twice; {once}")
+        raise UsageError(f"checkpoints {folders[j]} and {folders[i]} are one checkpoint (the same files, hash "
+                         f"{manifest['hash']}); {once}")
+
+
 def average_checkpoints(folders: list[str], output: str, overwrite: bool = False) -> dict:
     """A "model soup": the uniform average of the weights of checkpoints of one model and architecture
     (e.g. continuations of one parent with other seeds), written as a checkpoint folder like a trained one.
@@ -245,6 +260,7 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
     if (Path(output) / CHECKPOINT_FILE).is_file() and not overwrite:  # as train -o: runs name it by its hash
         raise UsageError(f"{output} holds a checkpoint already; pass --overwrite to replace it, or choose another -o")
     manifests = [read_checkpoint(f, None) for f in folders]
+    refuse_a_checkpoint_twice(folders, manifests)
     model = manifests[0]["model"]
 
     def architecture(manifest: dict) -> dict:  # the config less where its training started

@@ -153,7 +153,8 @@ def test_streams_are_written_to_and_links_kept(tmp_path):
     assert received == ["through the pipe\n"] and not fifo.is_file()
 
 
-def test_a_killed_writer_s_temporary_folder_is_removed_by_the_next_write_a_live_one_s_kept(tmp_path, rerank):
+def test_a_killed_writer_s_temporary_folder_is_removed_by_the_next_write_a_live_one_s_kept(tmp_path, rerank,
+                                                                                           tensor_checkpoints):
     """kill -9 (or the OOM killer) during `rerank average` or a checkpoint's save left its hidden `.soup.xxxx.tmp`
     folder beside the output for good, up to a checkpoint's size each time. The next write of that output removes
     those whose process is gone; a running writer's, and another output's, stay."""
@@ -163,12 +164,7 @@ def test_a_killed_writer_s_temporary_folder_is_removed_by_the_next_write_a_live_
 
     import torch
 
-    from rerank.train import write_checkpoint
-
-    for name, value in (("a", 1.0), ("b", 3.0)):
-        (tmp_path / name).mkdir()
-        torch.save({"w": torch.full((2,), value)}, tmp_path / name / "weights.pt")
-        write_checkpoint(tmp_path / name, "tk", {"variant": "tk"}, {})
+    tensor_checkpoints(a=1.0, b=3.0)
     writing = """
 import sys
 from rerank.atomic import atomic_dir

@@ -5,8 +5,8 @@ import pytest
 pytestmark = pytest.mark.data
 
 
-def fails(rerank, *args, input=None, env=None, words: str) -> str:
-    done = rerank(*args, input=input, env=env, check=False)
+def fails(rerank, *args, input=None, env=None, cwd=None, words: str) -> str:
+    done = rerank(*args, input=input, env=env, cwd=cwd, check=False)
     assert done.returncode != 0, done.stdout
     assert "Traceback" not in done.stderr
     assert words in done.stderr, done.stderr
@@ -483,28 +483,37 @@ def test_stdin_named_twice(rerank, data_root):
         fails(rerank, command, "-", "-", input="1 Q0 a 1 1.0 t\n", words="only one of the runs can come from stdin")
 
 
-def test_average_replaces_a_checkpoint_only_with_overwrite(rerank, tmp_path):
+def test_average_replaces_a_checkpoint_only_with_overwrite(rerank, tmp_path, tensor_checkpoints):
     """As train -o: `rerank average A B -o SOUP` silently replaced the checkpoint in SOUP, which runs name by hash."""
-    ck, soup = tmp_path / "ck", tmp_path / "soup"
-    rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "-o", str(ck))
-    rerank("average", str(ck), str(ck), "-o", str(soup))
-    before = (soup / "checkpoint.json").read_text()
-    fails(rerank, "average", str(ck), str(ck), "-o", str(soup), words="holds a checkpoint already; pass --overwrite")
-    assert (soup / "checkpoint.json").read_text() == before
-    rerank("average", str(ck), str(ck), "-o", str(soup), "--overwrite")
+    tensor_checkpoints(a=1.0, b=3.0)
+    a, b, soup = (str(tmp_path / name) for name in ("a", "b", "soup"))
+    rerank("average", a, b, "-o", soup)
+    before = (tmp_path / "soup" / "checkpoint.json").read_text()
+    fails(rerank, "average", a, b, "-o", soup, words="holds a checkpoint already; pass --overwrite")
+    assert (tmp_path / "soup" / "checkpoint.json").read_text() == before
+    rerank("average", a, b, "-o", soup, "--overwrite")
 
 
-def test_average_into_a_folder_inside_a_checkpoint_is_refused(rerank, tmp_path):
+def test_average_of_a_checkpoint_with_itself_is_refused(rerank, tmp_path, tensor_checkpoints):
+    """`rerank average CK CK` wrote CK's weights again as a soup: averaging a checkpoint with itself changes
+    nothing. Refused as eval refuses a run given twice, under another spelling of its folder or as a copy too."""
+    import shutil
+
+    tensor_checkpoints(a=1.0, b=3.0)
+    shutil.copytree(tmp_path / "a", tmp_path / "copy")
+    once = "give each checkpoint once (averaging one with itself changes nothing)"
+    for twice, words in ((("a", "a"), "checkpoint a is given twice"),
+                         (("a", "b", "./a"), "checkpoint ./a is given twice"),
+                         (("a", "copy"), "checkpoints a and copy are one checkpoint (the same files, hash ")):
+        said = fails(rerank, "average", *twice, "-o", "soup", words=f"rerank: error: {words}", cwd=tmp_path)
+        assert said.endswith(f"; {once}\n") and len(said.splitlines()) == 1
+    assert not (tmp_path / "soup").exists()
+
+
+def test_average_into_a_folder_inside_a_checkpoint_is_refused(rerank, tmp_path, tensor_checkpoints):
     """`rerank average A B -o A/soup` wrote the soup's files into A, whose content hash covers every file under it:
     A was refused from then on as changed since written."""
-    import torch
-
-    from rerank.train import write_checkpoint
-
-    for name, value in (("a", 1.0), ("b", 3.0), ("c", 5.0)):
-        (tmp_path / name).mkdir()
-        torch.save({"w": torch.full((2,), value)}, tmp_path / name / "weights.pt")
-        write_checkpoint(tmp_path / name, "tk", {"variant": "tk"}, {})
+    tensor_checkpoints(a=1.0, b=3.0, c=5.0)
     # c is no ingredient: a soup written into it spoiled it all the same
     for inside in ("a", "c"):
         before = (tmp_path / inside / "checkpoint.json").read_text()
