@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import io
 import os
+import re
 import shutil
+import socket
 import stat
 import sys
 import tempfile
@@ -54,6 +57,49 @@ def _share_like_plain_files(folder: Path) -> None:
     for path in folder.rglob("*"):
         if not path.is_symlink() and not path.stat().st_mode & 0o077:
             os.chmod(path, _umask_mode(0o777 if path.is_dir() else 0o666))
+
+
+def _host() -> str:
+    """This machine, as temporary names carry it (a short digest: host names hold dots and can be long)."""
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _temporary_prefix(target: Path) -> str:
+    """The start of a temporary sibling's name: the output's, and the pid and host of the process writing it, which
+    tell `remove_stale_temporaries` whether that process still runs."""
+    return f".{target.name}.{os.getpid()}-{_host()}."
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def remove_stale_temporaries(target: Path) -> None:
+    """Remove the temporary siblings of `target` left by writers killed outright (kill -9, the OOM killer), which
+    no unwinding removed: hidden `.NAME.PID-HOST.xxxx.tmp` folders of up to a checkpoint's size each, left beside
+    the output for good. Only those of this host whose process no longer runs: a live writer's (two `average -o
+    SOUP` at once), another machine's on a shared disk, or one named before names carried their writer, is left
+    alone."""
+    stale = re.compile(rf"\.{re.escape(target.name)}\.(\d+)-{_host()}\.[a-z0-9_]+\.tmp")
+    try:
+        siblings = list(target.parent.iterdir())
+    except OSError:  # unreadable: the write itself will say why
+        return
+    for sibling in siblings:
+        found = stale.fullmatch(sibling.name)
+        if found is None or int(found.group(1)) == 0 or _running(int(found.group(1))):
+            continue
+        if sibling.is_dir() and not sibling.is_symlink():
+            shutil.rmtree(sibling, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                sibling.unlink()
 
 
 def remove_empty(folders: list[Path]) -> None:
@@ -114,7 +160,8 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
     created: list[Path] = []
     try:  # errors name the output, not the temporary sibling that met them
         created = make_parents(target.parent)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        remove_stale_temporaries(target)
+        fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(target), suffix=".tmp", dir=target.parent)
     except OSError as exc:
         remove_empty(created)
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
@@ -169,7 +216,8 @@ def atomic_dir(path: str | os.PathLike, marker: str) -> Iterator[Path]:
     created: list[Path] = []
     try:  # errors name the output, not the temporary sibling that met them (as atomic_output's)
         created = make_parents(target.parent)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+        remove_stale_temporaries(target)
+        tmp = Path(tempfile.mkdtemp(prefix=_temporary_prefix(target), suffix=".tmp", dir=target.parent))
     except OSError as exc:
         remove_empty(created)
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None

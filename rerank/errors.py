@@ -32,6 +32,16 @@ class DataError(RerankError):
     """A data set, file or record that cannot be read as promised."""
 
 
+class UnknownDatasetError(UsageError):
+    """A name that is no data set's (exit 2, as for any value outside an option's choices). `own_index`: what an
+    index of one's own needs instead, in the command's words (a pipeline says it of the stage, and the name of its
+    `dataset` key, where a misspelling is)."""
+
+    def __init__(self, message: str, name: str, own_index: str = ""):
+        super().__init__(message)
+        self.name, self.own_index = name, own_index
+
+
 class FormatError(DataError):
     """A malformed line in a run, qrels or topics file; names the file and line."""
 

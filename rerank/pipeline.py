@@ -37,7 +37,7 @@ from typing import Callable
 
 from .atomic import atomic_output
 from .data import dataset_names, get_dataset
-from .errors import DataError, MissingIndexError, RerankError, UsageError
+from .errors import DataError, MissingIndexError, RerankError, UnknownDatasetError, UsageError
 from .evaluate import report
 from .evaluate.measures import label_among, parse_measures, sort_among
 from .evaluate.session import evaluate_runs, judgements_for
@@ -235,6 +235,10 @@ def check_stages(spec: dict, pipeline_folder: Path) -> None:
             _function(STAGE_CHECKS[stage["kind"]])(spec["dataset"], params)
             if stage["kind"] == "retrieve":
                 _check_index_there(spec, stage.get("backend", "lucene"), params)
+        except UnknownDatasetError as error:
+            if error.name != spec["dataset"]:
+                raise _stage_error(stage, error) from None
+            raise _unknown_dataset(stage, error) from None
         except RerankError as error:  # a pipeline file's mistake, named by its stage
             raise _stage_error(stage, error, _beside_the_file(params.values(), pipeline_folder)) from None
     if spec.get("qrels") is not None and not Path(spec["qrels"]).is_file():
@@ -244,6 +248,21 @@ def check_stages(spec: dict, pipeline_folder: Path) -> None:
         # an index of one's own has no judgements: the leaderboard would fail only after every stage had run
         raise UsageError(f"{spec['dataset']!r} is an index of your own, not a data set with qrels: its runs are "
                          "judged by the file's qrels = FILE")
+
+
+def _unknown_dataset(stage: dict, error: UnknownDatasetError) -> UsageError:
+    """The file's `dataset` key names no data set: said of that key, where the misspelling is, not of the first
+    stage that read it (which was named as if its own table were wrong)."""
+    own = (f"; for an index of your own, {_in_pipeline_terms(error.own_index, stage['kind'])} in stage "
+           f"{stage['name']!r}" if error.own_index else "")
+    return UsageError(f"dataset {error.name!r} is not a known data set ({_near_data_set(error.name, '? ')}known: "
+                     f"{', '.join(dataset_names())}){own}")
+
+
+def _near_data_set(name: str, then: str) -> str:
+    """'did you mean 'vaswani'' (and `then`) for a misspelt data set's name, else nothing."""
+    near = difflib.get_close_matches(name, dataset_names(), n=1)
+    return f"did you mean {near[0]!r}{then}" if near else ""
 
 
 def _beside_the_file(values, pipeline_folder: Path) -> str:
@@ -332,8 +351,10 @@ def load_pipeline(path: str | Path, overrides: dict | None = None) -> dict:
         raise DataError(f"{p}: [index] backend {built!r} is unknown; known: {', '.join(LOCAL_BACKENDS)}")
     if built is not None and spec["dataset"] not in dataset_names():  # it said "give the documents with --corpus FILE",
         # which the table does not take, after the runs folder was claimed
-        raise UsageError(f"{p}: [index] builds a data set's index, and {spec['dataset']!r} is not one: build your own "
-                         f"once with {build_command(spec['dataset'])}, and leave the [index] table out")
+        guess = _near_data_set(spec["dataset"], "?")
+        raise UsageError(f"{p}: [index] builds a data set's index, and dataset {spec['dataset']!r} is not one"
+                         f"{f' ({guess})' if guess else ''}: build your own once with {build_command(spec['dataset'])}, "
+                         "and leave the [index] table out")
     for key in ("measures", "stage"):
         if not all(isinstance(item, str if key == "measures" else dict) for item in spec.get(key, [])):
             raise DataError(f"{p}: {key} must be a list of {'strings' if key == 'measures' else '[[stage]] tables'}")

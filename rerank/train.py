@@ -44,7 +44,7 @@ from .data import dataset_names, get_dataset, unknown_dataset
 from .data.formats import Qrels
 from .errors import DataError, RerankError, UsageError, counted, verb
 from .locks import exclusive
-from .models.base import BF16_EMULATED, bf16_is_emulated, check_device, on_cpu
+from .models.base import BF16_EMULATED, bf16_is_emulated, check_device, device_kind, on_cpu
 from .paths import file_sha256, read_json_object
 from .runs import QueryRanking, Run, RunHeader, load_run, open_run_file
 
@@ -222,6 +222,21 @@ def refuse_output_inside_a_checkpoint(output: str) -> None:
                          "result outside it")
 
 
+def refuse_a_checkpoint_twice(folders: list[str], manifests: list[dict]) -> None:
+    """`average CK CK` (or CK and a copy of it: the same files, by their content hash) wrote CK again as a "soup":
+    averaging a checkpoint with itself changes nothing, and beside others only weighs it twice."""
+    first: dict[str, int] = {}  # content hash -> where it was first given
+    for i, manifest in enumerate(manifests):
+        j = first.setdefault(manifest["hash"], i)
+        if j == i:
+            continue
+        once = "give each checkpoint once (averaging one with itself changes nothing)"
+        if Path(folders[j]).resolve() == Path(folders[i]).resolve():
+            raise UsageError(f"checkpoint {folders[i]} is given twice; {once}")
+        raise UsageError(f"checkpoints {folders[j]} and {folders[i]} are one checkpoint (the same files, hash "
+                         f"{manifest['hash']}); {once}")
+
+
 def average_checkpoints(folders: list[str], output: str, overwrite: bool = False) -> dict:
     """A "model soup": the uniform average of the weights of checkpoints of one model and architecture
     (e.g. continuations of one parent with other seeds), written as a checkpoint folder like a trained one.
@@ -245,6 +260,7 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
     if (Path(output) / CHECKPOINT_FILE).is_file() and not overwrite:  # as train -o: runs name it by its hash
         raise UsageError(f"{output} holds a checkpoint already; pass --overwrite to replace it, or choose another -o")
     manifests = [read_checkpoint(f, None) for f in folders]
+    refuse_a_checkpoint_twice(folders, manifests)
     model = manifests[0]["model"]
 
     def architecture(manifest: dict) -> dict:  # the config less where its training started
@@ -519,6 +535,10 @@ class TrainArgs:
             if shipped:
                 raise DataError(f"--candidates {self.candidates} is neither a run of {self.train} "
                                 f"({', '.join(shipped)}) nor a run file")
+            if self.train:  # it said "candidate run file not found", as if a name were no choice here
+                raise DataError(f"--candidates {self.candidates} is no run file, and {self.train} ships no candidate "
+                                f"run to name: retrieve some (rerank retrieve {self.train} > FILE) and pass "
+                                "--candidates FILE")
             shipping = [n for n in dataset_names() if self.candidates in get_dataset(n).run_files]
             hint = f" (a run {', '.join(shipping)} ships? give --train DATASET too)" if shipping else ""
             raise DataError(f"candidate run file not found: {self.candidates}{hint}")
@@ -600,6 +620,17 @@ def judged_queries(dataset_name: str, run: str | None) -> Judged:
                   documents={"dataset": dataset_name})
 
 
+def run_with_records(path: str, what: str = "") -> Run:
+    """A whole run file that training reads, refused as empty input when it holds no run lines (an empty file, or a
+    header alone): not "no qrels" or "no query is judged", as eval says it, nor, of a teacher, that it "scores none
+    of the training candidates", as if it held some."""
+    with open_run_file(path) as handle:
+        run = load_run(handle, path)
+    if not any(r.docids for r in run.queries.values()):
+        raise DataError(f"empty input: {what}{path} holds no run records")
+    return run
+
+
 def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None], dev: bool = False) -> Judged:
     """The judged queries of a run file and their candidates: texts through its header (or --topics/--corpus),
     as the score stage finds them; judgements from --qrels or its data set (or --train's), as eval finds them.
@@ -608,10 +639,7 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None], dev:
     from .evaluate.session import judgements_for
 
     (qrels_option, qrels), (topics_option, topics_file) = (_run_file_option(args, key, dev) for key in DEV_OWN)
-    with open_run_file(path) as handle:
-        run = load_run(handle, path)
-    if not any(r.docids for r in run.queries.values()):  # not "no qrels" or "no query is judged", as eval says it
-        raise DataError(f"empty input: {path} holds no run records")
+    run = run_with_records(path)
     if args.train is not None and run.header.dataset not in (None, args.train):
         raise UsageError(f"{path} is a run of {run.header.dataset}, not of --train {args.train}")
     header = RunHeader({**run.header.fields, "dataset": run.header.dataset or args.train})
@@ -830,8 +858,7 @@ def read_teacher(path: str, args: TrainArgs, queries: list[JudgedQuery], trainin
     from .docstore import doc_store_for, queries_for
     from .evaluate.session import some_ids
 
-    with open_run_file(path) as handle:  # TrainArgs.check found it
-        run = load_run(handle, path)
+    run = run_with_records(path, "teacher run ")  # TrainArgs.check found it
     group_size, min_score, train_name = 1 + args.negatives, args.teacher_min_score, training.name
     if args.dev in dataset_names() and run.header.dataset == args.dev:
         # its queries are the dev data set's, whose judged ones would be left out below and the rest teach next to
@@ -1158,9 +1185,18 @@ class TrainResult:
     stopped: str
 
 
+def _nothing_written(output: str) -> str:
+    """What -o holds when an interrupted run wrote nothing there: the older checkpoint that --overwrite was to
+    replace is still there, which 'no checkpoint of this run was written' left the user to wonder about."""
+    if (Path(output) / CHECKPOINT_FILE).is_file():
+        return f"no checkpoint of this run was written: {output} still holds the checkpoint it held before"
+    return f"no checkpoint of this run was written to {output}"
+
+
 def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda _m: None) -> TrainResult:
     """Train `model_name` as `args` say and leave the best checkpoint in `args.output`."""
     if not on_cpu(args.device) and model_name != "bert":
+        device_kind(args.device)  # `--device foo` is a misspelling, said as such, not a GPU that tk cannot use
         raise UsageError(f"--device {args.device}: only bert trains on a GPU here; train {model_name} on --device cpu")
     args.check()  # before torch's import, which takes seconds
     # Two trainings into one folder (the same -o in two shells) each replaced the other's checkpoint at their dev
@@ -1374,7 +1410,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
         if best_step is not None:
             record_ending(Path(args.output), ended=f"interrupted at step {step}", last_step=step, history=history,
                           total_seconds=round(time.perf_counter() - began, 1))
-        kept = (f"no checkpoint of this run was written to {args.output}" if best_step is None
+        kept = (_nothing_written(args.output) if best_step is None
                 else f"{args.output} holds its checkpoint of step {best_step}" if dev is None
                 else f"{args.output} keeps the best checkpoint so far (step {best_step}, dev {dev.measure.label} "
                      f"{best:.4f})")

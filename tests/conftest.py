@@ -63,3 +63,21 @@ def vaswani_index(data_root, session_home) -> str:
         subprocess.run([sys.executable, "-m", "rerank", "index", "vaswani"], check=True, env=env,
                        capture_output=True, cwd=session_home)
     return "vaswani"
+
+
+@pytest.fixture
+def tensor_checkpoints(tmp_path):
+    """Make checkpoint folders under tmp_path without training, NAME=VALUE: a tk "model" of one tensor filled with
+    VALUE, which is all `rerank average` reads and computes with."""
+
+    def make(**values: float) -> None:
+        import torch
+
+        from rerank.train import write_checkpoint
+
+        for name, value in values.items():
+            (tmp_path / name).mkdir()
+            torch.save({"w": torch.full((2,), value)}, tmp_path / name / "weights.pt")
+            write_checkpoint(tmp_path / name, "tk", {"variant": "tk"}, {})
+
+    return make

@@ -151,3 +151,45 @@ def test_streams_are_written_to_and_links_kept(tmp_path):
         handle.write("through the pipe\n")
     reader.join(timeout=10)
     assert received == ["through the pipe\n"] and not fifo.is_file()
+
+
+def test_a_killed_writer_s_temporary_folder_is_removed_by_the_next_write_a_live_one_s_kept(tmp_path, rerank,
+                                                                                           tensor_checkpoints):
+    """kill -9 (or the OOM killer) during `rerank average` or a checkpoint's save left its hidden `.soup.xxxx.tmp`
+    folder beside the output for good, up to a checkpoint's size each time. The next write of that output removes
+    those whose process is gone; a running writer's, and another output's, stay."""
+    import signal
+    import subprocess
+    import sys
+
+    import torch
+
+    tensor_checkpoints(a=1.0, b=3.0)
+    writing = """
+import sys
+from rerank.atomic import atomic_dir
+with atomic_dir(sys.argv[1], "checkpoint.json") as tmp:
+    (tmp / "weights.pt").write_bytes(bytes(1000))
+    print(tmp.name, flush=True)
+    sys.stdin.read()  # until the test lets go (the live writer) or kills it (the killed one)
+"""
+
+    def writer(output: str) -> tuple[subprocess.Popen, str]:
+        process = subprocess.Popen([sys.executable, "-c", writing, str(tmp_path / output)], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, text=True)
+        return process, process.stdout.readline().strip()
+
+    live, live_tmp = writer("soup")
+    try:
+        (killed, killed_tmp), (other, other_tmp) = writer("soup"), writer("soupy")
+        for process in (killed, other):
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+        assert {killed_tmp, other_tmp, live_tmp} <= {p.name for p in tmp_path.iterdir()}  # what kill -9 leaves
+        rerank("average", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "soup"))
+        assert torch.load(tmp_path / "soup" / "weights.pt")["w"].tolist() == [2.0, 2.0]
+        left = {p.name for p in tmp_path.iterdir()}
+        assert killed_tmp not in left and {other_tmp, live_tmp} <= left
+    finally:
+        live.communicate("")
+    assert live.returncode == 0 and sorted(p.name for p in tmp_path.iterdir()) == [other_tmp, "a", "b", "soup"]

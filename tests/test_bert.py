@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -298,14 +299,19 @@ def test_a_diverged_model_is_never_saved(tiny_bert, tmp_path, data_root, monkeyp
 
 
 def test_a_teacher_run_that_teaches_nothing_is_refused(tmp_path, data_root, monkeypatch):
-    """An empty teacher run, or one scoring none of the training candidates, trained as if there were no teacher."""
+    """An empty teacher run, or one scoring none of the training candidates, trained as if there were no teacher.
+    An empty one (no run lines: an empty file, or a header alone) is said to be empty, not to "score none of the
+    training candidates", as if it held some."""
     monkeypatch.setenv("RERANK_DATA", str(data_root))
     (tmp_path / "empty.run").write_text("")
+    (tmp_path / "header.run").write_text('# rerank-run: 2\n# dataset: "trecqa-dev"\n# end of run\n')
     (tmp_path / "other.run").write_text('# dataset: "trecqa-dev"\n1.4 Q0 nosuch 1 1.0 t\n1.4 Q0 none 2 0.5 t\n')
-    for teacher in ("empty.run", "other.run"):
+    for teacher, said in (("empty.run", "empty input: teacher run {} holds no run records"),
+                          ("header.run", "empty input: teacher run {} holds no run records"),
+                          ("other.run", "teacher run {} scores none of the training candidates of trecqa-dev and has "
+                                        "no other query with 8 candidates")):
         args = TrainArgs(train="trecqa-dev", output=str(tmp_path / "ck"), steps=1, teacher=str(tmp_path / teacher))
-        with pytest.raises(DataError, match="scores none of the training candidates of trecqa-dev and has no other "
-                                            "query with 8 candidates"):
+        with pytest.raises(DataError, match=re.escape(said.format(tmp_path / teacher))):
             train("bert", args)
     assert not (tmp_path / "ck").exists()
 
@@ -643,6 +649,35 @@ def test_an_interrupted_training_says_what_it_kept(tiny_checkpoint, tmp_path, da
     assert training["ended"] == f"interrupted at step {said.group(1)}" and training["step"] == int(said.group(3))
 
 
+def test_an_interrupted_overwrite_says_the_old_checkpoint_is_still_there(tiny_checkpoint, tmp_path, data_root):
+    """`train -o CK --overwrite` interrupted before its first checkpoint said "no checkpoint of this run was written
+    to CK", leaving the user to wonder whether CK had lost the checkpoint it held."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from signals import signal_when_ready
+
+    parent, _ = tiny_checkpoint
+    out, log = tmp_path / "ck", tmp_path / "stderr.txt"
+    shutil.copytree(parent, out)
+    before = (out / "checkpoint.json").read_text()
+    env = {**os.environ, "RERANK_DATA": str(data_root), "HF_HUB_OFFLINE": "1"}
+    with open(log, "w") as stderr:  # no dev set: the checkpoint is written when its 100000 steps end
+        process = subprocess.Popen(
+            [sys.executable, "-m", "rerank", "train", "bert", "--train", "trecqa-dev", "--steps", "100000",
+             "--batch-groups", "2", "--negatives", "3", "--init", str(parent), "-o", str(out), "--overwrite"],
+            stdout=subprocess.DEVNULL, stderr=stderr, text=True, env=env, cwd=tmp_path,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        signal_when_ready(process, lambda: "step 10/100000" in log.read_text(), "SIGINT", "rerank train")
+    assert process.returncode == 130
+    assert re.search(rf"rerank: training interrupted at step \d+; no checkpoint of this run was written: "
+                     rf"{re.escape(str(out))} still holds the checkpoint it held before\nrerank: interrupted\n$",
+                     log.read_text()), log.read_text()
+    assert (out / "checkpoint.json").read_text() == before
+
+
 def test_qrels_read_from_a_pipe_train_and_have_no_digest(tiny_bert, tmp_path, data_root, monkeypatch):
     """--qrels <(zcat qrels.gz) was read, then opened again to hash it: /dev/fd/N resolved to a path that is not
     there (a traceback after the model had loaded), and a named FIFO waited for a writer for ever."""
@@ -721,6 +756,10 @@ def test_bad_training_data(tmp_path, rerank):
             ((), "give the training data: --train DATASET, or --candidates RUN_FILE"),
             (("--train", "trec-dl-2020", "--candidates", "bm2"), "--candidates bm2 is neither a run of trec-dl-2020 "
                                                                  "(bm25, bm25-rm3) nor a run file"),
+            # a data set that ships no run: "candidate run file not found: bm25" said nothing of that
+            (("--train", "vaswani", "--candidates", "bm25"), "--candidates bm25 is no run file, and vaswani ships no "
+                                                             "candidate run to name: retrieve some (rerank retrieve "
+                                                             "vaswani > FILE) and pass --candidates FILE"),
             (("--candidates", "nothing.run"), "candidate run file not found: nothing.run"),
             (("--candidates", "bm25"), "candidate run file not found: bm25 (a run trec-dl-2019, trec-dl-2020, "
                                        "trec-dl-2021 ships? give --train DATASET too)"),
@@ -783,9 +822,10 @@ def test_bad_training_arguments(tmp_path):
         train("bert", TrainArgs(train="nope", output=str(tmp_path)))
     with pytest.raises(UsageError, match="--precision"):
         train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), precision="fp16"))
-    for device in ("tpu", "gpu", "cuda:x"):
+    # tk said "--device foo: only bert trains on a GPU here", and `cpu:x` (taken for the CPU) was torch's traceback
+    for model, device in itertools.product(("bert", "tk"), ("tpu", "gpu", "cuda:x", "foo", "cpu:x")):
         with pytest.raises(UsageError, match=f"--device must be cpu or cuda \\(cuda:N\\), not '{device}'"):
-            train("bert", TrainArgs(train="trecqa-dev", output=str(tmp_path), device=device))
+            train(model, TrainArgs(train="trecqa-dev", output=str(tmp_path), device=device))
     with pytest.raises(UsageError, match="only bert trains on a GPU here; train tk on --device cpu"):
         train("tk", TrainArgs(train="trecqa-dev", output=str(tmp_path), device="cuda"))
     if not torch.cuda.is_available():  # CI's machines and this project's have none

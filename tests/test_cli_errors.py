@@ -5,8 +5,8 @@ import pytest
 pytestmark = pytest.mark.data
 
 
-def fails(rerank, *args, input=None, env=None, words: str) -> str:
-    done = rerank(*args, input=input, env=env, check=False)
+def fails(rerank, *args, input=None, env=None, cwd=None, words: str) -> str:
+    done = rerank(*args, input=input, env=env, cwd=cwd, check=False)
     assert done.returncode != 0, done.stdout
     assert "Traceback" not in done.stderr
     assert words in done.stderr, done.stderr
@@ -496,28 +496,37 @@ def test_stdin_named_twice(rerank, data_root):
         fails(rerank, command, "-", "-", input="1 Q0 a 1 1.0 t\n", words="only one of the runs can come from stdin")
 
 
-def test_average_replaces_a_checkpoint_only_with_overwrite(rerank, tmp_path):
+def test_average_replaces_a_checkpoint_only_with_overwrite(rerank, tmp_path, tensor_checkpoints):
     """As train -o: `rerank average A B -o SOUP` silently replaced the checkpoint in SOUP, which runs name by hash."""
-    ck, soup = tmp_path / "ck", tmp_path / "soup"
-    rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "-o", str(ck))
-    rerank("average", str(ck), str(ck), "-o", str(soup))
-    before = (soup / "checkpoint.json").read_text()
-    fails(rerank, "average", str(ck), str(ck), "-o", str(soup), words="holds a checkpoint already; pass --overwrite")
-    assert (soup / "checkpoint.json").read_text() == before
-    rerank("average", str(ck), str(ck), "-o", str(soup), "--overwrite")
+    tensor_checkpoints(a=1.0, b=3.0)
+    a, b, soup = (str(tmp_path / name) for name in ("a", "b", "soup"))
+    rerank("average", a, b, "-o", soup)
+    before = (tmp_path / "soup" / "checkpoint.json").read_text()
+    fails(rerank, "average", a, b, "-o", soup, words="holds a checkpoint already; pass --overwrite")
+    assert (tmp_path / "soup" / "checkpoint.json").read_text() == before
+    rerank("average", a, b, "-o", soup, "--overwrite")
 
 
-def test_average_into_a_folder_inside_a_checkpoint_is_refused(rerank, tmp_path):
+def test_average_of_a_checkpoint_with_itself_is_refused(rerank, tmp_path, tensor_checkpoints):
+    """`rerank average CK CK` wrote CK's weights again as a soup: averaging a checkpoint with itself changes
+    nothing. Refused as eval refuses a run given twice, under another spelling of its folder or as a copy too."""
+    import shutil
+
+    tensor_checkpoints(a=1.0, b=3.0)
+    shutil.copytree(tmp_path / "a", tmp_path / "copy")
+    once = "give each checkpoint once (averaging one with itself changes nothing)"
+    for twice, words in ((("a", "a"), "checkpoint a is given twice"),
+                         (("a", "b", "./a"), "checkpoint ./a is given twice"),
+                         (("a", "copy"), "checkpoints a and copy are one checkpoint (the same files, hash ")):
+        said = fails(rerank, "average", *twice, "-o", "soup", words=f"rerank: error: {words}", cwd=tmp_path)
+        assert said.endswith(f"; {once}\n") and len(said.splitlines()) == 1
+    assert not (tmp_path / "soup").exists()
+
+
+def test_average_into_a_folder_inside_a_checkpoint_is_refused(rerank, tmp_path, tensor_checkpoints):
     """`rerank average A B -o A/soup` wrote the soup's files into A, whose content hash covers every file under it:
     A was refused from then on as changed since written."""
-    import torch
-
-    from rerank.train import write_checkpoint
-
-    for name, value in (("a", 1.0), ("b", 3.0), ("c", 5.0)):
-        (tmp_path / name).mkdir()
-        torch.save({"w": torch.full((2,), value)}, tmp_path / name / "weights.pt")
-        write_checkpoint(tmp_path / name, "tk", {"variant": "tk"}, {})
+    tensor_checkpoints(a=1.0, b=3.0, c=5.0)
     # c is no ingredient: a soup written into it spoiled it all the same
     for inside in ("a", "c"):
         before = (tmp_path / inside / "checkpoint.json").read_text()
@@ -551,6 +560,34 @@ main()
     done = subprocess.run([sys.executable, "-c", interrupted_while_loading], capture_output=True, text=True,
                           cwd=tmp_path, stdin=subprocess.DEVNULL)
     assert (done.returncode, done.stderr) == (130, "rerank: interrupted\n")
+
+
+def test_ctrl_c_in_a_command_is_one_line_in_a_log_and_ends_the_terminal_s_line(tmp_path, data_root):
+    """Ctrl-C while `rerank cat -` waits for its input: click wrote an empty line before 'rerank: interrupted',
+    which closes a terminal's ^C echo but stood as a blank line in a log. On a terminal the line is still ended."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from signals import signal_when_ready
+
+    def interrupted(stderr) -> str:
+        process = subprocess.Popen([sys.executable, "-m", "rerank", "cat", "-"], stdin=subprocess.PIPE,
+                                   stdout=subprocess.DEVNULL, stderr=stderr, text=True, cwd=tmp_path,
+                                   env={**os.environ, "RERANK_DATA": str(data_root)})
+        wchan = Path(f"/proc/{process.pid}/wchan")  # the kernel's word for where it waits: reading its stdin
+        said = signal_when_ready(process, lambda: "pipe_read" in wchan.read_text(), "SIGINT", "rerank cat -")
+        assert process.returncode == 130
+        return said
+
+    assert interrupted(subprocess.PIPE) == "rerank: interrupted\n"
+    terminal, its_stderr = pty.openpty()
+    interrupted(its_stderr)
+    os.close(its_stderr)
+    assert os.read(terminal, 1000) == b"\r\nrerank: interrupted\r\n"  # the pty's line ends
+    os.close(terminal)
 
 
 def test_topics_or_corpus_from_a_pipe_are_named_as_a_pipe(rerank, tmp_path):

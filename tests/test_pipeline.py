@@ -397,10 +397,24 @@ def test_flags_of_another_command_stay_flags(rerank, vaswani_index, tmp_path):
 
 
 def test_an_unknown_data_set_stops_the_pipeline_before_any_stage_runs(rerank, tmp_path):
+    """A misspelt `dataset` was said of the first stage ("stage 'bm25': 'vaswanni' is not a known data set"), as if
+    that stage's table held the mistake: it is said of the `dataset` key, with the name it is near."""
     spec = tmp_path / "p.toml"
+    known = "known: vaswani, cacm, trec-dl-2019"
     spec.write_text('dataset = "nosuch"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n')
     done = rerank("run", str(spec), check=False)
-    assert done.returncode != 0 and "unknown data set 'nosuch'; known: vaswani" in done.stderr and "running" not in done.stderr
+    assert done.returncode != 0 and "running" not in done.stderr
+    assert done.stderr.startswith(f"rerank: error: dataset 'nosuch' is not a known data set ({known}")
+    assert done.stderr.endswith("); for an index of your own, pass topics FILE in stage 'bm25'\n")
+    spec.write_text('dataset = "vaswanni"\n[[stage]]\nname = "c"\nkind = "candidates"\n')  # no own-index advice
+    done = rerank("run", str(spec), check=False)
+    assert done.stderr.startswith(f"rerank: error: dataset 'vaswanni' is not a known data set (did you mean "
+                                  f"'vaswani'? {known}") and done.stderr.endswith("wikiqa-test)\n"), done.stderr
+    spec.write_text('dataset = "vaswanni"\n[index]\nbackend = "lucene"\n[[stage]]\nname = "bm25"\n'
+                    'kind = "retrieve"\n')
+    assert rerank("run", str(spec), check=False).stderr == (
+        f"rerank: error: {spec}: [index] builds a data set's index, and dataset 'vaswanni' is not one (did you mean "
+        "'vaswani'?): build your own once with rerank index vaswanni --corpus FILE, and leave the [index] table out\n")
 
 
 def test_a_pipeline_over_an_index_of_ones_own_without_qrels_stops_before_any_stage_runs(rerank, tmp_path):
@@ -440,7 +454,8 @@ def test_an_index_table_or_its_advice_is_refused_for_an_index_of_ones_own(rerank
     spec.write_text(f'dataset = "mine"\nqrels = "{spec}"\n[index]\nbackend = "lucene"\n{stage}')
     done = rerank("run", str(spec), check=False, env=home)
     assert done.returncode == 2 and done.stderr.splitlines() == [
-        f"rerank: error: {spec}: [index] builds a data set's index, and 'mine' is not one: build your own once with "
+        f"rerank: error: {spec}: [index] builds a data set's index, and dataset 'mine' is not one: build your own once "
+        "with "
         "rerank index mine --corpus FILE, and leave the [index] table out"]
     assert not (tmp_path / "home" / "runs" / "mine").exists()
 

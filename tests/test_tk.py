@@ -33,8 +33,8 @@ DOCS = {
 QUERY = "how does kernel ranking work"
 
 
-def tiny(variant: str = "tk", **extra) -> TKModule:
-    torch.manual_seed(0)
+def tiny(variant: str = "tk", seed: int = 0, **extra) -> TKModule:
+    torch.manual_seed(seed)
     module = TKModule(TKConfig.from_dict({**TINY, **extra, "variant": variant}))
     return module.eval()
 
@@ -441,7 +441,7 @@ def test_files_added_to_a_checkpoint_later_are_no_part_of_it(tmp_path, rerank):
     # the same scores from the cache, and not a word about the extra files
     assert again.stderr.splitlines() == ["rerank: tk: scored 1148 pairs over 81 queries (1148 from the cache)"]
     # a soup is made of its first ingredient's own files (the extras were copied into it)
-    rerank("average", str(ck), str(checkpoint(tmp_path, name="ck2")), "-o", str(tmp_path / "soup"))
+    rerank("average", str(ck), str(checkpoint(tmp_path, name="ck2", seed=1)), "-o", str(tmp_path / "soup"))
     assert sorted(p.name for p in (tmp_path / "soup").iterdir()) == ["checkpoint.json", "weights.pt"]
     assert json.loads((tmp_path / "soup" / "checkpoint.json").read_text())["files"] == ["weights.pt"]
     # a file it lists is still its own: gone, it is refused, by name

@@ -34,15 +34,19 @@ class _OutputClosed(Exception):
 
 
 class _Rerank(click.Group):
-    """click's own `main` turned a closed pipe met inside a command into exit 1, before `main` below saw it, while a
-    command whose last write was cut short (`eval | head -1`) exited 0: the same `| head` got either status. Raised
-    on as `_OutputClosed`, it reaches `main`'s one rule for every command."""
+    """Two of click's own rules, met inside a command, are passed on to `main`'s, which hold for every command:
+    click turned a closed pipe into exit 1, while a command whose last write was cut short (`eval | head -1`) exited
+    0, so the same `| head` got either status (raised on as `_OutputClosed`); and it turned Ctrl-C into Abort after
+    an empty line on stderr, a blank line before 'rerank: interrupted' in a log (`_interrupted` ends the line of a
+    terminal's ^C echo where it has to)."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except BrokenPipeError as exc:
             raise _OutputClosed() from exc
+        except KeyboardInterrupt:
+            raise click.exceptions.Abort() from None
 
 
 @click.group(cls=_Rerank, context_settings={"help_option_names": ["-h", "--help"]})
@@ -68,6 +72,14 @@ class _Terminated(SystemExit):
 
 def _terminated(signum: int, _frame) -> None:
     raise _Terminated(128 + signum)
+
+
+def _interrupted() -> None:
+    """Ctrl-C's one line; on a terminal, after ending the line that holds its ^C echo."""
+    if sys.stderr.isatty():
+        click.echo(err=True)
+    click.echo("rerank: interrupted", err=True)
+    sys.exit(130)
 
 
 def _note_undecodable() -> None:
@@ -117,9 +129,8 @@ def main() -> None:
             cli.main(standalone_mode=False)
         finally:  # before an error's line, which stays the last
             _note_undecodable()
-    except click.exceptions.Abort:
-        click.echo("rerank: interrupted", err=True)
-        sys.exit(130)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _interrupted()
     except _Terminated as exc:
         click.echo("rerank: terminated", err=True)
         sys.exit(exc.code)
@@ -142,9 +153,6 @@ def main() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(0)
-    except KeyboardInterrupt:
-        click.echo("rerank: interrupted", err=True)
-        sys.exit(130)
     except OSError as exc:  # the file system said no (permissions, a full disk): the user's to fix, one line
         where = f": {exc.filename}" if exc.filename else ""
         click.echo(f"rerank: error: {exc.strerror or exc}{where}", err=True)

@@ -105,7 +105,7 @@ def _explained(dataset: str | None, index: str | None, corpus: str | None):
         raise UsageError("give --dataset or --index, not both")
     if dataset is not None:
         if dataset not in dataset_names():
-            raise unknown_dataset(dataset, "; for an index of your own, give --index NAME")
+            raise unknown_dataset(dataset, own_index="give --index NAME")
         return RunHeader({"dataset": dataset})
     if index is not None:
         if not recorded_origin(index):

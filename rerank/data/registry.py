@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..errors import DataError, UsageError
+from ..errors import DataError, UnknownDatasetError
 from ..paths import data_root
 from ..runs import QueryRanking
 from . import formats
@@ -218,15 +218,16 @@ def dataset_names() -> list[str]:
     return list(DATASETS)
 
 
-def unknown_dataset(name: str, remedy: str = "", option: str = "") -> UsageError:
+def unknown_dataset(name: str, remedy: str = "", option: str = "", own_index: str = "") -> UnknownDatasetError:
     """The error for a NAME that is no data set, wherever one is named (`data show`, `retrieve`, `--dataset`,
-    `--train`, a pipeline's `dataset`): one message, and exit 2 as for any value outside an option's choices (some
-    commands exited 1), saying what NAME is where it is a file of runs or qrels. `remedy`: what to give instead,
-    '; ...'; `option`: the option it was given to."""
+    `--train`, a pipeline's `dataset`): one message, and exit 2 (some commands exited 1), saying what NAME is where
+    it is a file of runs or qrels. `remedy`: what to give instead, '; ...'; `own_index`: the remedy for an index of
+    one's own ('pass --topics FILE'), which a pipeline words as its own; `option`: the option it was given to."""
     kind = formats.file_kind(name) if Path(name).is_file() else None
     what = f" (it is {kind}, not a data set)" if kind else ""
-    return UsageError(f"{option}{': ' if option else ''}unknown data set {name!r}{what}; known: "
-                      f"{', '.join(DATASETS)}{remedy}")
+    remedy = f"; for an index of your own, {own_index}" if own_index else remedy
+    return UnknownDatasetError(f"{option}{': ' if option else ''}unknown data set {name!r}{what}; known: "
+                               f"{', '.join(DATASETS)}{remedy}", name, own_index)
 
 
 def get_dataset(name: str, root: str | Path | None = None) -> Dataset:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+import re
 from typing import Any, Callable
 
 from ..errors import UsageError, counted
@@ -71,21 +72,29 @@ def bf16_is_emulated() -> bool:
 
 
 def on_cpu(device: str) -> bool:
-    """Whether --device names the CPU (`cpu`, `cpu:0`): no torch import needed to tell."""
-    return device.partition(":")[0] == "cpu"
+    """Whether --device names the CPU (`cpu`, `cpu:0`): no torch import needed to tell (`cpu:x`, which torch
+    refuses, is no name of it and goes to device_kind's check, not on to a traceback where torch reads it)."""
+    return re.fullmatch(r"cpu(:\d+)?", device) is not None
+
+
+def device_kind(device: str) -> str:
+    """cpu or cuda, as torch reads --device; a name that is neither is refused as such."""
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError):
+        kind = None
+    if kind not in ("cpu", "cuda"):
+        raise UsageError(f"--device must be cpu or cuda (cuda:N), not {device!r}")
+    return kind
 
 
 def check_device(device: str) -> None:
     """A CUDA device torch can see (or cpu), for training and scoring: refused before any data is read."""
     import torch
 
-    try:
-        kind = torch.device(device).type
-    except (RuntimeError, ValueError):
-        raise UsageError(f"--device must be cpu or cuda (cuda:N), not {device!r}") from None
-    if kind not in ("cpu", "cuda"):
-        raise UsageError(f"--device must be cpu or cuda (cuda:N), not {device!r}")
-    if kind == "cuda":
+    if device_kind(device) == "cuda":
         if not torch.cuda.is_available():
             raise UsageError(f"--device {device}: torch sees no CUDA GPU here (torch {torch.__version__}); "
                              "use --device cpu")

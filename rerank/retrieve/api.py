@@ -126,7 +126,7 @@ def check_retrieve(name: str, backend_name: str, k: int, topics: str | None, opt
         module.check_search_options(**options)
     collection = _collection(name, None, topics)
     if collection is None:
-        raise unknown_dataset(name, "; for an index of your own, pass --topics FILE")
+        raise unknown_dataset(name, own_index="pass --topics FILE")
     return module, collection
 
 
