@@ -671,6 +671,17 @@ def test_a_plot_that_cannot_be_written_is_refused_before_the_report_is_printed(t
         f"rerank: error: cannot write {plot}: Not a directory in {run}\n")
 
 
+def test_a_report_that_cannot_be_written_is_refused_before_any_run_is_read(tmp_path, rerank):
+    """`-o FILE` where FILE cannot be made was found out only when the report was written: after every run was read
+    and, with --model, after minutes of scoring. Here the run is malformed, so reading it first says that instead."""
+    run = tmp_path / "broken.run"
+    run.write_text("q1 Q0 d1 one 2.0 tag\n")
+    report = f"{run}/budget.md"  # under a file
+    bad = rerank("budget", str(run), "-o", report, check=False)
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr == (
+        f"rerank: error: cannot write {report}: Not a directory in {run}\n")
+
+
 def test_an_output_that_names_one_of_the_runs_is_refused(tmp_path, rerank):
     """`-o` or `--plot` naming a run read (a slip of the shell's completion) replaced that run with the report
     or a PNG, and exited 0."""

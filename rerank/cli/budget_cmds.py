@@ -89,6 +89,8 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measures, 
     if plot_path:  # before any run is read or scored, and before the report is printed, which it followed
         plot_format(plot_path)
         check_writable(plot_path)
+    if output:  # before --model spends minutes scoring, which it followed
+        check_writable(output)
     chosen = budgets_lib.positive_numbers(budget_text, "--budgets") if budget_text is not None else None
     labelled = [split_label(arg) for arg in runs]
     if model_name is not None:
