@@ -79,20 +79,34 @@ def _documents(slice_folder, limit=None):
 def test_minilm_bi_looks_up_the_passages_a_dense_index_stores(rerank, home, cacm_slice, tmp_path):  # noqa: F811
     """`score --model minilm-bi` embedded every passage again, though a dense index of the stream's collection held
     their vectors from the same encoder: a re-scored BM25 stream (or its time in a budget report) paid for the
-    passages twice. It now looks them up, with the same scores, and embeds only what the index lacks."""
+    passages twice. It now looks them up, with the same scores, and embeds only what the index lacks. (The index,
+    its search and all but the first scoring run in-process: each `rerank` start loads torch and MiniLM.)"""
     from rerank.docstore import doc_store_for
     from rerank.models.bert import BiEncoderReranker
-    from rerank.runs import RunHeader
+    from rerank.retrieve import api
+    from rerank.runs import Run, RunHeader, RunReader, Stream
+    from rerank.score import score_stream
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(line + "\n" for line in (cacm_slice / "corpus.jsonl").read_text().splitlines()[:40]))
-    rerank("index", "storedslice", "--backend", "dense", "--corpus", str(corpus), "--overwrite")
-    dense = rerank("retrieve", "storedslice", "--backend", "dense", "--topics", str(cacm_slice / "topics.tsv"),
-                   "--k", "20").stdout
+    api.build_index("storedslice", "dense", corpus=str(corpus), overwrite=True)
+    out = io.StringIO()
+    api.retrieve("storedslice", "dense", k=20, topics=str(cacm_slice / "topics.tsv")).write(out)
+    dense = out.getvalue()
+
+    def scored_in_process(**options) -> Run:
+        """What `rerank score --model minilm-bi --no-cache` writes for the dense run, OPTIONS being score_stream's
+        `corpus` and the model's `on_the_fly`."""
+        reader = RunReader(io.StringIO(dense), "dense")
+        rankings = list(reader)
+        model = BiEncoderReranker(on_the_fly=options.pop("on_the_fly", False))
+        written = io.StringIO()
+        score_stream(Stream(reader.header, rankings), model, cache=False, **options).write(written)
+        return load_run(io.StringIO(written.getvalue()), "bi")
+
     scored = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", input=dense).stdout), "bi")
     assert scored.header.stages[-1]["passages"] == f"stored ({home / 'indexes' / 'storedslice' / 'dense'})"
-    asked = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", "--on-the-fly",
-                                        input=dense).stdout), "bi")  # every passage embedded, as if none were stored
+    asked = scored_in_process(on_the_fly=True)  # every passage embedded, as if none were stored
     assert asked.header.stages[-1]["passages"] == "on the fly (asked for)"
     assert [s for r in asked.queries.values() for s in r.scores] == pytest.approx(
         [s for r in scored.queries.values() for s in r.scores], abs=1e-5)
@@ -104,14 +118,12 @@ def test_minilm_bi_looks_up_the_passages_a_dense_index_stores(rerank, home, cacm
     other = tmp_path / "other.jsonl"
     other.write_text("".join(json.dumps({"id": d.docid, "contents": "an unrelated text"}) + "\n"
                              for d in _documents(cacm_slice, 40)))
-    own = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", "--corpus", str(other),
-                                      input=dense).stdout), "own")
+    own = scored_in_process(corpus=str(other))
     assert "passages" not in own.header.stages[-1] and len(set(own.queries[qid].scores)) == 1
     # ... while the very file the index was built from, given with --corpus, is what its vectors were made from
-    same = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", "--corpus", str(corpus),
-                                       input=dense).stdout), "same")
+    same = scored_in_process(corpus=str(corpus))
     assert same.header.stages[-1]["passages"] == scored.header.stages[-1]["passages"]
-    # in-process: what the index lacks is embedded from its text; what it holds is not embedded at all
+    # what the index lacks is embedded from its text; what it holds is not embedded at all
     docs = _documents(cacm_slice, 41)
     model, fresh = BiEncoderReranker(), BiEncoderReranker()
     header = RunHeader({"index": "storedslice", "corpus": str(corpus.resolve())})
@@ -124,8 +136,7 @@ def test_minilm_bi_looks_up_the_passages_a_dense_index_stores(rerank, home, cacm
     assert embedded == [[docs[40].contents], ["a query"]]
     # the corpus edited since the index was built: its texts are no longer what the vectors were made from
     corpus.write_text(corpus.read_text().replace(docs[3].contents[:20], "edited " + docs[3].contents[:20], 1))
-    rescored = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", input=dense).stdout), "bi")
-    assert "passages" not in rescored.header.stages[-1]
+    assert "passages" not in scored_in_process().header.stages[-1]
 
 
 @pytest.mark.data
