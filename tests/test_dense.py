@@ -352,23 +352,29 @@ def test_hnsw_finds_what_exact_search_finds(home, cacm_slice, tiny_encoder, monk
 
 @pytest.mark.data
 def test_a_search_without_encoder_embeds_with_the_encoder_the_index_was_built_with(rerank, home, cacm_slice,  # noqa: F811
-                                                                                   tiny_encoder, tmp_path):
+                                                                                   tiny_encoder, tmp_path,
+                                                                                   monkeypatch):
     """`retrieve --backend dense` without --encoder embedded its queries with the packaged MiniLM, whatever encoder
     the index was built with, and so refused every index built with `--encoder DIR` unless DIR was given again. An
     index knows its encoder, as Pyserini's and PyTerrier's do: a search without --encoder uses the folder its manifest
     records (recorded whole, so a relative --encoder works from elsewhere) while it holds the same content. Another
     --encoder is refused as before; a recorded folder gone or changed is named in the refusal."""
-    from rerank.retrieve import dense
+    from rerank.errors import RerankError
+    from rerank.retrieve import api, dense
 
     encoder = tmp_path / "own-encoder"
     shutil.copytree(tiny_encoder, encoder)
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(line + "\n" for line in (cacm_slice / "corpus.jsonl").read_text().splitlines()[:30]))
-    rerank("index", "ownencoder", "--backend", "dense", "--corpus", str(corpus), "--encoder", "own-encoder",
-           "--overwrite", cwd=tmp_path)
-    search = ("retrieve", "ownencoder", "--backend", "dense", "--topics", str(cacm_slice / "topics.tsv"), "--k", "5")
+    with monkeypatch.context() as inside:  # `rerank index ... --encoder own-encoder` run in tmp_path
+        inside.chdir(tmp_path)
+        api.build_index("ownencoder", "dense", corpus=str(corpus), encoder="own-encoder", overwrite=True)
+    topics = str(cacm_slice / "topics.tsv")
+    search = ("retrieve", "ownencoder", "--backend", "dense", "--topics", topics, "--k", "5")
     run = load_run(io.StringIO(rerank(*search).stdout), "recorded")
-    given = load_run(io.StringIO(rerank(*search, "--encoder", str(encoder)).stdout), "given")
+    out = io.StringIO()
+    api.retrieve("ownencoder", "dense", k=5, topics=topics, encoder=str(encoder)).write(out)  # --encoder ENCODER
+    given = load_run(io.StringIO(out.getvalue()), "given")
     stage = run.header.stages[-1]
     assert stage["encoder"] == dense.encoder_identity(str(encoder))["hash"]
     assert stage["encoder_path"] == given.header.stages[-1]["encoder_path"] == str(encoder.resolve())
@@ -381,14 +387,21 @@ def test_a_search_without_encoder_embeds_with_the_encoder_the_index_was_built_wi
         elif problem == "folder gone":
             shutil.rmtree(encoder)
         extra = ("--encoder", dense.default_encoder_path()) if problem == "another encoder given" else ()
-        done = rerank(*search, *extra, check=False)
-        assert done.returncode == 1 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1, problem
-        assert f"was built with encoder {encoder.resolve()} (hash {stage['encoder']})" in done.stderr, problem
-        assert why in done.stderr and "not comparable" in done.stderr, problem
+        if extra:  # through the CLI: one line, exit 1, no run
+            done = rerank(*search, *extra, check=False)
+            status, stderr = done.returncode, done.stderr
+            assert done.stdout == "", problem
+        else:  # in-process, as rerank's main says what the search raised
+            with pytest.raises(RerankError) as refused:
+                api.retrieve("ownencoder", "dense", k=5, topics=topics)
+            status, stderr = refused.value.exit_code, f"rerank: error: {refused.value}\n"
+        assert status == 1 and len(stderr.strip().splitlines()) == 1, problem
+        assert f"was built with encoder {encoder.resolve()} (hash {stage['encoder']})" in stderr, problem
+        assert why in stderr and "not comparable" in stderr, problem
         # a rebuild keeps the index's encoder while its folder is there (it rebuilt with the packaged MiniLM)
         kept = f" --encoder {encoder.resolve()}" if problem == "folder changed" else "".join(f" {a}" for a in extra)
-        assert done.stderr.endswith(f"rebuild with rerank index ownencoder --corpus FILE --backend dense{kept} "
-                                    "--overwrite\n"), problem
+        assert stderr.endswith(f"rebuild with rerank index ownencoder --corpus FILE --backend dense{kept} "
+                               "--overwrite\n"), problem
 
 
 @pytest.mark.data
