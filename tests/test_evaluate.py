@@ -993,21 +993,22 @@ def test_depths_are_compared_on_the_queries_evaluated(rerank, tmp_path):
 def test_runs_of_different_depths_are_said_to_be_when_a_measure_reads_past_the_shallower(rerank, vaswani_index,
                                                                                           tmp_path):
     """Needs ../shared/data (Vaswani). A user study's board of BM25 at k = 100 against RM3 at 1000 marked RM3
-    significantly better on MAP, with nothing said; at one depth (-M 100) the difference is not significant."""
-    rerank("retrieve", "vaswani", "--k", "100", "-o", "bm25.run", cwd=tmp_path)
-    rerank("retrieve", "vaswani", "--rm3", "-o", "rm3.run", cwd=tmp_path)
+    significantly better on MAP, with nothing said; at one depth (-M 100) the difference is not significant. (Here
+    at 10 against 100, which is as significant and not at -M 10, for a quarter of the searching.)"""
+    rerank("retrieve", "vaswani", "--k", "10", "-o", "bm25.run", cwd=tmp_path)
+    rerank("retrieve", "vaswani", "--rm3", "--k", "100", "-o", "rm3.run", cwd=tmp_path)
     board = rerank("eval", "bm25.run", "rm3.run", "-m", "MAP", "-m", "P@10", "--format", "json", cwd=tmp_path)
-    assert board.stderr == ("rerank: note: the runs are of different depths (bm25 100, bm25+rm3 1000), and MAP reads "
-                            "past rank 100, where the shallower run has no documents: -M 100 evaluates every run to "
+    assert board.stderr == ("rerank: note: the runs are of different depths (bm25 10, bm25+rm3 100), and MAP reads "
+                            "past rank 10, where the shallower run has no documents: -M 10 evaluates every run to "
                             "that depth\n")
     def largest_p(done) -> float:
         row, = [row for row in json.loads(done.stdout) if row["run"] == "bm25+rm3"]
         return max(row["versus_baseline"]["MAP"]["corrected"].values())
 
     assert largest_p(board) < 0.05
-    same = rerank("eval", "bm25.run", "rm3.run", "-m", "MAP", "-M", "100", "--format", "json", cwd=tmp_path)
+    same = rerank("eval", "bm25.run", "rm3.run", "-m", "MAP", "-M", "10", "--format", "json", cwd=tmp_path)
     assert same.stderr == "" and largest_p(same) >= 0.05
-    assert rerank("eval", "bm25.run", "rm3.run", "-m", "P@10", "-m", "nDCG@100", cwd=tmp_path).stderr == ""
+    assert rerank("eval", "bm25.run", "rm3.run", "-m", "P@10", "-m", "nDCG@10", cwd=tmp_path).stderr == ""
 
 
 @pytest.mark.data
