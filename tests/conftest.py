@@ -65,6 +65,15 @@ def vaswani_index(data_root, session_home) -> str:
     return "vaswani"
 
 
+@pytest.fixture(scope="session")
+def vaswani_bm25_run(vaswani_index, data_root, session_home) -> str:
+    """The stream of `rerank retrieve vaswani` (BM25, k = 1000, all 93 topics), searched once per session for the
+    tests that compare other runs or files with it (each search starts a JVM: 3 to 6 s)."""
+    env = {**os.environ, "RERANK_HOME": str(session_home), "RERANK_DATA": str(data_root)}
+    return subprocess.run([sys.executable, "-m", "rerank", "retrieve", vaswani_index], check=True, env=env,
+                          capture_output=True, text=True, cwd=session_home).stdout
+
+
 @pytest.fixture
 def tensor_checkpoints(tmp_path):
     """Make checkpoint folders under tmp_path without training, NAME=VALUE: a tk "model" of one tensor filled with
