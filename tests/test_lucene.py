@@ -404,27 +404,38 @@ def test_a_run_says_which_build_of_which_documents_it_searched_and_with_which_an
     assert load_run(io.StringIO(out), "run").header.stages[-1]["index_build"] == manifest["created"]
 
 
-def test_a_score_stage_says_which_build_of_the_index_it_read_its_texts_from(rerank, tmp_path):
+def test_a_score_stage_says_which_build_of_the_index_it_read_its_texts_from(rerank, tmp_path, monkeypatch):
     """A score stage reads its texts from the Lucene index the stream names, and named no build of it: a run
     re-scored after the index was rebuilt read that build's texts, and a reviewer holding it could not tell that
     they were not those of the build it was retrieved from. Its entry now names the build (`texts_index_build`), as a
     search names the one it searched; texts from a corpus file (or a data set) come from no build, and it names none."""
+    from rerank.models.bert import BiEncoderReranker
+    from rerank.runs import RunReader, Stream
+    from rerank.score import score_stream
+
     corpus, topics = (tmp_path / "c.jsonl").resolve(), tmp_path / "t.tsv"
     corpus.write_text('{"id": "d1", "contents": "waveguides"}\n{"id": "d2", "contents": "ionosphere waveguides"}\n')
     topics.write_text("q1\twaveguides\n")
     env = {"RERANK_HOME": str(tmp_path)}
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
     manifest = tmp_path / "indexes" / "textbuild" / "lucene" / "rerank-index.json"
     rerank("index", "textbuild", "--corpus", str(corpus), env=env)
     retrieved = rerank("retrieve", "textbuild", "--topics", str(topics), env=env).stdout
 
-    def scored(*options: str) -> list[dict]:
-        out = rerank("score", "--model", "minilm-bi", "--no-cache", *options, input=retrieved, env=env).stdout
-        return load_run(io.StringIO(out), "run").header.stages
+    def stage_entries(corpus_given: str | None = None) -> list[dict]:
+        """The header of `rerank score --model minilm-bi --no-cache [--corpus FILE]`, in-process: score_stream
+        writes it before reading any text (a start loads torch, MiniLM and a JVM)."""
+        reader = RunReader(io.StringIO(retrieved), "run")
+        rankings = list(reader)
+        return score_stream(Stream(reader.header, rankings), BiEncoderReranker(), cache=False,
+                            corpus=corpus_given).header.stages
 
     first = json.loads(manifest.read_text())["source"]["index_build"]
-    stages = scored()
-    assert stages[-1]["texts_index_build"] == stages[0]["index_build"] == first
+    out = rerank("score", "--model", "minilm-bi", "--no-cache", input=retrieved, env=env).stdout
+    stages = load_run(io.StringIO(out), "run").header.stages
+    assert stages[-1]["texts_index_build"] == stages[0]["index_build"] == first == stage_entries()[-1][
+        "texts_index_build"]
     rerank("index", "textbuild", "--corpus", str(corpus), "--overwrite", env=env)
     rebuilt = json.loads(manifest.read_text())["source"]["index_build"]
-    assert rebuilt != first and scored()[-1]["texts_index_build"] == rebuilt
-    assert "texts_index_build" not in scored("--corpus", str(corpus))[-1]
+    assert rebuilt != first and stage_entries()[-1]["texts_index_build"] == rebuilt
+    assert "texts_index_build" not in stage_entries(str(corpus))[-1]
