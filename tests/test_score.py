@@ -392,7 +392,23 @@ def test_cli_missing_docids(rerank, tmp_path):
     assert "19335 Q0 no-such-passage 1" in done.stdout and done.stdout.endswith("# end of run\n")
 
 
-def test_cli_skip_missing_with_no_text_for_any_candidate_is_an_error(rerank, tmp_path):
+@pytest.fixture(scope="module")
+def tiny_tk(tmp_path_factory) -> str:
+    """A randomly initialised one-layer TK checkpoint over GloVe: a real model whose `rerank score` starts in half
+    the time minilm-bi's does (torch without transformers, no MiniLM), for tests of the score stage's handling."""
+    import torch
+
+    from rerank.models.tk import TKConfig, TKModule
+    from rerank.train import write_checkpoint
+
+    folder = tmp_path_factory.mktemp("tiny-tk")
+    torch.manual_seed(0)
+    module = TKModule(TKConfig.from_dict({"variant": "tk", "layers": 1, "heads": 2, "feedforward": 16}))
+    write_checkpoint(folder, "tk", module.save(folder), {})
+    return str(folder)
+
+
+def test_cli_skip_missing_with_no_text_for_any_candidate_is_an_error(rerank, tiny_tk, tmp_path):
     """Needs ../shared/data (TREC DL 2019). A run scored against the wrong texts came out in its first-stage order
     under the model's name, exit 0. Now an error: no -o file; on stdout the stream stops before its end line, so
     the next stage refuses it (as any stage failing mid-stream)."""
@@ -401,7 +417,7 @@ def test_cli_skip_missing_with_no_text_for_any_candidate_is_an_error(rerank, tmp
     run = ('# rerank-run: 2\n# dataset: "trec-dl-2019"\n19335 Q0 1017759 1 3.0 x\n19335 Q0 1082489 2 2.0 x\n'
            '264014 Q0 5611210 1 3.0 x\n# end of run\n')
     out = tmp_path / "out.run"
-    args = ("score", "--model", "minilm-bi", "--no-cache", "--skip-missing", "--corpus", str(corpus))
+    args = ("score", "--model", "tk", "--checkpoint", tiny_tk, "--no-cache", "--skip-missing", "--corpus", str(corpus))
     done = rerank(*args, "-o", str(out), input=run, check=False)
     assert done.returncode == 1 and not out.exists() and list(tmp_path.iterdir()) == [corpus]
     assert done.stderr == (f"rerank: error: no candidate's text was found in {corpus} (all 3 candidates "
