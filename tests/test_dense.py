@@ -153,8 +153,11 @@ def test_vectors_match_sentence_transformers(cacm_slice):  # noqa: F811
 
 
 @pytest.mark.data
-def test_minilm_retrieval_through_the_cli(rerank, cacm_slice, tmp_path):  # noqa: F811
-    """A document's own text finds it first with cosine ~1; real topics get k ranked documents."""
+def test_minilm_retrieval_through_the_cli(rerank, home, cacm_slice, tmp_path):  # noqa: F811
+    """A document's own text finds it first with cosine ~1; real topics get k ranked documents. (The index is built
+    in-process: a `rerank index` start loads torch and MiniLM as the search's does.)"""
+    from rerank.retrieve import api
+
     docs = _documents(cacm_slice, 60)
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(line + "\n" for line in (cacm_slice / "corpus.jsonl").read_text().splitlines()[:60]))
@@ -162,7 +165,7 @@ def test_minilm_retrieval_through_the_cli(rerank, cacm_slice, tmp_path):  # noqa
     real = (cacm_slice / "topics.tsv").read_text()
     topics = tmp_path / "topics.tsv"
     topics.write_text(real + "".join(f"self-{d.docid}\t{' '.join(d.contents.split())}\n" for d in chosen))
-    rerank("index", "minislice", "--backend", "dense", "--corpus", str(corpus), "--overwrite")
+    api.build_index("minislice", "dense", corpus=str(corpus), overwrite=True)
     run = load_run(io.StringIO(rerank("retrieve", "minislice", "--backend", "dense", "--topics", str(topics),
                                       "--k", "10").stdout), "dense")
     assert len(run.queries) == 8 + 3
