@@ -929,6 +929,8 @@ def test_a_dense_build_through_the_cli_skips_and_counts_documents_without_title_
                                                                                         tmp_path):
     """A BEIR record whose title and text are both empty (or white space) is left out of a dense index, counted, as
     Lucene leaves it out; one with a title alone is indexed."""
+    from rerank.retrieve import api
+
     corpus = tmp_path / "blank.jsonl"
     records = [{"_id": "a", "title": "Alpha", "text": "beta gamma"}, {"_id": "b", "title": "", "text": ""},
                {"_id": "c", "title": "Only a title", "text": ""}, {"_id": "d", "title": " ", "text": "\t\n"}]
@@ -945,9 +947,8 @@ def test_a_dense_build_through_the_cli_skips_and_counts_documents_without_title_
     assert json.loads((folder / "rerank-index.json").read_text())["source"]["empty_documents_skipped"] == 2
     topics = tmp_path / "topics.tsv"
     topics.write_text("1\talpha\n")
-    run = load_run(io.StringIO(rerank("retrieve", "blankcli", "--backend", "dense", "--encoder", tiny_encoder,
-                                      "--topics", str(topics), "--k", "10").stdout), "dense")
-    assert sorted(run.queries["1"].docids) == ["a", "c"]
+    found = api.retrieve("blankcli", "dense", k=10, topics=str(topics), encoder=tiny_encoder).rankings
+    assert [sorted(ranking.docids) for ranking in found] == [["a", "c"]]
 
 
 def test_a_dense_index_records_the_packages_that_encoded_it_and_its_runs_name_them(home, cacm_slice,  # noqa: F811
