@@ -276,7 +276,7 @@ def test_own_corpus_edge_cases(rerank, session_home, tmp_path):
     assert "build it with: rerank index nowhere --corpus FILE" in missing.stderr
 
 
-def test_an_index_older_than_its_documents_is_said_by_retrieve_and_by_the_texts_scored(rerank, tmp_path):
+def test_an_index_older_than_its_documents_is_said_by_retrieve_and_by_the_texts_scored(rerank, tiny_tk, tmp_path):
     """A corpus edited (or another --data-root) after the build was searched, and its texts scored, as they were,
     saying nothing: a dense index rebuilt alone ranked by the new texts and the score stage read the old ones."""
     corpus, topics = (tmp_path / "c.jsonl").resolve(), tmp_path / "t.tsv"
@@ -288,7 +288,7 @@ def test_an_index_older_than_its_documents_is_said_by_retrieve_and_by_the_texts_
     stale = rerank("retrieve", "edited", "--topics", str(topics))
     assert (f"warning: {corpus} has changed since index edited was built; rebuild it (rerank index edited --corpus "
             f"{corpus} --overwrite); until then it searches the documents as they were") in stale.stderr
-    scored = rerank("score", "--model", "minilm-bi", "--no-cache", input=stale.stdout)
+    scored = rerank("score", "--model", "tk", "--checkpoint", tiny_tk, "--no-cache", input=stale.stdout)
     assert "; until then the texts scored are those of its build" in scored.stderr
 
 

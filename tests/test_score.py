@@ -344,12 +344,13 @@ def test_a_score_cache_that_cannot_be_written_is_named(tmp_path, monkeypatch):
         _score(model, depth=2, cache=True)
 
 
-def test_cli_empty_stream_is_empty_output(rerank, tmp_path):
-    done = rerank("score", "--model", "minilm-bi", input="", check=False)
+def test_cli_empty_stream_is_empty_output(rerank, tiny_tk, tmp_path):
+    model = ("--model", "tk", "--checkpoint", tiny_tk)
+    done = rerank("score", *model, input="", check=False)
     assert done.returncode == 0 and done.stdout == ""
     # -o replaces an earlier run (a make rule would take the old one as up to date); the header goes on
     (tmp_path / "old.run").write_text(RUN_DL19)
-    rerank("score", "--model", "minilm-bi", "-o", str(tmp_path / "old.run"), input='# dataset: "trec-dl-2019"\n')
+    rerank("score", *model, "-o", str(tmp_path / "old.run"), input='# dataset: "trec-dl-2019"\n')
     assert (tmp_path / "old.run").read_text() == '# rerank-run: 2\n# dataset: "trec-dl-2019"\n# end of run\n'
     unchecked = rerank("score", "--model", "bert", input="", check=False)  # the model is checked all the same
     assert unchecked.returncode == 2 and "needs --checkpoint" in unchecked.stderr
@@ -380,32 +381,17 @@ def test_cli_checkpoint_errors(rerank, tmp_path):
     assert done.returncode != 0 and "trained for model 'tk', not 'bert'" in done.stderr
 
 
-def test_cli_missing_docids(rerank, tmp_path):
+def test_cli_missing_docids(rerank, tiny_tk, tmp_path):
     run = '# rerank-run: 1\n# dataset: "trec-dl-2019"\n19335 Q0 no-such-passage 1 3.0 x\n'
     out = tmp_path / "out.run"
-    done = rerank("score", "--model", "minilm-bi", "--no-cache", "-o", str(out), input=run, check=False)
+    model = ("--model", "tk", "--checkpoint", tiny_tk)
+    done = rerank("score", *model, "--no-cache", "-o", str(out), input=run, check=False)
     assert done.returncode != 0 and "no-such-passage is not in the document store" in done.stderr
     assert not out.exists()  # nothing half-written
     run += "264014 Q0 5611210 1 3.0 x\n"  # a query whose candidate has a text
-    done = rerank("score", "--model", "minilm-bi", "--no-cache", "--skip-missing", input=run)
+    done = rerank("score", *model, "--no-cache", "--skip-missing", input=run)
     assert "scored 1 pair over 2 queries (0 from the cache); skipped 1 candidate with" in done.stderr
     assert "19335 Q0 no-such-passage 1" in done.stdout and done.stdout.endswith("# end of run\n")
-
-
-@pytest.fixture(scope="module")
-def tiny_tk(tmp_path_factory) -> str:
-    """A randomly initialised one-layer TK checkpoint over GloVe: a real model whose `rerank score` starts in half
-    the time minilm-bi's does (torch without transformers, no MiniLM), for tests of the score stage's handling."""
-    import torch
-
-    from rerank.models.tk import TKConfig, TKModule
-    from rerank.train import write_checkpoint
-
-    folder = tmp_path_factory.mktemp("tiny-tk")
-    torch.manual_seed(0)
-    module = TKModule(TKConfig.from_dict({"variant": "tk", "layers": 1, "heads": 2, "feedforward": 16}))
-    write_checkpoint(folder, "tk", module.save(folder), {})
-    return str(folder)
 
 
 def test_cli_skip_missing_with_no_text_for_any_candidate_is_an_error(rerank, tiny_tk, tmp_path):
