@@ -65,6 +65,32 @@ def vaswani_index(data_root, session_home) -> str:
     return "vaswani"
 
 
+@pytest.fixture(scope="session")
+def vaswani_bm25_run(vaswani_index, data_root, session_home) -> str:
+    """The stream of `rerank retrieve vaswani` (BM25, k = 1000, all 93 topics), searched once per session for the
+    tests that compare other runs or files with it (each search starts a JVM: 3 to 6 s)."""
+    env = {**os.environ, "RERANK_HOME": str(session_home), "RERANK_DATA": str(data_root)}
+    return subprocess.run([sys.executable, "-m", "rerank", "retrieve", vaswani_index], check=True, env=env,
+                          capture_output=True, text=True, cwd=session_home).stdout
+
+
+@pytest.fixture(scope="session")
+def tiny_tk(tmp_path_factory) -> str:
+    """A randomly initialised one-layer TK checkpoint over GloVe: a real model whose `rerank score` starts in half
+    the time minilm-bi's does (torch without transformers, no MiniLM), for tests of the score stage's own handling
+    of runs, texts and files."""
+    import torch
+
+    from rerank.models.tk import TKConfig, TKModule
+    from rerank.train import write_checkpoint
+
+    folder = tmp_path_factory.mktemp("tiny-tk")
+    torch.manual_seed(0)
+    module = TKModule(TKConfig.from_dict({"variant": "tk", "layers": 1, "heads": 2, "feedforward": 16}))
+    write_checkpoint(folder, "tk", module.save(folder), {})
+    return str(folder)
+
+
 @pytest.fixture
 def tensor_checkpoints(tmp_path):
     """Make checkpoint folders under tmp_path without training, NAME=VALUE: a tk "model" of one tensor filled with

@@ -79,20 +79,34 @@ def _documents(slice_folder, limit=None):
 def test_minilm_bi_looks_up_the_passages_a_dense_index_stores(rerank, home, cacm_slice, tmp_path):  # noqa: F811
     """`score --model minilm-bi` embedded every passage again, though a dense index of the stream's collection held
     their vectors from the same encoder: a re-scored BM25 stream (or its time in a budget report) paid for the
-    passages twice. It now looks them up, with the same scores, and embeds only what the index lacks."""
+    passages twice. It now looks them up, with the same scores, and embeds only what the index lacks. (The index,
+    its search and all but the first scoring run in-process: each `rerank` start loads torch and MiniLM.)"""
     from rerank.docstore import doc_store_for
     from rerank.models.bert import BiEncoderReranker
-    from rerank.runs import RunHeader
+    from rerank.retrieve import api
+    from rerank.runs import Run, RunHeader, RunReader, Stream
+    from rerank.score import score_stream
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(line + "\n" for line in (cacm_slice / "corpus.jsonl").read_text().splitlines()[:40]))
-    rerank("index", "storedslice", "--backend", "dense", "--corpus", str(corpus), "--overwrite")
-    dense = rerank("retrieve", "storedslice", "--backend", "dense", "--topics", str(cacm_slice / "topics.tsv"),
-                   "--k", "20").stdout
+    api.build_index("storedslice", "dense", corpus=str(corpus), overwrite=True)
+    out = io.StringIO()
+    api.retrieve("storedslice", "dense", k=20, topics=str(cacm_slice / "topics.tsv")).write(out)
+    dense = out.getvalue()
+
+    def scored_in_process(**options) -> Run:
+        """What `rerank score --model minilm-bi --no-cache` writes for the dense run, OPTIONS being score_stream's
+        `corpus` and the model's `on_the_fly`."""
+        reader = RunReader(io.StringIO(dense), "dense")
+        rankings = list(reader)
+        model = BiEncoderReranker(on_the_fly=options.pop("on_the_fly", False))
+        written = io.StringIO()
+        score_stream(Stream(reader.header, rankings), model, cache=False, **options).write(written)
+        return load_run(io.StringIO(written.getvalue()), "bi")
+
     scored = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", input=dense).stdout), "bi")
     assert scored.header.stages[-1]["passages"] == f"stored ({home / 'indexes' / 'storedslice' / 'dense'})"
-    asked = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", "--on-the-fly",
-                                        input=dense).stdout), "bi")  # every passage embedded, as if none were stored
+    asked = scored_in_process(on_the_fly=True)  # every passage embedded, as if none were stored
     assert asked.header.stages[-1]["passages"] == "on the fly (asked for)"
     assert [s for r in asked.queries.values() for s in r.scores] == pytest.approx(
         [s for r in scored.queries.values() for s in r.scores], abs=1e-5)
@@ -104,14 +118,12 @@ def test_minilm_bi_looks_up_the_passages_a_dense_index_stores(rerank, home, cacm
     other = tmp_path / "other.jsonl"
     other.write_text("".join(json.dumps({"id": d.docid, "contents": "an unrelated text"}) + "\n"
                              for d in _documents(cacm_slice, 40)))
-    own = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", "--corpus", str(other),
-                                      input=dense).stdout), "own")
+    own = scored_in_process(corpus=str(other))
     assert "passages" not in own.header.stages[-1] and len(set(own.queries[qid].scores)) == 1
     # ... while the very file the index was built from, given with --corpus, is what its vectors were made from
-    same = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", "--corpus", str(corpus),
-                                       input=dense).stdout), "same")
+    same = scored_in_process(corpus=str(corpus))
     assert same.header.stages[-1]["passages"] == scored.header.stages[-1]["passages"]
-    # in-process: what the index lacks is embedded from its text; what it holds is not embedded at all
+    # what the index lacks is embedded from its text; what it holds is not embedded at all
     docs = _documents(cacm_slice, 41)
     model, fresh = BiEncoderReranker(), BiEncoderReranker()
     header = RunHeader({"index": "storedslice", "corpus": str(corpus.resolve())})
@@ -124,8 +136,7 @@ def test_minilm_bi_looks_up_the_passages_a_dense_index_stores(rerank, home, cacm
     assert embedded == [[docs[40].contents], ["a query"]]
     # the corpus edited since the index was built: its texts are no longer what the vectors were made from
     corpus.write_text(corpus.read_text().replace(docs[3].contents[:20], "edited " + docs[3].contents[:20], 1))
-    rescored = load_run(io.StringIO(rerank("score", "--model", "minilm-bi", "--no-cache", input=dense).stdout), "bi")
-    assert "passages" not in rescored.header.stages[-1]
+    assert "passages" not in scored_in_process().header.stages[-1]
 
 
 @pytest.mark.data
@@ -142,8 +153,11 @@ def test_vectors_match_sentence_transformers(cacm_slice):  # noqa: F811
 
 
 @pytest.mark.data
-def test_minilm_retrieval_through_the_cli(rerank, cacm_slice, tmp_path):  # noqa: F811
-    """A document's own text finds it first with cosine ~1; real topics get k ranked documents."""
+def test_minilm_retrieval_through_the_cli(rerank, home, cacm_slice, tmp_path):  # noqa: F811
+    """A document's own text finds it first with cosine ~1; real topics get k ranked documents. (The index is built
+    in-process: a `rerank index` start loads torch and MiniLM as the search's does.)"""
+    from rerank.retrieve import api
+
     docs = _documents(cacm_slice, 60)
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(line + "\n" for line in (cacm_slice / "corpus.jsonl").read_text().splitlines()[:60]))
@@ -151,7 +165,7 @@ def test_minilm_retrieval_through_the_cli(rerank, cacm_slice, tmp_path):  # noqa
     real = (cacm_slice / "topics.tsv").read_text()
     topics = tmp_path / "topics.tsv"
     topics.write_text(real + "".join(f"self-{d.docid}\t{' '.join(d.contents.split())}\n" for d in chosen))
-    rerank("index", "minislice", "--backend", "dense", "--corpus", str(corpus), "--overwrite")
+    api.build_index("minislice", "dense", corpus=str(corpus), overwrite=True)
     run = load_run(io.StringIO(rerank("retrieve", "minislice", "--backend", "dense", "--topics", str(topics),
                                       "--k", "10").stdout), "dense")
     assert len(run.queries) == 8 + 3
@@ -341,23 +355,29 @@ def test_hnsw_finds_what_exact_search_finds(home, cacm_slice, tiny_encoder, monk
 
 @pytest.mark.data
 def test_a_search_without_encoder_embeds_with_the_encoder_the_index_was_built_with(rerank, home, cacm_slice,  # noqa: F811
-                                                                                   tiny_encoder, tmp_path):
+                                                                                   tiny_encoder, tmp_path,
+                                                                                   monkeypatch):
     """`retrieve --backend dense` without --encoder embedded its queries with the packaged MiniLM, whatever encoder
     the index was built with, and so refused every index built with `--encoder DIR` unless DIR was given again. An
     index knows its encoder, as Pyserini's and PyTerrier's do: a search without --encoder uses the folder its manifest
     records (recorded whole, so a relative --encoder works from elsewhere) while it holds the same content. Another
     --encoder is refused as before; a recorded folder gone or changed is named in the refusal."""
-    from rerank.retrieve import dense
+    from rerank.errors import RerankError
+    from rerank.retrieve import api, dense
 
     encoder = tmp_path / "own-encoder"
     shutil.copytree(tiny_encoder, encoder)
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(line + "\n" for line in (cacm_slice / "corpus.jsonl").read_text().splitlines()[:30]))
-    rerank("index", "ownencoder", "--backend", "dense", "--corpus", str(corpus), "--encoder", "own-encoder",
-           "--overwrite", cwd=tmp_path)
-    search = ("retrieve", "ownencoder", "--backend", "dense", "--topics", str(cacm_slice / "topics.tsv"), "--k", "5")
+    with monkeypatch.context() as inside:  # `rerank index ... --encoder own-encoder` run in tmp_path
+        inside.chdir(tmp_path)
+        api.build_index("ownencoder", "dense", corpus=str(corpus), encoder="own-encoder", overwrite=True)
+    topics = str(cacm_slice / "topics.tsv")
+    search = ("retrieve", "ownencoder", "--backend", "dense", "--topics", topics, "--k", "5")
     run = load_run(io.StringIO(rerank(*search).stdout), "recorded")
-    given = load_run(io.StringIO(rerank(*search, "--encoder", str(encoder)).stdout), "given")
+    out = io.StringIO()
+    api.retrieve("ownencoder", "dense", k=5, topics=topics, encoder=str(encoder)).write(out)  # --encoder ENCODER
+    given = load_run(io.StringIO(out.getvalue()), "given")
     stage = run.header.stages[-1]
     assert stage["encoder"] == dense.encoder_identity(str(encoder))["hash"]
     assert stage["encoder_path"] == given.header.stages[-1]["encoder_path"] == str(encoder.resolve())
@@ -370,14 +390,21 @@ def test_a_search_without_encoder_embeds_with_the_encoder_the_index_was_built_wi
         elif problem == "folder gone":
             shutil.rmtree(encoder)
         extra = ("--encoder", dense.default_encoder_path()) if problem == "another encoder given" else ()
-        done = rerank(*search, *extra, check=False)
-        assert done.returncode == 1 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1, problem
-        assert f"was built with encoder {encoder.resolve()} (hash {stage['encoder']})" in done.stderr, problem
-        assert why in done.stderr and "not comparable" in done.stderr, problem
+        if extra:  # through the CLI: one line, exit 1, no run
+            done = rerank(*search, *extra, check=False)
+            status, stderr = done.returncode, done.stderr
+            assert done.stdout == "", problem
+        else:  # in-process, as rerank's main says what the search raised
+            with pytest.raises(RerankError) as refused:
+                api.retrieve("ownencoder", "dense", k=5, topics=topics)
+            status, stderr = refused.value.exit_code, f"rerank: error: {refused.value}\n"
+        assert status == 1 and len(stderr.strip().splitlines()) == 1, problem
+        assert f"was built with encoder {encoder.resolve()} (hash {stage['encoder']})" in stderr, problem
+        assert why in stderr and "not comparable" in stderr, problem
         # a rebuild keeps the index's encoder while its folder is there (it rebuilt with the packaged MiniLM)
         kept = f" --encoder {encoder.resolve()}" if problem == "folder changed" else "".join(f" {a}" for a in extra)
-        assert done.stderr.endswith(f"rebuild with rerank index ownencoder --corpus FILE --backend dense{kept} "
-                                    "--overwrite\n"), problem
+        assert stderr.endswith(f"rebuild with rerank index ownencoder --corpus FILE --backend dense{kept} "
+                               "--overwrite\n"), problem
 
 
 @pytest.mark.data
@@ -902,6 +929,8 @@ def test_a_dense_build_through_the_cli_skips_and_counts_documents_without_title_
                                                                                         tmp_path):
     """A BEIR record whose title and text are both empty (or white space) is left out of a dense index, counted, as
     Lucene leaves it out; one with a title alone is indexed."""
+    from rerank.retrieve import api
+
     corpus = tmp_path / "blank.jsonl"
     records = [{"_id": "a", "title": "Alpha", "text": "beta gamma"}, {"_id": "b", "title": "", "text": ""},
                {"_id": "c", "title": "Only a title", "text": ""}, {"_id": "d", "title": " ", "text": "\t\n"}]
@@ -918,9 +947,8 @@ def test_a_dense_build_through_the_cli_skips_and_counts_documents_without_title_
     assert json.loads((folder / "rerank-index.json").read_text())["source"]["empty_documents_skipped"] == 2
     topics = tmp_path / "topics.tsv"
     topics.write_text("1\talpha\n")
-    run = load_run(io.StringIO(rerank("retrieve", "blankcli", "--backend", "dense", "--encoder", tiny_encoder,
-                                      "--topics", str(topics), "--k", "10").stdout), "dense")
-    assert sorted(run.queries["1"].docids) == ["a", "c"]
+    found = api.retrieve("blankcli", "dense", k=10, topics=str(topics), encoder=tiny_encoder).rankings
+    assert [sorted(ranking.docids) for ranking in found] == [["a", "c"]]
 
 
 def test_a_dense_index_records_the_packages_that_encoded_it_and_its_runs_name_them(home, cacm_slice,  # noqa: F811

@@ -19,7 +19,7 @@ anserini_search_collection(sys.argv[1], sys.argv[2], sys.argv[3], k=1000)
 """
 
 
-def test_ranking_equals_search_collection(rerank, vaswani_index, session_home, data_root, tmp_path):
+def test_ranking_equals_search_collection(vaswani_bm25_run, session_home, data_root, tmp_path):
     from rerank.data import get_dataset
 
     topics = get_dataset("vaswani", data_root).topics()
@@ -28,8 +28,7 @@ def test_ranking_equals_search_collection(rerank, vaswani_index, session_home, d
     subprocess.run([sys.executable, "-c", ANSERINI_SCRIPT, str(session_home / "indexes/vaswani/lucene"),
                     str(tmp_path / "topics.tsv"), str(tmp_path / "anserini.run")], check=True, env=env,
                    capture_output=True)
-    ours = rerank("retrieve", "vaswani", "--k", "1000").stdout
-    (tmp_path / "ours.run").write_text(ours)
+    (tmp_path / "ours.run").write_text(vaswani_bm25_run)  # rerank retrieve vaswani --k 1000
     with open(tmp_path / "anserini.run") as a, open(tmp_path / "ours.run") as o:
         reference, mine = load_run(a, "anserini"), load_run(o, "ours")
     assert set(reference.queries) == set(mine.queries) == set(topics)
@@ -44,36 +43,51 @@ import sys
 from rerank.retrieve import jvm
 jvm.start()  # Pyserini's own start asks for a JVM module this Java lacks
 from pyserini.search.lucene import LuceneSearcher
-searcher = LuceneSearcher(sys.argv[1])
-exec(sys.argv[3])  # the model's set-up, e.g. searcher.set_qld(500)
-with open(sys.argv[2]) as topics:
-    for line in topics:
-        qid, text = line.rstrip("\\n").split("\\t")
-        for rank, hit in enumerate(searcher.search(text, k=100), 1):
-            print(qid, "Q0", hit.docid, rank, f"{hit.score:.6f}", "pyserini")
+index, topics, *setups = sys.argv[1:]
+with open(topics) as lines:
+    queries = [line.rstrip("\\n").split("\\t") for line in lines]
+for number, setup in enumerate(setups):
+    searcher = LuceneSearcher(index)
+    exec(setup)  # the model's set-up, e.g. searcher.set_qld(500)
+    with open(f"{topics}.{number}", "w") as out:
+        for qid, text in queries:
+            for rank, hit in enumerate(searcher.search(text, k=100), 1):
+                print(qid, "Q0", hit.docid, rank, f"{hit.score:.6f}", "pyserini", file=out)
 """
 
-
-@pytest.mark.parametrize("flags, pyserini, stage, said", [
+PYSERINI_CASES = [
     (["--rm3", "--fb-terms", "5", "--fb-docs", "3", "--original-query-weight", "0.3"],
      "searcher.set_bm25(0.9, 0.4); searcher.set_rm3(fb_terms=5, fb_docs=3, original_query_weight=0.3)",
      "bm25+rm3", {"rm3": True, "fb_terms": 5, "fb_docs": 3, "original_query_weight": 0.3, "k1": 0.9, "b": 0.4}),
     (["--qld", "--mu", "500"], "searcher.set_qld(500)", "qld", {"qld": True, "mu": 500.0}),
-])
-def test_rm3_and_qld_rank_as_pyserinis_searcher(rerank, vaswani_index, session_home, data_root, tmp_path, flags,
-                                               pyserini, stage, said):
+]
+
+
+@pytest.fixture(scope="module")
+def pyserini_rankings(vaswani_index, session_home, data_root, tmp_path_factory) -> dict[str, str]:
+    """Each case's set-up of Pyserini's LuceneSearcher: its top 100 for every Vaswani topic, as a TREC run, from one
+    process (importing pyserini takes 6 s)."""
+    from rerank.data import get_dataset
+
+    topics = tmp_path_factory.mktemp("pyserini") / "topics.tsv"
+    topics.write_text("".join(f"{q}\t{t}\n" for q, t in get_dataset("vaswani", data_root).topics().items()))
+    setups = [setup for _, setup, _, _ in PYSERINI_CASES]
+    env = {**os.environ, "RERANK_HOME": str(session_home)}
+    subprocess.run([sys.executable, "-c", PYSERINI_SCRIPT, str(session_home / "indexes/vaswani/lucene"), str(topics),
+                    *setups], check=True, env=env, capture_output=True)
+    return {setup: topics.with_name(f"{topics.name}.{number}").read_text() for number, setup in enumerate(setups)}
+
+
+@pytest.mark.parametrize("flags, pyserini, stage, said", PYSERINI_CASES)
+def test_rm3_and_qld_rank_as_pyserinis_searcher(rerank, pyserini_rankings, data_root, flags, pyserini, stage, said):
     """`--rm3` and `--qld` with their parameters give the ranking of Pyserini's LuceneSearcher set up the same
     way, and the stage's header says every parameter of the model searched with."""
     from rerank.data import get_dataset
 
     topics = get_dataset("vaswani", data_root).topics()
-    (tmp_path / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in topics.items()))
-    env = {**os.environ, "RERANK_HOME": str(session_home)}
-    reference = subprocess.run([sys.executable, "-c", PYSERINI_SCRIPT, str(session_home / "indexes/vaswani/lucene"),
-                                str(tmp_path / "topics.tsv"), pyserini], check=True, env=env, capture_output=True,
-                               text=True)
     ours = rerank("retrieve", "vaswani", "--k", "100", *flags).stdout
-    expected, got = load_run(io.StringIO(reference.stdout), "pyserini"), load_run(io.StringIO(ours), "ours")
+    expected = load_run(io.StringIO(pyserini_rankings[pyserini]), "pyserini")
+    got = load_run(io.StringIO(ours), "ours")
     assert set(expected.queries) == set(got.queries) == set(topics)
     for qid, ref in expected.queries.items():
         assert at_printed_precision(got.queries[qid]) == at_printed_precision(ref), qid
@@ -133,7 +147,7 @@ def at_printed_precision(ranking):
     return sorted(zip((round(s, 6) for s in ranking.scores), ranking.docids), reverse=True)
 
 
-def test_beir_queries_and_qrels_give_the_trec_files_figures(rerank, vaswani_index, data_root, tmp_path):
+def test_beir_queries_and_qrels_give_the_trec_files_figures(rerank, vaswani_bm25_run, data_root, tmp_path):
     """A BEIR collection's queries.jsonl and qrels/test.tsv, here Vaswani's own topics and qrels written in
     that layout: the same run and the same MAP as the TREC files."""
     from rerank.data import get_dataset
@@ -143,7 +157,7 @@ def test_beir_queries_and_qrels_give_the_trec_files_figures(rerank, vaswani_inde
                                                     for qid, text in vaswani.topics().items()))
     (tmp_path / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
         f"{qid}\t{docid}\t{grade}\n" for qid, judged in vaswani.qrels().items() for docid, grade in judged.items()))
-    native = rerank("retrieve", "vaswani").stdout
+    native = vaswani_bm25_run
     beir = rerank("retrieve", "vaswani", "--topics", str(tmp_path / "queries.jsonl")).stdout
     assert [line for line in beir.splitlines() if line[0] != "#"] == [line for line in native.splitlines() if line[0] != "#"]
     figures = [rerank("eval", "-m", "MAP", *qrels, input=run).stdout.split()[-1]
@@ -151,7 +165,7 @@ def test_beir_queries_and_qrels_give_the_trec_files_figures(rerank, vaswani_inde
     assert figures == ["0.2856", "0.2856"]
 
 
-def test_ir_datasets_pyterrier_and_trec_xml_files_give_the_trec_files_figures(rerank, vaswani_index, data_root,
+def test_ir_datasets_pyterrier_and_trec_xml_files_give_the_trec_files_figures(rerank, vaswani_bm25_run, data_root,
                                                                                 tmp_path):
     """Vaswani's topics and qrels as other tools write them: ir_datasets' `export ... queries --format jsonl` of TREC
     topics (`query_id`, the query in `title`) and its qrels as a pandas frame (`query_id doc_id relevance iteration`),
@@ -169,7 +183,7 @@ def test_ir_datasets_pyterrier_and_trec_xml_files_give_the_trec_files_figures(re
     (tmp_path / "irds.tsv").write_text("query_id\tdoc_id\trelevance\titeration\n"
                                        + "".join(f"{q}\t{d}\t{g}\t0\n" for q, d, g in judged))
     (tmp_path / "pyterrier.txt").write_text("qid docno label\n" + "".join(f"{q} {d} {g}\n" for q, d, g in judged))
-    native = rerank("retrieve", "vaswani").stdout
+    native = vaswani_bm25_run
     for topics_file, qrels_file in (("queries.jsonl", "irds.tsv"), ("topics.xml", "pyterrier.txt")):
         run = rerank("retrieve", "vaswani", "--topics", str(tmp_path / topics_file)).stdout
         assert [line for line in run.splitlines() if line[0] != "#"] == [
@@ -262,7 +276,7 @@ def test_own_corpus_edge_cases(rerank, session_home, tmp_path):
     assert "build it with: rerank index nowhere --corpus FILE" in missing.stderr
 
 
-def test_an_index_older_than_its_documents_is_said_by_retrieve_and_by_the_texts_scored(rerank, tmp_path):
+def test_an_index_older_than_its_documents_is_said_by_retrieve_and_by_the_texts_scored(rerank, tiny_tk, tmp_path):
     """A corpus edited (or another --data-root) after the build was searched, and its texts scored, as they were,
     saying nothing: a dense index rebuilt alone ranked by the new texts and the score stage read the old ones."""
     corpus, topics = (tmp_path / "c.jsonl").resolve(), tmp_path / "t.tsv"
@@ -274,7 +288,7 @@ def test_an_index_older_than_its_documents_is_said_by_retrieve_and_by_the_texts_
     stale = rerank("retrieve", "edited", "--topics", str(topics))
     assert (f"warning: {corpus} has changed since index edited was built; rebuild it (rerank index edited --corpus "
             f"{corpus} --overwrite); until then it searches the documents as they were") in stale.stderr
-    scored = rerank("score", "--model", "minilm-bi", "--no-cache", input=stale.stdout)
+    scored = rerank("score", "--model", "tk", "--checkpoint", tiny_tk, "--no-cache", input=stale.stdout)
     assert "; until then the texts scored are those of its build" in scored.stderr
 
 
@@ -390,27 +404,38 @@ def test_a_run_says_which_build_of_which_documents_it_searched_and_with_which_an
     assert load_run(io.StringIO(out), "run").header.stages[-1]["index_build"] == manifest["created"]
 
 
-def test_a_score_stage_says_which_build_of_the_index_it_read_its_texts_from(rerank, tmp_path):
+def test_a_score_stage_says_which_build_of_the_index_it_read_its_texts_from(rerank, tmp_path, monkeypatch):
     """A score stage reads its texts from the Lucene index the stream names, and named no build of it: a run
     re-scored after the index was rebuilt read that build's texts, and a reviewer holding it could not tell that
     they were not those of the build it was retrieved from. Its entry now names the build (`texts_index_build`), as a
     search names the one it searched; texts from a corpus file (or a data set) come from no build, and it names none."""
+    from rerank.models.bert import BiEncoderReranker
+    from rerank.runs import RunReader, Stream
+    from rerank.score import score_stream
+
     corpus, topics = (tmp_path / "c.jsonl").resolve(), tmp_path / "t.tsv"
     corpus.write_text('{"id": "d1", "contents": "waveguides"}\n{"id": "d2", "contents": "ionosphere waveguides"}\n')
     topics.write_text("q1\twaveguides\n")
     env = {"RERANK_HOME": str(tmp_path)}
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
     manifest = tmp_path / "indexes" / "textbuild" / "lucene" / "rerank-index.json"
     rerank("index", "textbuild", "--corpus", str(corpus), env=env)
     retrieved = rerank("retrieve", "textbuild", "--topics", str(topics), env=env).stdout
 
-    def scored(*options: str) -> list[dict]:
-        out = rerank("score", "--model", "minilm-bi", "--no-cache", *options, input=retrieved, env=env).stdout
-        return load_run(io.StringIO(out), "run").header.stages
+    def stage_entries(corpus_given: str | None = None) -> list[dict]:
+        """The header of `rerank score --model minilm-bi --no-cache [--corpus FILE]`, in-process: score_stream
+        writes it before reading any text (a start loads torch, MiniLM and a JVM)."""
+        reader = RunReader(io.StringIO(retrieved), "run")
+        rankings = list(reader)
+        return score_stream(Stream(reader.header, rankings), BiEncoderReranker(), cache=False,
+                            corpus=corpus_given).header.stages
 
     first = json.loads(manifest.read_text())["source"]["index_build"]
-    stages = scored()
-    assert stages[-1]["texts_index_build"] == stages[0]["index_build"] == first
+    out = rerank("score", "--model", "minilm-bi", "--no-cache", input=retrieved, env=env).stdout
+    stages = load_run(io.StringIO(out), "run").header.stages
+    assert stages[-1]["texts_index_build"] == stages[0]["index_build"] == first == stage_entries()[-1][
+        "texts_index_build"]
     rerank("index", "textbuild", "--corpus", str(corpus), "--overwrite", env=env)
     rebuilt = json.loads(manifest.read_text())["source"]["index_build"]
-    assert rebuilt != first and scored()[-1]["texts_index_build"] == rebuilt
-    assert "texts_index_build" not in scored("--corpus", str(corpus))[-1]
+    assert rebuilt != first and stage_entries()[-1]["texts_index_build"] == rebuilt
+    assert "texts_index_build" not in stage_entries(str(corpus))[-1]

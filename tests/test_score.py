@@ -344,12 +344,13 @@ def test_a_score_cache_that_cannot_be_written_is_named(tmp_path, monkeypatch):
         _score(model, depth=2, cache=True)
 
 
-def test_cli_empty_stream_is_empty_output(rerank, tmp_path):
-    done = rerank("score", "--model", "minilm-bi", input="", check=False)
+def test_cli_empty_stream_is_empty_output(rerank, tiny_tk, tmp_path):
+    model = ("--model", "tk", "--checkpoint", tiny_tk)
+    done = rerank("score", *model, input="", check=False)
     assert done.returncode == 0 and done.stdout == ""
     # -o replaces an earlier run (a make rule would take the old one as up to date); the header goes on
     (tmp_path / "old.run").write_text(RUN_DL19)
-    rerank("score", "--model", "minilm-bi", "-o", str(tmp_path / "old.run"), input='# dataset: "trec-dl-2019"\n')
+    rerank("score", *model, "-o", str(tmp_path / "old.run"), input='# dataset: "trec-dl-2019"\n')
     assert (tmp_path / "old.run").read_text() == '# rerank-run: 2\n# dataset: "trec-dl-2019"\n# end of run\n'
     unchecked = rerank("score", "--model", "bert", input="", check=False)  # the model is checked all the same
     assert unchecked.returncode == 2 and "needs --checkpoint" in unchecked.stderr
@@ -380,19 +381,20 @@ def test_cli_checkpoint_errors(rerank, tmp_path):
     assert done.returncode != 0 and "trained for model 'tk', not 'bert'" in done.stderr
 
 
-def test_cli_missing_docids(rerank, tmp_path):
+def test_cli_missing_docids(rerank, tiny_tk, tmp_path):
     run = '# rerank-run: 1\n# dataset: "trec-dl-2019"\n19335 Q0 no-such-passage 1 3.0 x\n'
     out = tmp_path / "out.run"
-    done = rerank("score", "--model", "minilm-bi", "--no-cache", "-o", str(out), input=run, check=False)
+    model = ("--model", "tk", "--checkpoint", tiny_tk)
+    done = rerank("score", *model, "--no-cache", "-o", str(out), input=run, check=False)
     assert done.returncode != 0 and "no-such-passage is not in the document store" in done.stderr
     assert not out.exists()  # nothing half-written
     run += "264014 Q0 5611210 1 3.0 x\n"  # a query whose candidate has a text
-    done = rerank("score", "--model", "minilm-bi", "--no-cache", "--skip-missing", input=run)
+    done = rerank("score", *model, "--no-cache", "--skip-missing", input=run)
     assert "scored 1 pair over 2 queries (0 from the cache); skipped 1 candidate with" in done.stderr
     assert "19335 Q0 no-such-passage 1" in done.stdout and done.stdout.endswith("# end of run\n")
 
 
-def test_cli_skip_missing_with_no_text_for_any_candidate_is_an_error(rerank, tmp_path):
+def test_cli_skip_missing_with_no_text_for_any_candidate_is_an_error(rerank, tiny_tk, tmp_path):
     """Needs ../shared/data (TREC DL 2019). A run scored against the wrong texts came out in its first-stage order
     under the model's name, exit 0. Now an error: no -o file; on stdout the stream stops before its end line, so
     the next stage refuses it (as any stage failing mid-stream)."""
@@ -401,7 +403,7 @@ def test_cli_skip_missing_with_no_text_for_any_candidate_is_an_error(rerank, tmp
     run = ('# rerank-run: 2\n# dataset: "trec-dl-2019"\n19335 Q0 1017759 1 3.0 x\n19335 Q0 1082489 2 2.0 x\n'
            '264014 Q0 5611210 1 3.0 x\n# end of run\n')
     out = tmp_path / "out.run"
-    args = ("score", "--model", "minilm-bi", "--no-cache", "--skip-missing", "--corpus", str(corpus))
+    args = ("score", "--model", "tk", "--checkpoint", tiny_tk, "--no-cache", "--skip-missing", "--corpus", str(corpus))
     done = rerank(*args, "-o", str(out), input=run, check=False)
     assert done.returncode == 1 and not out.exists() and list(tmp_path.iterdir()) == [corpus]
     assert done.stderr == (f"rerank: error: no candidate's text was found in {corpus} (all 3 candidates "
