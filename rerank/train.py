@@ -1209,12 +1209,7 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
 
 def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> TrainResult:
     """train, with the output folder's lock held."""
-    os.environ.setdefault(*PASSIVE_THREADS)
-    import torch
-    from tqdm import tqdm
-
     random.seed(args.seed)
-    torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     training = training_set(args, log)
     queries, dev = build_dev(args, training, log)
@@ -1241,6 +1236,12 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     if args.batch_groups > epoch_size:
         log(f"note: an epoch has {counted(epoch_size, 'group')}, fewer than --batch-groups {args.batch_groups}: "
             "each step trains on a whole epoch")
+    # torch only now, its import taking seconds: what the training data is refused for is said without that wait
+    os.environ.setdefault(*PASSIVE_THREADS)
+    import torch
+    from tqdm import tqdm
+
+    torch.manual_seed(args.seed)
     model = new_trainable(model_name, **args.model_options)
     device = torch.device(args.device)
     model.to(device).train()

@@ -790,6 +790,20 @@ def test_bad_training_data(tmp_path, rerank):
     assert not (tmp_path / "ck").exists()
 
 
+def test_training_data_is_refused_before_torch_loads(tmp_path):
+    """Torch was imported before the training data was read, so each refusal of it (a run file that is empty, or
+    names no data set, or is judged nowhere) came after the seconds that import takes; the data is read first now."""
+    import subprocess
+    import sys
+
+    (tmp_path / "empty.run").write_text("")
+    code = ("import sys; from rerank.errors import DataError; from rerank.train import TrainArgs, train\n"
+            "try: train('bert', TrainArgs(train=None, candidates='empty.run', output='ck'))\n"
+            "except DataError as error: print(error, 'torch' in sys.modules, sep='|')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert done.stdout.split("|") == ["empty input: empty.run holds no run records", "False\n"], done.stderr
+
+
 def test_a_dev_set_of_the_training_queries_is_refused(tmp_path, rerank):
     """--dev that holds training queries under another name or path (the data set of a run file, another run
     of the same queries, the run gzipped) would pick the checkpoint by them: refused as --dev TRAIN is."""
