@@ -249,9 +249,6 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
     """
     import shutil
 
-    import torch
-    from safetensors.torch import load_file, save_file
-
     if len(folders) < 2:
         raise UsageError("give at least two checkpoints to average")
     for folder in folders:
@@ -283,6 +280,8 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
     weight_files = sorted(name for name in first_files if Path(name).suffix in (".safetensors", ".pt"))
     if not weight_files:
         raise UsageError(f"{first} has no weight files (*.safetensors, *.pt) to average")
+    import torch  # only now, its import taking seconds: what is refused above is said without that wait
+    from safetensors.torch import load_file, save_file
 
     def load(path: Path) -> dict:
         if not path.is_file():
