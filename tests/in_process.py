@@ -11,6 +11,15 @@ import io
 import itertools
 from pathlib import Path
 
+import pytest
+
+
+@pytest.fixture
+def in_process_home(home, data_root, monkeypatch) -> Path:
+    """The data and the home that the `rerank` commands the test starts read, for its training and scoring here."""
+    monkeypatch.setenv("RERANK_DATA", str(data_root))
+    return home
+
 
 def train_tk(output: str | Path, *, init: str | Path | None = None, threads: int | None = None, **fields) -> str:
     """Train GloVe TK into `output` as `rerank train tk -o OUTPUT` with the options `fields` (TrainArgs' names:

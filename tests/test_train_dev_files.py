@@ -13,20 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from in_process import score, train_tk
+from in_process import in_process_home, score, train_tk  # noqa: F401  (fixture)
 from rerank.runs import RunHeader, RunWriter, load_run
 from retrieval_fixtures import rerank_module  # noqa: F401  (fixture)
 
-pytestmark = pytest.mark.data
+pytestmark = [pytest.mark.data, pytest.mark.usefixtures("in_process_home")]
 
 TRAINING = {"steps": 2, "eval_every": 1, "dev_depth": 5, "negatives": 2, "batch_groups": 2, "threads": 1}
 STEPS = tuple(word for key, value in TRAINING.items() for word in (f"--{key.replace('_', '-')}", str(value)))
-
-
-@pytest.fixture(autouse=True)
-def in_process_home(home, data_root, monkeypatch):
-    """Training and scoring in this process (in_process) read the data and the home the `rerank` runs here read."""
-    monkeypatch.setenv("RERANK_DATA", str(data_root))
 
 
 @pytest.fixture
