@@ -186,8 +186,18 @@ def own_collection(rerank_module, data_root, tmp_path_factory):
     return folder, split
 
 
+@pytest.fixture(scope="module")
+def cacm_over_vaswani(own_collection, rerank_module, vaswani_index) -> str:
+    """vaswani.run beside the own collection: CACM's queries searched in Vaswani's documents, whose queries are
+    numbered from 1 too: the ids and words of the checkpoint's queries, ranked over other documents."""
+    folder, _ = own_collection
+    (folder / "vaswani.run").write_text(rerank_module("retrieve", vaswani_index, "--topics", "queries.jsonl", "--k",
+                                                      "10", "--threads", "1", cwd=folder).stdout)
+    return "vaswani.run"
+
+
 def test_score_tells_the_queries_of_one_s_own_collection_that_its_checkpoint_saw(own_collection, rerank_module,
-                                                                                 vaswani_index, data_root,
+                                                                                 cacm_over_vaswani, data_root,
                                                                                  monkeypatch):
     """`score` said which queries a checkpoint trained on, or chose its step by, only for a named data set's runs: on
     one's own collection (runs naming an index and a topics file) a test split sharing queries with the training
@@ -224,7 +234,7 @@ def test_score_tells_the_queries_of_one_s_own_collection_that_its_checkpoint_saw
                                                 for q in split["train"]))
     assert "its checkpoint" not in said(retrieved("cacm-own", "other.jsonl"))
     # CACM's queries over other documents, Vaswani's, whose queries are numbered from 1 too
-    assert "its checkpoint" not in said(retrieved(vaswani_index, "queries.jsonl"))
+    assert "its checkpoint" not in said((folder / cacm_over_vaswani).read_text())
 
 
 def test_continuing_training_tells_dev_queries_of_one_s_own_collection_its_start_trained_on(own_collection,
@@ -280,8 +290,8 @@ def test_score_tells_a_data_set_s_queries_trained_on_with_their_texts_from_a_cor
     assert f"its checkpoint {ck} chose its best training step by 10 of the 81 queries re-scored here" in scored
 
 
-def test_a_teacher_run_of_every_query_distils_on_none_of_the_dev_queries(own_collection, rerank_module, vaswani_index,
-                                                                         monkeypatch):
+def test_a_teacher_run_of_every_query_distils_on_none_of_the_dev_queries(own_collection, rerank_module,
+                                                                         cacm_over_vaswani, monkeypatch):
     """README's own-collection training with a teacher run of every query (--teacher all.run beside --dev all.run
     --dev-qrels): the dev queries, unjudged by --qrels, were distilled on in silence, so early stopping and the dev
     figures were no longer held out. They are left out of distillation with a note, and the checkpoint does not record
@@ -314,18 +324,15 @@ def test_a_teacher_run_of_every_query_distils_on_none_of_the_dev_queries(own_col
         "rerank: error: teacher run dev-only.run scores none of the training candidates of all.run and has no other "
         "query with 3 candidates (--negatives + 1) to distil on (it holds 10 dev queries of --dev all.run, left out)")
 
-    def teacher(index: str, topics: str, run: str) -> str:
-        (folder / run).write_text(rerank_module("retrieve", index, "--topics", topics, "--k", "10", "--threads", "1",
-                                                cwd=folder).stdout)
-        return run
-
     from rerank.data import get_dataset
 
     vaswani = get_dataset("vaswani").topics()  # Vaswani's words under the dev queries' ids, over CACM's documents
     (folder / "other-dev.jsonl").write_text("".join(json.dumps({"_id": q, "text": vaswani[q]}) + "\n" for q in dev))
-    for run in (teacher("cacm-own", "other-dev.jsonl", "other-words.run"),
-                teacher(vaswani_index, "queries.jsonl", "other-documents.run")):  # CACM's queries over Vaswani's
-        said, distilled = distil(run, run.removesuffix(".run"))
+    (folder / "other-words.run").write_text(rerank_module("retrieve", "cacm-own", "--topics", "other-dev.jsonl", "--k",
+                                                          "10", "--threads", "1", cwd=folder).stdout)
+    for run, output in (("other-words.run", "other-words"),
+                        (cacm_over_vaswani, "other-documents")):  # CACM's queries over Vaswani's
+        said, distilled = distil(run, output)
         assert "left out of distillation" not in said and dev <= distilled
 
 
@@ -388,7 +395,7 @@ def test_a_teacher_run_over_the_dev_data_set_s_documents_that_names_no_data_set(
 
 
 def test_a_teacher_s_queries_under_training_ids_are_told_by_their_words_and_documents(own_collection, rerank_module,
-                                                                                    vaswani_index, data_root,
+                                                                                    cacm_over_vaswani, data_root,
                                                                                     monkeypatch):
     """A teacher run's queries were told from the training queries by id alone: those numbered as judged training
     queries were left out of distillation in silence, and their scores were taken as the training groups' targets,
@@ -422,9 +429,7 @@ def test_a_teacher_s_queries_under_training_ids_are_told_by_their_words_and_docu
     assert "distilling also on 64 unjudged queries of the teacher run" in said and trained <= distilled
     assert "left out of distillation" not in said
     # CACM's queries over Vaswani's documents, numbered as CACM's: other queries too
-    (folder / "vaswani.run").write_text(rerank_module("retrieve", vaswani_index, "--topics", "queries.jsonl", "--k",
-                                                      "10", "--threads", "1", cwd=folder).stdout)
-    said, distilled = distil("vaswani.run", "ids-other-documents")
+    said, distilled = distil(cacm_over_vaswani, "ids-other-documents")
     assert "30 queries of the teacher run vaswani.run have the ids of training queries of all.run" in said
     assert trained <= distilled
     # the training queries themselves: left out of distillation, said, and their scores teach their groups
