@@ -249,9 +249,6 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
     """
     import shutil
 
-    import torch
-    from safetensors.torch import load_file, save_file
-
     if len(folders) < 2:
         raise UsageError("give at least two checkpoints to average")
     for folder in folders:
@@ -283,6 +280,8 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
     weight_files = sorted(name for name in first_files if Path(name).suffix in (".safetensors", ".pt"))
     if not weight_files:
         raise UsageError(f"{first} has no weight files (*.safetensors, *.pt) to average")
+    import torch  # only now, its import taking seconds: what is refused above is said without that wait
+    from safetensors.torch import load_file, save_file
 
     def load(path: Path) -> dict:
         if not path.is_file():
@@ -1209,12 +1208,7 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
 
 def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> TrainResult:
     """train, with the output folder's lock held."""
-    os.environ.setdefault(*PASSIVE_THREADS)
-    import torch
-    from tqdm import tqdm
-
     random.seed(args.seed)
-    torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     training = training_set(args, log)
     queries, dev = build_dev(args, training, log)
@@ -1241,6 +1235,12 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     if args.batch_groups > epoch_size:
         log(f"note: an epoch has {counted(epoch_size, 'group')}, fewer than --batch-groups {args.batch_groups}: "
             "each step trains on a whole epoch")
+    # torch only now, its import taking seconds: what the training data is refused for is said without that wait
+    os.environ.setdefault(*PASSIVE_THREADS)
+    import torch
+    from tqdm import tqdm
+
+    torch.manual_seed(args.seed)
     model = new_trainable(model_name, **args.model_options)
     device = torch.device(args.device)
     model.to(device).train()

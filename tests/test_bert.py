@@ -790,6 +790,26 @@ def test_bad_training_data(tmp_path, rerank):
     assert not (tmp_path / "ck").exists()
 
 
+@pytest.mark.parametrize("call, refusal", [
+    ("train('bert', TrainArgs(train=None, candidates='empty.run', output='ck'))",
+     "empty input: empty.run holds no run records"),
+    ("average_checkpoints(['ck'], 'soup')", "give at least two checkpoints to average")])
+def test_training_data_and_a_soup_are_refused_before_torch_loads(tmp_path, call, refusal):
+    """Torch was imported before the training data was read, and before `average` looked at what it was given, so
+    each refusal of them (a run file that is empty, or judged nowhere; checkpoints of two models) came after the
+    seconds that import takes; they are checked first now."""
+    import subprocess
+    import sys
+
+    (tmp_path / "empty.run").write_text("")
+    code = ("import sys; from rerank.errors import RerankError\n"
+            "from rerank.train import TrainArgs, average_checkpoints, train\n"
+            f"try: {call}\n"
+            "except RerankError as error: print(error, 'torch' in sys.modules, sep='|')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert done.stdout.split("|") == [refusal, "False\n"], done.stderr
+
+
 def test_a_dev_set_of_the_training_queries_is_refused(tmp_path, rerank):
     """--dev that holds training queries under another name or path (the data set of a run file, another run
     of the same queries, the run gzipped) would pick the checkpoint by them: refused as --dev TRAIN is."""

@@ -1,5 +1,7 @@
 """TK/TKL with tiny configs: shapes, padding invariance, regions, checkpoints, stored encodings; and through
-the real CLI on TrecQA dev: score on the fly, encode, score from the store, explain, budget, errors."""
+the real CLI on TrecQA dev: score on the fly, encode, score from the store, explain, budget, errors. Where a test is
+about what training or scoring does and says rather than about the command, it trains and scores in this process
+(`in_process`), seconds less each."""
 
 from __future__ import annotations
 
@@ -13,12 +15,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from in_process import in_process_home, score, train_tk  # noqa: F401  (fixture)
 from rerank.encodings import VECTORS, encode_collection, open_store, store_folder
 from rerank.errors import DataError, UsageError
 from rerank.models.base import load_model
 from rerank.models.tk import TKConfig, TKModule, load_tk, load_tkl, pad_ids
 from rerank.runs import load_run
-from rerank.train import content_hash, write_checkpoint
+from rerank.train import average_checkpoints, content_hash, write_checkpoint
 from retrieval_fixtures import cacm_slice  # noqa: F401  (fixture)
 
 TINY = {"layers": 1, "heads": 2, "feedforward": 16, "dropout": 0.0, "max_doc": 60, "window": 8, "stride": 2,
@@ -371,10 +374,10 @@ def _stage(text: str) -> dict:
 
 
 @pytest.mark.data
-def test_encode_score_explain_budget(tmp_path, rerank):
+def test_encode_score_explain_budget(tmp_path, rerank, in_process_home):
     ck = str(checkpoint(tmp_path))
     candidates = rerank("retrieve", "trecqa-dev", "--candidates").stdout
-    fly = rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", input=candidates).stdout
+    fly = score(candidates, ck, cache=False)[0]
     assert _stage(fly)["encodings"].startswith("on the fly")
     encoded = rerank("encode", "trecqa-dev", "--model", "tk", "--checkpoint", ck)
     assert "1148 documents, " in encoded.stderr and "100 bytes per token" in encoded.stderr
@@ -399,23 +402,22 @@ def test_encode_score_explain_budget(tmp_path, rerank):
                    "--docid", docid, "--plot", str(plot))
     assert f"score {a[qid, docid]:.4f}" in shown.stdout and "best-matching document terms" in shown.stdout
     assert plot.read_bytes()[:4] == b"\x89PNG"
-    rerank("explain", "--model", "tk", "--checkpoint", ck, "--dataset", "trecqa-dev", "--qid", qid, "--docid", docid,
-           "--plot", str(tmp_path / "explain.pdf"))
+    from rerank.models.tk_explain import plot as plot_explanation
+
+    explanation = load_model("tk", ck).explain(QUERY, "d1", DOCS["d1"])
+    plot_explanation(explanation, str(tmp_path / "explain.pdf"), "tk")
     assert (tmp_path / "explain.pdf").read_bytes()[:4] == b"%PDF"  # it was PNG bytes under a .pdf name
 
-    report = rerank("budget", "--model", "tk", "--checkpoint", ck, "--depths", "2,5", "--format", "json",
-                    input=candidates).stdout
-    points = json.loads(report)["points"]
-    assert [p["depth"] for p in points] == [2, 5] and all(p["median_ms"] > 0 for p in points)
+    # run files beside --model's curve (it was one or the other): the on-the-fly run above as curve 'fly'
+    (tmp_path / "fly.run").write_text(asked)
+    both = rerank("budget", f"fly={tmp_path / 'fly.run'}", "--model", "tk", "--checkpoint", ck, "--depths", "2,5",
+                  "--format", "json", input=candidates).stdout
+    points = json.loads(both)["points"]
+    assert [p["depth"] for p in points if p["model"] == "tk"] == [2, 5] and all(p["median_ms"] > 0 for p in points)
+    assert [p["model"] for p in points if p["model"] != "tk"] == ["fly"]
     mixed = rerank("budget", "--model", "tk", "--checkpoint", ck, "--depths", "5", "--interpolate", "0.5",
                    "--format", "json", input=candidates).stdout
     assert {p["model"] for p in json.loads(mixed)["points"]} == {"tk+candidates"}
-    # run files beside --model's curve (it was one or the other): the on-the-fly run above as curve 'fly'
-    (tmp_path / "fly.run").write_text(asked)
-    both = rerank("budget", f"fly={tmp_path / 'fly.run'}", "--model", "tk", "--checkpoint", ck, "--depths", "2",
-                  "--format", "json", input=candidates).stdout
-    points = sorted((p["model"], p["depth"]) for p in json.loads(both)["points"])
-    assert [model for model, _ in points] == ["fly", "tk"] and points[1][1] == 2
     stdin_twice = rerank("budget", "-", "--model", "tk", "--checkpoint", ck, "--depths", "2", input=candidates,
                          check=False)
     assert stdin_twice.returncode == 2 and "with --model, stdin is the candidate stream" in stdin_twice.stderr
@@ -441,7 +443,7 @@ def test_files_added_to_a_checkpoint_later_are_no_part_of_it(tmp_path, rerank):
     # the same scores from the cache, and not a word about the extra files
     assert again.stderr.splitlines() == ["rerank: tk: scored 1148 pairs over 81 queries (1148 from the cache)"]
     # a soup is made of its first ingredient's own files (the extras were copied into it)
-    rerank("average", str(ck), str(checkpoint(tmp_path, name="ck2", seed=1)), "-o", str(tmp_path / "soup"))
+    average_checkpoints([str(ck), str(checkpoint(tmp_path, name="ck2", seed=1))], str(tmp_path / "soup"))
     assert sorted(p.name for p in (tmp_path / "soup").iterdir()) == ["checkpoint.json", "weights.pt"]
     assert json.loads((tmp_path / "soup" / "checkpoint.json").read_text())["files"] == ["weights.pt"]
     # a file it lists is still its own: gone, it is refused, by name
@@ -455,8 +457,8 @@ def test_files_added_to_a_checkpoint_later_are_no_part_of_it(tmp_path, rerank):
     # what that rerank wrote for these weights): every file under it is its own, as then, so extras refuse it ...
     del manifest["files"]
     (ck / "checkpoint.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    old = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates, check=False)
-    assert old.returncode == 1 and "changed or cut short since written" in old.stderr
+    with pytest.raises(DataError, match="changed or cut short since written"):  # exit 1, as 'gone' above
+        load_model("tk", str(ck))
     # ... and without them it scores as it did, under the same hash, from the same cache entries
     for extra in ("scored.run", "notes.txt", ".DS_Store"):
         (ck / extra).unlink()
@@ -502,7 +504,7 @@ def test_encode_refuses_a_corpus_with_a_repeated_id(tmp_path, rerank, session_ho
     assert not (session_home / "indexes" / "repeated").exists()
 
 
-def test_stored_encodings_are_used_only_for_the_documents_they_were_made_from(tmp_path, rerank, session_home):
+def test_stored_encodings_are_used_only_for_the_documents_they_were_made_from(tmp_path, rerank, in_process_home):
     """Encodings were found by the stream's index or data set name whatever they had been encoded from: encoding
     `mine --corpus A`, then scoring texts of B (or of A since edited) under the same docids took A's vectors, and a
     second `encode mine --corpus B` resumed or kept A's store. Now each store records its documents."""
@@ -516,8 +518,7 @@ def test_stored_encodings_are_used_only_for_the_documents_they_were_made_from(tm
     topics.write_text(f"q1\t{QUERY}\n")
 
     def encodings(corpus: Path) -> str:
-        return _stage(rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", "--topics", str(topics),
-                             "--corpus", str(corpus), input=run).stdout)["encodings"]
+        return _stage(score(run, ck, cache=False, topics=str(topics), corpus=str(corpus))[0])["encodings"]
 
     assert encodings(first).startswith("stored (")
     other = encodings(second)
@@ -585,28 +586,28 @@ def _own_index(rerank, cacm_slice, tmp_path, name: str, documents: int = 60) -> 
     return corpus
 
 
-def _encodings_scored(rerank, ck: str, run: str) -> tuple[str, dict]:
+def _encodings_scored(ck: str, run: str) -> tuple[str, dict]:
     """The score stage's `encodings` note and its scores."""
-    done = rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", input=run).stdout
+    done = score(run, ck, cache=False)[0]
     return _stage(done)["encodings"], _scores(done)
 
 
 @pytest.mark.data
-def test_encode_of_an_index_of_ones_own_is_what_score_uses(tmp_path, rerank, cacm_slice):  # noqa: F811
+def test_encode_of_an_index_of_ones_own_is_what_score_uses(tmp_path, rerank, cacm_slice, in_process_home):  # noqa: F811
     """`rerank encode own` said "'own' is not a known data set ... give --corpus" although the index own records
     the corpus file it was built from. It now encodes that file, recorded as the score stage matches it."""
     ck = str(checkpoint(tmp_path, name="ck-own"))
     _own_index(rerank, cacm_slice, tmp_path, "own")
     run = rerank("retrieve", "own", "--topics", str(cacm_slice / "topics.tsv"), "--k", "5").stdout
-    encodings, fly = _encodings_scored(rerank, ck, run)
+    encodings, fly = _encodings_scored(ck, run)
     assert encodings == "on the fly (no stored encodings for own)"
     assert "60 documents, " in rerank("encode", "own", "--model", "tk", "--checkpoint", ck).stderr
-    encodings, stored = _encodings_scored(rerank, ck, run)
+    encodings, stored = _encodings_scored(ck, run)
     assert encodings.startswith("stored (") and max(abs(fly[k] - stored[k]) for k in fly) < 1e-4
 
 
 @pytest.mark.data
-def test_explain_an_index_of_ones_own(tmp_path, rerank, cacm_slice):  # noqa: F811
+def test_explain_an_index_of_ones_own(tmp_path, rerank, cacm_slice, in_process_home):  # noqa: F811
     """`rerank explain --dataset own` said "unknown data set 'own'" of an index of one's own, which retrieve and
     score read. `--index own` reads its stored texts (and --topics its queries), and finds its stored encodings
     as score does."""
@@ -614,7 +615,7 @@ def test_explain_an_index_of_ones_own(tmp_path, rerank, cacm_slice):  # noqa: F8
     topics = cacm_slice / "topics.tsv"
     corpus = _own_index(rerank, cacm_slice, tmp_path, "own-explained")
     run = rerank("retrieve", "own-explained", "--topics", str(topics), "--k", "5").stdout
-    _, scores = _encodings_scored(rerank, ck, run)
+    _, scores = _encodings_scored(ck, run)
     qid, docid = next(iter(scores))
 
     def explained(*how: str) -> str:
@@ -653,7 +654,8 @@ def test_explain_and_encode_refuse_what_they_cannot_read_in_one_line(tmp_path, r
 
 
 @pytest.mark.data
-def test_encodings_of_a_corpus_edited_after_its_lucene_index_are_not_used_for_its_texts(tmp_path, rerank):
+def test_encodings_of_a_corpus_edited_after_its_lucene_index_are_not_used_for_its_texts(tmp_path, rerank,
+                                                                                         in_process_home):
     """A Lucene index stores its texts as they were read; vectors encoded from the corpus file edited since were
     compared with the file as it is now, so they were used for the index's older texts under the same docids."""
     ck = str(checkpoint(tmp_path, name="ck-snapshot"))
@@ -670,7 +672,7 @@ def test_encodings_of_a_corpus_edited_after_its_lucene_index_are_not_used_for_it
     run = rerank("retrieve", "snapshot", "--topics", str(tmp_path / "t.tsv"), "--k", "5").stdout
 
     def encodings() -> str:
-        return _stage(rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", input=run).stdout)["encodings"]
+        return _encodings_scored(ck, run)[0]
 
     assert f"they were encoded from another version of {corpus} than the texts scored; {rebuild}, then encode " \
            "it)" in encodings()  # not the encode of the file as it is, which the note had suggested, in a loop
@@ -898,27 +900,27 @@ def test_a_head_learning_rate_for_a_model_without_a_new_head_is_refused(tmp_path
 
 
 @pytest.mark.data
-def test_dev_queries_the_init_weights_were_trained_on_get_a_note(tmp_path, rerank):
+def test_dev_queries_the_init_weights_were_trained_on_get_a_note(tmp_path, rerank, in_process_home):
     """`--init CK --dev-fraction F` reported "held-out" dev figures on queries CK (or a checkpoint it continued) had
     trained on, without a word: a note now, not an error (continuing training is legitimate). A base that held the
     same queries out gets none; the log counts its queries with agreeing nouns ("held-out 1 queries")."""
-    def train(name, *options):
-        return rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", *options,
-                      "-o", str(tmp_path / name)).stderr
+    def train(name, **options):
+        return train_tk(tmp_path / name, train="trecqa-dev", steps=1, **options)
 
     def note(base, seen, of):
         return (f"rerank: note: the dev figures are not held out for the starting weights: those of --init "
                 f"{tmp_path / base} were trained on {seen} of the {of} dev queries (")
 
     train("all")  # every query
-    assert note("all", 16, 16) in train("cont", "--init", str(tmp_path / "all"), "--dev-fraction", "0.25")
+    assert note("all", 16, 16) in train("cont", init=tmp_path / "all", dev_fraction=0.25)
     # "cont" held the 16 out, but the weights it continued from were trained on them
-    assert note("cont", 16, 16) in train("cont2", "--init", str(tmp_path / "cont"), "--dev-fraction", "0.25")
-    log = train("one", "--dev-fraction", "0.01")
+    assert note("cont", 16, 16) in train("cont2", init=tmp_path / "cont", dev_fraction=0.25)
+    log = rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "--dev-fraction", "0.01",
+                 "-o", str(tmp_path / "one")).stderr  # the command's own count of steps too
     assert "(held-out 1 query)" in log and "trained tk for 1 step in" in log
-    log = train("one2", "--init", str(tmp_path / "one"), "--dev-fraction", "0.01")
+    log = train("one2", init=tmp_path / "one", dev_fraction=0.01)
     assert "note:" not in log and "(held-out 1 query)" in log  # the same query held out: its figures stay held out
-    log = train("fold", "--init", str(tmp_path / "one"), "--dev-fold", "1/5")
+    log = train("fold", init=tmp_path / "one", dev_fold="1/5")
 
     def held_out(name):
         return set(json.loads((tmp_path / name / "checkpoint.json").read_text())["training"]["held_out_qids"])
@@ -929,14 +931,14 @@ def test_dev_queries_the_init_weights_were_trained_on_get_a_note(tmp_path, reran
 
 
 @pytest.mark.data
-def test_scoring_the_queries_a_checkpoint_trained_on_is_warned_of(tmp_path, rerank):
+def test_scoring_the_queries_a_checkpoint_trained_on_is_warned_of(tmp_path, rerank, in_process_home):
     """`train tk --train trecqa-dev`, then `score` and `eval` on trecqa-dev: figures on the training queries, and
     nothing said (train itself says so of dev queries). The queries it held out, or a --dev set, chose its best
     step: dev figures, which a note says."""
     from rerank.data import get_dataset
 
     ck = tmp_path / "ck"
-    rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "--dev-fraction", "0.25", "-o", str(ck))
+    train_tk(ck, train="trecqa-dev", steps=1, dev_fraction=0.25)
     held = json.loads((ck / "checkpoint.json").read_text())["training"]["held_out_qids"]
     candidates = rerank("retrieve", "trecqa-dev", "--candidates").stdout
     done = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates)
@@ -948,24 +950,23 @@ def test_scoring_the_queries_a_checkpoint_trained_on_is_warned_of(tmp_path, rera
     # the data set's queries with their texts from a corpus file: still the queries it trained on
     (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"id": d.docid, "contents": d.contents}) + "\n"
                                                    for d in get_dataset("trecqa-dev").documents()))
-    from_file = rerank("score", "--model", "tk", "--checkpoint", str(ck), "--corpus", str(tmp_path / "corpus.jsonl"),
-                       input=candidates)
-    assert f"was trained on {trained} of the 81 queries re-scored here (trecqa-dev's)" in from_file.stderr
+    from_file = score(candidates, ck, corpus=str(tmp_path / "corpus.jsonl"))[1]
+    assert f"was trained on {trained} of the 81 queries re-scored here (trecqa-dev's)" in from_file
     topics = get_dataset("trecqa-dev").topics()
     (tmp_path / "held.tsv").write_text("".join(f"{qid}\t{topics[qid]}\n" for qid in held))
     held_out = rerank("retrieve", "trecqa-dev", "--candidates", "--topics", str(tmp_path / "held.tsv")).stdout
-    scored = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=held_out).stderr
+    scored = score(held_out, ck)[1]
     assert "warning" not in scored and (f"rerank: note: tk: its checkpoint {ck} chose its best training step by "
                                         f"{len(held)} of the {len(held)} queries re-scored here (trecqa-dev's): figures "
                                         "on them are dev figures, not test figures") in scored
     # a --dev data set chose the step too (a QA user trained on trecqa-train and scored trecqa-dev, its --dev)
-    rerank("train", "tk", "--train", "trecqa-train", "--steps", "1", "--dev", "trecqa-dev", "-o", str(tmp_path / "d"))
-    on_dev = rerank("score", "--model", "tk", "--checkpoint", str(tmp_path / "d"), input=candidates).stderr
+    train_tk(tmp_path / "d", train="trecqa-train", steps=1, dev="trecqa-dev")
+    on_dev = score(candidates, tmp_path / "d")[1]
     assert "warning" not in on_dev and "chose its best training step by 65 of the 81 queries" in on_dev
 
 
 @pytest.mark.data
-def test_a_soup_tells_the_queries_its_ingredients_trained_on_after_they_are_deleted(tmp_path, rerank):
+def test_a_soup_tells_the_queries_its_ingredients_trained_on_after_they_are_deleted(tmp_path, rerank, in_process_home):
     """`rerank average` recorded none of its ingredients' queries: scoring a soup on the queries they trained on said
     nothing, nor did `--init SOUP --dev-fraction` of dev queries they trained on. The soup's checkpoint.json carries
     them now, once for ingredients that share them, so it still tells them once their folders are gone: a query one
@@ -975,22 +976,22 @@ def test_a_soup_tells_the_queries_its_ingredients_trained_on_after_they_are_dele
 
     from rerank.data import get_dataset
 
-    def train(name, *options):
-        rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", *options, "-o", str(tmp_path / name))
+    def train(name, **options):
+        train_tk(tmp_path / name, train="trecqa-dev", steps=1, **options)
         return json.loads((tmp_path / name / "checkpoint.json").read_text())["training"]
 
     train("all")  # every query
-    fraction, fold = (set(train(name, *options)["held_out_qids"]) for name, *options in
-                      (("a", "--init", str(tmp_path / "all"), "--dev-fraction", "0.25"),
-                       ("b", "--dev-fold", "1/5", "--seed", "2")))
-    train("a2", "--init", str(tmp_path / "all"), "--dev-fraction", "0.25", "--seed", "3")  # a's queries, another seed
+    fraction, fold = (set(train(name, **options)["held_out_qids"]) for name, options in
+                      (("a", {"init": tmp_path / "all", "dev_fraction": 0.25}),
+                       ("b", {"dev_fold": "1/5", "seed": 2})))
+    train("a2", init=tmp_path / "all", dev_fraction=0.25, seed=3)  # a's queries, another seed
     for name in ("a", "b"):  # as checkpoints from before query_space: a named data set's queries by their ids
         shutil.copytree(tmp_path / name, tmp_path / f"{name}-old")
         manifest = json.loads((tmp_path / f"{name}-old" / "checkpoint.json").read_text())
         del manifest["training"]["query_space"]
         (tmp_path / f"{name}-old" / "checkpoint.json").write_text(json.dumps(manifest))
-    rerank("average", *(str(tmp_path / name) for name in ("a", "a2", "b")), "-o", str(tmp_path / "soup"))
-    rerank("average", str(tmp_path / "a-old"), str(tmp_path / "b-old"), "-o", str(tmp_path / "old-ingredients"))
+    average_checkpoints([str(tmp_path / name) for name in ("a", "a2", "b")], str(tmp_path / "soup"))
+    average_checkpoints([str(tmp_path / "a-old"), str(tmp_path / "b-old")], str(tmp_path / "old-ingredients"))
     soup = json.loads((tmp_path / "soup" / "checkpoint.json").read_text())["training"]
     assert [record["held_out_qids"] for record in soup["ingredient_queries"]] == [sorted(fraction), sorted(fold)]
     for name in ("a", "a2", "b", "a-old", "b-old"):
@@ -1002,15 +1003,15 @@ def test_a_soup_tells_the_queries_its_ingredients_trained_on_after_they_are_dele
     trained = len(get_dataset("trecqa-dev").qrels()) - len(both)
     for name in ("soup", "old-ingredients"):
         ck = tmp_path / name
-        scored = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates).stderr
+        scored = score(candidates, ck)[1]
         assert (f"rerank: warning: tk: its checkpoint {ck} was trained on {trained} of the 81 queries re-scored here "
                 "(trecqa-dev's): figures on them are not held out") in scored
         assert (f"rerank: note: tk: its checkpoint {ck} chose its best training step by {len(both)} of the 81 queries "
                 "re-scored here (trecqa-dev's): figures on them are dev figures, not test figures") in scored
 
     def continued() -> str:
-        return rerank("train", "tk", "--train", "trecqa-dev", "--steps", "1", "--init", str(tmp_path / "soup"),
-                      "--dev-fraction", "0.25", "-o", str(tmp_path / "cont"), "--overwrite").stderr
+        return train_tk(tmp_path / "cont", train="trecqa-dev", steps=1, init=tmp_path / "soup", dev_fraction=0.25,
+                        overwrite=True)
 
     def note(seen: int) -> str:
         return (f"rerank: note: the dev figures are not held out for the starting weights: those of --init "
@@ -1023,7 +1024,7 @@ def test_a_soup_tells_the_queries_its_ingredients_trained_on_after_they_are_dele
     manifest = json.loads((tmp_path / "soup" / "checkpoint.json").read_text())
     del manifest["training"]["ingredient_queries"]
     (tmp_path / "soup" / "checkpoint.json").write_text(json.dumps(manifest))
-    scored = rerank("score", "--model", "tk", "--checkpoint", str(tmp_path / "soup"), input=candidates).stderr
+    scored = score(candidates, tmp_path / "soup")[1]
     assert "warning" not in scored and "note" not in scored
 
 
@@ -1140,27 +1141,27 @@ def test_minilm_context_checkpoint_scores_alike_from_the_store(tmp_path, monkeyp
 
 
 @pytest.mark.data
-def test_a_config_edited_after_training_is_keyed_apart(tmp_path, rerank):
+def test_a_config_edited_after_training_is_keyed_apart(tmp_path, rerank, in_process_home):
     """TK builds its model from checkpoint.json's config, which the content hash leaves out: after a hand edit of
     `max_doc`, the score cache (and stored encodings) still answered with the trained config's scores. An edited
     config now gets a hash of its own and a note; one that no longer fits the weights is a clear error."""
     ck = checkpoint(tmp_path, max_doc=200)
     candidates = rerank("retrieve", "trecqa-dev", "--candidates").stdout
-    trained = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates)
+    trained, _ = score(candidates, ck)
     manifest_path = ck / "checkpoint.json"
     manifest = json.loads(manifest_path.read_text())
     manifest["config"]["max_doc"] = 3
     manifest_path.write_text(json.dumps(manifest))
-    edited = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates)
-    uncached = rerank("score", "--model", "tk", "--checkpoint", str(ck), "--no-cache", input=candidates)
-    assert _scores(edited.stdout) == _scores(uncached.stdout) != _scores(trained.stdout)
-    assert _stage(edited.stdout)["checkpoint_hash"] != _stage(trained.stdout)["checkpoint_hash"] == manifest["hash"]
+    edited = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates)  # said by the command
+    uncached, _ = score(candidates, ck, cache=False)
+    assert _scores(edited.stdout) == _scores(uncached) != _scores(trained)
+    assert _stage(edited.stdout)["checkpoint_hash"] != _stage(trained)["checkpoint_hash"] == manifest["hash"]
     assert edited.stderr.count("was edited since training") == 1, edited.stderr
 
     manifest["config"]["max_doc"] = 200
     manifest_path.write_text(json.dumps(manifest))  # put back: the trained model and its cached scores again
-    again = rerank("score", "--model", "tk", "--checkpoint", str(ck), input=candidates)
-    assert _scores(again.stdout) == _scores(trained.stdout) and "edited" not in again.stderr
+    again, said = score(candidates, ck)
+    assert _scores(again) == _scores(trained) and "edited" not in said
 
     manifest["config"]["layers"] = 3
     manifest_path.write_text(json.dumps(manifest))

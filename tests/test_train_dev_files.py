@@ -1,6 +1,7 @@
 """`rerank train` on run files whose dev split has files of its own (BEIR's qrels/train.tsv and qrels/dev.tsv over one
 queries.jsonl; MS MARCO's queries.train.tsv and queries.dev.tsv): --dev-qrels and --dev-topics, through the real CLI
-with GloVe TK on TrecQA dev written out as a BEIR data set."""
+with GloVe TK on TrecQA dev written out as a BEIR data set. What training and scoring say of the queries a teacher run
+or a checkpoint holds is tested by training and scoring in this process (`in_process`), seconds less each."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from in_process import in_process_home, score, train_tk  # noqa: F401  (fixture)
 from rerank.runs import RunHeader, RunWriter, load_run
 from retrieval_fixtures import rerank_module  # noqa: F401  (fixture)
 
-pytestmark = pytest.mark.data
+pytestmark = [pytest.mark.data, pytest.mark.usefixtures("in_process_home")]
 
-STEPS = ("--steps", "2", "--eval-every", "1", "--dev-depth", "5", "--negatives", "2", "--batch-groups", "2",
-         "--threads", "1")
+TRAINING = {"steps": 2, "eval_every": 1, "dev_depth": 5, "negatives": 2, "batch_groups": 2, "threads": 1}
+STEPS = tuple(word for key, value in TRAINING.items() for word in (f"--{key.replace('_', '-')}", str(value)))
 
 
 @pytest.fixture
@@ -184,8 +186,19 @@ def own_collection(rerank_module, data_root, tmp_path_factory):
     return folder, split
 
 
+@pytest.fixture(scope="module")
+def cacm_over_vaswani(own_collection, rerank_module, vaswani_index) -> str:
+    """vaswani.run beside the own collection: CACM's queries searched in Vaswani's documents, whose queries are
+    numbered from 1 too: the ids and words of the checkpoint's queries, ranked over other documents."""
+    folder, _ = own_collection
+    (folder / "vaswani.run").write_text(rerank_module("retrieve", vaswani_index, "--topics", "queries.jsonl", "--k",
+                                                      "10", "--threads", "1", cwd=folder).stdout)
+    return "vaswani.run"
+
+
 def test_score_tells_the_queries_of_one_s_own_collection_that_its_checkpoint_saw(own_collection, rerank_module,
-                                                                                 vaswani_index, data_root):
+                                                                                 cacm_over_vaswani, data_root,
+                                                                                 monkeypatch):
     """`score` said which queries a checkpoint trained on, or chose its step by, only for a named data set's runs: on
     one's own collection (runs naming an index and a topics file) a test split sharing queries with the training
     split was scored in silence. The checkpoint records the queries' words and the documents they were ranked over;
@@ -193,13 +206,13 @@ def test_score_tells_the_queries_of_one_s_own_collection_that_its_checkpoint_saw
     from rerank.data import get_dataset
 
     folder, split = own_collection
+    monkeypatch.chdir(folder)
     ck = folder / "ck"
     record = training_record(ck)
     assert record["train_source"] == record["dev_source"] == str(folder / "all.run")  # typed relative
 
-    def said(run: str, *options: str) -> str:
-        return rerank_module("score", "--model", "tk", "--checkpoint", str(ck), "--depth", "5", *options,
-                             input=run, cwd=folder).stderr
+    def said(run: str, **files: str) -> str:
+        return score(run, ck, depth=5, **files)[1]
 
     def retrieved(index: str, topics: str) -> str:
         return rerank_module("retrieve", index, "--topics", topics, "--k", "5", "--threads", "1", cwd=folder).stdout
@@ -213,7 +226,7 @@ def test_score_tells_the_queries_of_one_s_own_collection_that_its_checkpoint_saw
     assert "its checkpoint" not in said(retrieved("cacm-own", "test.jsonl"))  # the test split alone
     # the same documents read from the corpus file, for a run without a header
     plain = rerank_module("cat", "--trec", "all.run", cwd=folder).stdout
-    from_files = said(plain, "--topics", "queries.jsonl", "--corpus", "corpus.jsonl")
+    from_files = said(plain, topics="queries.jsonl", corpus="corpus.jsonl")
     assert f"was trained on 30 of the 64 queries re-scored here ({folder / 'corpus.jsonl'}'s)" in from_files
     # other queries numbered as the training ones (Vaswani's words under CACM's ids), over the same index
     vaswani = get_dataset("vaswani", data_root).topics()
@@ -221,7 +234,7 @@ def test_score_tells_the_queries_of_one_s_own_collection_that_its_checkpoint_saw
                                                 for q in split["train"]))
     assert "its checkpoint" not in said(retrieved("cacm-own", "other.jsonl"))
     # CACM's queries over other documents, Vaswani's, whose queries are numbered from 1 too
-    assert "its checkpoint" not in said(retrieved(vaswani_index, "queries.jsonl"))
+    assert "its checkpoint" not in said((folder / cacm_over_vaswani).read_text())
 
 
 def test_continuing_training_tells_dev_queries_of_one_s_own_collection_its_start_trained_on(own_collection,
@@ -237,18 +250,17 @@ def test_continuing_training_tells_dev_queries_of_one_s_own_collection_its_start
             "trained on 30 of the 30 dev queries") in done.stderr
 
 
-def test_score_tells_the_queries_a_checkpoint_distilled_on(own_collection, rerank_module):
+def test_score_tells_the_queries_a_checkpoint_distilled_on(own_collection, rerank_module, monkeypatch):
     """A teacher run's queries that training does not judge are trained on by the teacher's scores (train says so of
     another data set's): the checkpoint recorded the judged queries alone, so its test split, distilled on, was then
     scored in silence as if held out."""
     folder, split = own_collection
-    rerank_module("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", "--teacher", "all.run",
-                  "--steps", "2", "--negatives", "2", "--batch-groups", "2", "--threads", "1", "-o", "distilled",
-                  cwd=folder)
+    monkeypatch.chdir(folder)
+    train_tk("distilled", candidates="all.run", qrels="qrels/train.tsv", teacher="all.run", steps=2, negatives=2,
+             batch_groups=2, threads=1)
     test_run = rerank_module("retrieve", "cacm-own", "--topics", "test.jsonl", "--k", "5", "--threads", "1",
                              cwd=folder).stdout
-    said = rerank_module("score", "--model", "tk", "--checkpoint", "distilled", "--depth", "5", input=test_run,
-                         cwd=folder).stderr
+    said = score(test_run, "distilled", depth=5)[1]
     assert (f"its checkpoint {folder / 'distilled'} was trained on {len(split['test'])} of the "
             f"{len(split['test'])} queries re-scored here (cacm-own's)") in said
 
@@ -278,19 +290,21 @@ def test_score_tells_a_data_set_s_queries_trained_on_with_their_texts_from_a_cor
     assert f"its checkpoint {ck} chose its best training step by 10 of the 81 queries re-scored here" in scored
 
 
-def test_a_teacher_run_of_every_query_distils_on_none_of_the_dev_queries(own_collection, rerank_module, vaswani_index):
+def test_a_teacher_run_of_every_query_distils_on_none_of_the_dev_queries(own_collection, rerank_module,
+                                                                         cacm_over_vaswani, monkeypatch):
     """README's own-collection training with a teacher run of every query (--teacher all.run beside --dev all.run
     --dev-qrels): the dev queries, unjudged by --qrels, were distilled on in silence, so early stopping and the dev
     figures were no longer held out. They are left out of distillation with a note, and the checkpoint does not record
     them as distilled on; the same ids with other words, or the same queries over other documents, are other queries
     and are distilled on."""
     folder, split = own_collection
+    monkeypatch.chdir(folder)
     dev = set(split["dev"])
 
     def distil(teacher: str, output: str) -> tuple[str, set[str]]:
-        done = rerank_module("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", "--dev", "all.run",
-                             "--dev-qrels", "qrels/dev.tsv", "--teacher", teacher, *STEPS, "-o", output, cwd=folder)
-        return done.stderr, set(training_record(folder / output)["query_space"]["distilled"]["text_sha256"])
+        said = train_tk(output, candidates="all.run", qrels="qrels/train.tsv", dev="all.run",
+                        dev_qrels="qrels/dev.tsv", teacher=teacher, **TRAINING)
+        return said, set(training_record(folder / output)["query_space"]["distilled"]["text_sha256"])
 
     said, distilled = distil("all.run", "taught")
     assert "rerank: note: 10 queries of the teacher run all.run are dev queries (--dev all.run) (" in said
@@ -310,18 +324,15 @@ def test_a_teacher_run_of_every_query_distils_on_none_of_the_dev_queries(own_col
         "rerank: error: teacher run dev-only.run scores none of the training candidates of all.run and has no other "
         "query with 3 candidates (--negatives + 1) to distil on (it holds 10 dev queries of --dev all.run, left out)")
 
-    def teacher(index: str, topics: str, run: str) -> str:
-        (folder / run).write_text(rerank_module("retrieve", index, "--topics", topics, "--k", "10", "--threads", "1",
-                                                cwd=folder).stdout)
-        return run
-
     from rerank.data import get_dataset
 
     vaswani = get_dataset("vaswani").topics()  # Vaswani's words under the dev queries' ids, over CACM's documents
     (folder / "other-dev.jsonl").write_text("".join(json.dumps({"_id": q, "text": vaswani[q]}) + "\n" for q in dev))
-    for run in (teacher("cacm-own", "other-dev.jsonl", "other-words.run"),
-                teacher(vaswani_index, "queries.jsonl", "other-documents.run")):  # CACM's queries over Vaswani's
-        said, distilled = distil(run, run.removesuffix(".run"))
+    (folder / "other-words.run").write_text(rerank_module("retrieve", "cacm-own", "--topics", "other-dev.jsonl", "--k",
+                                                          "10", "--threads", "1", cwd=folder).stdout)
+    for run, output in (("other-words.run", "other-words"),
+                        (cacm_over_vaswani, "other-documents")):  # CACM's queries over Vaswani's
+        said, distilled = distil(run, output)
         assert "left out of distillation" not in said and dev <= distilled
 
 
@@ -350,6 +361,7 @@ def test_a_teacher_run_over_the_dev_data_set_s_documents_that_names_no_data_set(
     set, and only a teacher naming the dev set was refused, so its dev questions were distilled on. They are left out;
     the same questions searched in Vaswani's documents are not; a teacher run naming the dev set is refused as before."""
     monkeypatch.setenv("RERANK_DATA", str(data_root))
+    monkeypatch.chdir(tmp_path)
     from rerank.data import get_dataset
 
     dataset = get_dataset("trecqa-dev")
@@ -363,10 +375,9 @@ def test_a_teacher_run_over_the_dev_data_set_s_documents_that_names_no_data_set(
         """What training said, the queries it distilled on, and those of the teacher run with a group's candidates."""
         run = rerank("retrieve", index, "--topics", "questions.tsv", "--k", "10", "--threads", "1", cwd=tmp_path).stdout
         (tmp_path / f"{index}.run").write_text(run)
-        done = rerank("train", "tk", "--train", "trecqa-train", "--dev", "trecqa-dev", "--teacher", f"{index}.run",
-                      *STEPS, "-o", index, cwd=tmp_path)
+        said = train_tk(tmp_path / index, train="trecqa-train", dev="trecqa-dev", teacher=f"{index}.run", **TRAINING)
         grouped = {qid for qid, r in load_run(io.StringIO(run), index).queries.items() if len(r.docids) >= 3}
-        return done.stderr, set(training_record(tmp_path / index)["query_space"]["distilled"]["text_sha256"]), grouped
+        return said, set(training_record(tmp_path / index)["query_space"]["distilled"]["text_sha256"]), grouped
 
     said, distilled, grouped = distil("trecqa-dev")
     assert (f"rerank: note: {len(dev_questions & grouped)} queries of the teacher run trecqa-dev.run are dev "
@@ -384,7 +395,8 @@ def test_a_teacher_run_over_the_dev_data_set_s_documents_that_names_no_data_set(
 
 
 def test_a_teacher_s_queries_under_training_ids_are_told_by_their_words_and_documents(own_collection, rerank_module,
-                                                                                    vaswani_index, data_root):
+                                                                                    cacm_over_vaswani, data_root,
+                                                                                    monkeypatch):
     """A teacher run's queries were told from the training queries by id alone: those numbered as judged training
     queries were left out of distillation in silence, and their scores were taken as the training groups' targets,
     though they were other queries (here Vaswani's words under CACM's training ids, scoring the training candidates;
@@ -393,13 +405,13 @@ def test_a_teacher_s_queries_under_training_ids_are_told_by_their_words_and_docu
     from rerank.data import get_dataset
 
     folder, split = own_collection
+    monkeypatch.chdir(folder)
     trained = set(split["train"])
 
     def distil(teacher: str, output: str) -> tuple[str, set[str]]:
-        done = rerank_module("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", "--teacher",
-                             teacher, "--steps", "2", "--negatives", "2", "--batch-groups", "2", "--threads", "1",
-                             "-o", output, cwd=folder)
-        return done.stderr, set((training_record(folder / output)["query_space"]["distilled"] or {}).get(
+        said = train_tk(output, candidates="all.run", qrels="qrels/train.tsv", teacher=teacher, steps=2, negatives=2,
+                        batch_groups=2, threads=1)
+        return said, set((training_record(folder / output)["query_space"]["distilled"] or {}).get(
             "text_sha256", ()))
 
     vaswani = get_dataset("vaswani", data_root).topics()
@@ -408,9 +420,8 @@ def test_a_teacher_s_queries_under_training_ids_are_told_by_their_words_and_docu
         json.dumps({"_id": q["_id"], "text": vaswani[q["_id"]] if q["_id"] in trained else q["text"]}) + "\n"
         for q in cacm))
     # the training candidates scored for other words under the training queries' ids
-    (folder / "other-train.run").write_text(rerank_module(
-        "score", "--model", "tk", "--checkpoint", "ck", "--depth", "10", "--topics", "other-train.jsonl", "all.run",
-        cwd=folder).stdout)
+    (folder / "other-train.run").write_text(score((folder / "all.run").read_text(), "ck", depth=10,
+                                                  topics="other-train.jsonl")[0])
     said, distilled = distil("other-train.run", "ids-other-words")
     assert ("rerank: note: 30 queries of the teacher run other-train.run have the ids of training queries of all.run "
             "but are other queries (other words, or ranked over other documents) (") in said
@@ -418,9 +429,7 @@ def test_a_teacher_s_queries_under_training_ids_are_told_by_their_words_and_docu
     assert "distilling also on 64 unjudged queries of the teacher run" in said and trained <= distilled
     assert "left out of distillation" not in said
     # CACM's queries over Vaswani's documents, numbered as CACM's: other queries too
-    (folder / "vaswani.run").write_text(rerank_module("retrieve", vaswani_index, "--topics", "queries.jsonl", "--k",
-                                                      "10", "--threads", "1", cwd=folder).stdout)
-    said, distilled = distil("vaswani.run", "ids-other-documents")
+    said, distilled = distil(cacm_over_vaswani, "ids-other-documents")
     assert "30 queries of the teacher run vaswani.run have the ids of training queries of all.run" in said
     assert trained <= distilled
     # the training queries themselves: left out of distillation, said, and their scores teach their groups
@@ -454,24 +463,23 @@ def test_a_teacher_s_queries_under_training_ids_are_told_by_their_words_and_docu
         "ids)")
 
 
-def test_a_teacher_scored_to_a_depth_teaches_by_the_candidates_it_scored(own_collection, rerank_module):
+def test_a_teacher_scored_to_a_depth_teaches_by_the_candidates_it_scored(own_collection, rerank_module, monkeypatch):
     """A teacher made by `score --depth 2` over a 10-deep run holds 8 candidates per query below its head with filler
     scores (their first stage's order, one unit apart): they were distillation targets, so the training groups of
     candidates mostly below the head took them as the teacher's, and the unjudged queries were sampled from them. Only
     the scored head teaches, said in a note: the same training as that run cut to its top 2 gives, to the weight."""
     folder, _ = own_collection
-    (folder / "top2.run").write_text(rerank_module("score", "--model", "tk", "--checkpoint", "ck", "--depth", "2",
-                                                   "all.run", cwd=folder).stdout)
+    monkeypatch.chdir(folder)
+    (folder / "top2.run").write_text(score((folder / "all.run").read_text(), "ck", depth=2)[0])
     (folder / "head2.run").write_text(rerank_module("cat", "--depth", "2", "top2.run", cwd=folder).stdout)
     with open(folder / "all.run") as handle:
         below = sum(len(ranking) - 2 for ranking in load_run(handle, "all.run").queries.values())
     assert below > 0
 
     def distil(teacher: str, output: str) -> tuple[str, str]:
-        done = rerank_module("train", "tk", "--candidates", "all.run", "--qrels", "qrels/train.tsv", "--teacher",
-                             teacher, "--distill", "kl", "--steps", "2", "--negatives", "1", "--batch-groups", "2",
-                             "--threads", "1", "-o", output, cwd=folder)
-        return done.stderr, json.loads((folder / output / "checkpoint.json").read_text())["hash"]
+        said = train_tk(output, candidates="all.run", qrels="qrels/train.tsv", teacher=teacher, distill="kl", steps=2,
+                        negatives=1, batch_groups=2, threads=1)
+        return said, json.loads((folder / output / "checkpoint.json").read_text())["hash"]
 
     said, scored = distil("top2.run", "taught-top2")
     assert (f"rerank: note: teacher run top2.run: its score stage tk re-scored the top 2 of each query; the {below} "
@@ -482,8 +490,7 @@ def test_a_teacher_scored_to_a_depth_teaches_by_the_candidates_it_scored(own_col
     said, cut = distil("head2.run", "taught-head2")
     assert "filler" not in said and scored == cut
     # fused, the filler of a score stage that left some (tk, not tk10, which scored all 10) is used: said, not mended
-    (folder / "top10.run").write_text(rerank_module("score", "--model", "tk", "--checkpoint", "ck", "--depth", "10",
-                                                    "--name", "tk10", "all.run", cwd=folder).stdout)
+    (folder / "top10.run").write_text(score((folder / "all.run").read_text(), "ck", depth=10, stage="tk10")[0])
     rerank_module("fuse", "--method", "combsum", "--norm", "zscore", "-o", "fused.run", "top2.run", "top10.run",
                   cwd=folder)
     said, _ = distil("fused.run", "taught-fused")
