@@ -222,6 +222,25 @@ def refuse_output_inside_a_checkpoint(output: str) -> None:
                          "result outside it")
 
 
+def refuse_spoiling_an_unlisted_checkpoint(output: str | None) -> None:
+    """A file written inside a checkpoint written before checkpoints listed their files (`score -o CK/scored.run`, a
+    budget report or plot there): its hash covers every file in its folder, so the file had it refused as "changed
+    or cut short" from then on. One that lists its files is not changed by it, and is left alone."""
+    if output in (None, "-"):
+        return
+    for folder in Path(output).resolve().parents:
+        if (folder / CHECKPOINT_FILE).is_file():
+            try:
+                listed = "files" in read_json_object(folder / CHECKPOINT_FILE, "")
+            except (DataError, OSError):  # not readable as one: reading it as a checkpoint will say why
+                return
+            if not listed:
+                raise UsageError(f"{output} is inside the checkpoint {folder}, whose content hash covers every file "
+                                 "in its folder (it was written before checkpoints listed their files): a file "
+                                 "written there would make it refused as changed; write it outside")
+            return
+
+
 def refuse_a_checkpoint_twice(folders: list[str], manifests: list[dict]) -> None:
     """`average CK CK` (or CK and a copy of it: the same files, by their content hash) wrote CK again as a "soup":
     averaging a checkpoint with itself changes nothing, and beside others only weighs it twice."""

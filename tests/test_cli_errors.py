@@ -701,3 +701,32 @@ def test_a_file_given_in_another_s_place_is_named_for_what_it_is(rerank, data_ro
     candidates = data_root / "trec-dl" / "bm25" / "retrieve_results_dl19.json"
     fails(rerank, "eval", str(candidates), words="found 1 (a JSON list, as TREC DL's candidates with their texts are, "
                                                  "[{query, hits}]? rerank retrieve NAME --candidates replays a data set's)")
+
+
+def test_an_output_inside_a_checkpoint_that_lists_no_files_is_refused(rerank, tmp_path, tensor_checkpoints):
+    """A checkpoint written before checkpoints listed their files is hashed over every file in its folder: a run or
+    report written there (`score -o CK/scored.run`) had it refused as changed from then on. Such an output is refused
+    now, and the checkpoint still reads; one that lists its files takes the output and still reads too."""
+    import json
+
+    from rerank.train import CHECKPOINT_FILE, read_checkpoint
+
+    tensor_checkpoints(listed=1.0, unlisted=2.0)
+    manifest = json.loads((tmp_path / "unlisted" / CHECKPOINT_FILE).read_text())
+    del manifest["files"]  # as one written before the list
+    (tmp_path / "unlisted" / CHECKPOINT_FILE).write_text(json.dumps(manifest))
+    read_checkpoint(str(tmp_path / "unlisted"), None)
+    run = tmp_path / "a.run"
+    run.write_text("q1 Q0 d1 1 2.0 tag\n")
+    for command in (["cat", str(run)], ["budget", str(run)]):
+        output = tmp_path / "unlisted" / "out" / "x.txt"
+        done = rerank(*command, "-o", str(output), check=False)
+        assert done.returncode == 2 and done.stderr == (
+            f"rerank: error: {output} is inside the checkpoint {tmp_path / 'unlisted'}, whose content hash covers "
+            "every file in its folder (it was written before checkpoints listed their files): a file written there "
+            "would make it refused as changed; write it outside\n"), done.stderr
+        assert not (tmp_path / "unlisted" / "out").exists()
+    read_checkpoint(str(tmp_path / "unlisted"), None)
+    rerank("cat", str(run), "-o", str(tmp_path / "listed" / "x.run"))
+    assert (tmp_path / "listed" / "x.run").is_file()
+    read_checkpoint(str(tmp_path / "listed"), None)

@@ -91,6 +91,10 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measures, 
         check_writable(plot_path)
     if output:  # before --model spends minutes scoring, which it followed
         check_writable(output)
+    from ..train import refuse_spoiling_an_unlisted_checkpoint
+
+    for path in (output, plot_path):
+        refuse_spoiling_an_unlisted_checkpoint(path)
     chosen = budgets_lib.positive_numbers(budget_text, "--budgets") if budget_text is not None else None
     labelled = [split_label(arg) for arg in runs]
     if model_name is not None:

@@ -149,7 +149,10 @@ def explain(model_name, checkpoint, dataset, index_name, topics, corpus, qid, qu
     if query_text is not None and topics is not None:  # a file never read, even one that is not there
         raise UsageError("--topics gives the texts of --qid; with --query, leave it out")
     if plot_path:
+        from ..train import refuse_spoiling_an_unlisted_checkpoint
+
         plot_format(plot_path)  # before the model loads
+        refuse_spoiling_an_unlisted_checkpoint(plot_path)
     header = _explained(dataset, index_name, corpus)
     if query_text is None:
         if topics is None and header.dataset is None:
