@@ -211,12 +211,17 @@ def refuse_output_in(output: str, checkpoint: str, is_it: str) -> None:
         raise UsageError(f"{output} is {is_it}; write the result to a new folder")
 
 
+def enclosing_checkpoint(path: str) -> Path | None:
+    """The checkpoint folder that `path` would be written inside, if any."""
+    return next((folder for folder in Path(path).resolve().parents if (folder / CHECKPOINT_FILE).is_file()), None)
+
+
 def refuse_output_inside_a_checkpoint(output: str) -> None:
     """An -o inside a checkpoint folder (`-o A/soup`) is deleted with it when that checkpoint is replaced (`train -o A
     --overwrite`), and adds files to the content hash of one written before checkpoints listed their files, which
     refuses it as changed from then on: any checkpoint's, not only one being read (`rerank train tk -o CK/tk` spoiled
     CK)."""
-    holder = next((folder for folder in Path(output).resolve().parents if (folder / CHECKPOINT_FILE).is_file()), None)
+    holder = enclosing_checkpoint(output)
     if holder is not None:
         raise UsageError(f"{output} is inside the checkpoint {holder}, which would delete it when replaced; write the "
                          "result outside it")
@@ -226,19 +231,17 @@ def refuse_spoiling_an_unlisted_checkpoint(output: str | None) -> None:
     """A file written inside a checkpoint written before checkpoints listed their files (`score -o CK/scored.run`, a
     budget report or plot there): its hash covers every file in its folder, so the file had it refused as "changed
     or cut short" from then on. One that lists its files is not changed by it, and is left alone."""
-    if output in (None, "-"):
+    folder = enclosing_checkpoint(output) if output not in (None, "-") else None
+    if folder is None:
         return
-    for folder in Path(output).resolve().parents:
-        if (folder / CHECKPOINT_FILE).is_file():
-            try:
-                listed = "files" in read_json_object(folder / CHECKPOINT_FILE, "")
-            except (DataError, OSError):  # not readable as one: reading it as a checkpoint will say why
-                return
-            if not listed:
-                raise UsageError(f"{output} is inside the checkpoint {folder}, whose content hash covers every file "
-                                 "in its folder (it was written before checkpoints listed their files): a file "
-                                 "written there would make it refused as changed; write it outside")
-            return
+    try:
+        listed = "files" in read_json_object(folder / CHECKPOINT_FILE, "")
+    except (DataError, OSError):  # not readable as one: reading it as a checkpoint will say why
+        return
+    if not listed:
+        raise UsageError(f"{output} is inside the checkpoint {folder}, whose content hash covers every file in its "
+                         "folder (it was written before checkpoints listed their files): a file written there would "
+                         "make it refused as changed; write it outside")
 
 
 def refuse_a_checkpoint_twice(folders: list[str], manifests: list[dict]) -> None:

@@ -129,8 +129,9 @@ def write_no_queries(reader: RunReader, source: str, output: str | None, trec_on
 
 def write_stream(stream: Stream, output: str | None, trec_only: bool = False) -> int:
     """Write to stdout or (atomically) to a file; returns the number of queries written."""
-    from ..train import refuse_spoiling_an_unlisted_checkpoint
+    if output not in (None, "-"):  # rerank.train only then: a stream to stdout would wait for its import
+        from ..train import refuse_spoiling_an_unlisted_checkpoint
 
-    refuse_spoiling_an_unlisted_checkpoint(output)
+        refuse_spoiling_an_unlisted_checkpoint(output)
     with atomic_output(output) as handle:
         return stream.write(handle, trec_only)
