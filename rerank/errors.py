@@ -61,3 +61,15 @@ class BusyError(RerankError):
 
 class BackendError(RerankError):
     """A search back end (JVM, Elasticsearch, faiss) that cannot start or answer."""
+
+
+class ParameterError(UsageError):
+    """A refused value of one parameter, named as the library names it (`max_length`); each front end words the
+    name its own way (`--max-length` on the command line, `max_length` in a pipeline file) with `worded`."""
+
+    def __init__(self, parameter: str, problem: str, owner: str = ""):
+        self.parameter, self.problem, self.owner = parameter, problem, owner
+        super().__init__(self.worded(lambda name: name))
+
+    def worded(self, spell) -> str:
+        return f"{spell(self.parameter)} {self.problem}"

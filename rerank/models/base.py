@@ -14,24 +14,94 @@ from __future__ import annotations
 import abc
 import importlib
 import re
+from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import UsageError, counted
+from ..errors import ParameterError, UsageError, counted
 
-# name -> "module:loader"; loader(checkpoint: str | None, **options) -> Reranker
-MODELS: dict[str, str] = {
-    "bert": "rerank.models.bert:load_bert",
-    "minilm-bi": "rerank.models.bert:load_minilm_bi",
-    "tk": "rerank.models.tk:load_tk",
-    "tkl": "rerank.models.tk:load_tkl",
-}
+@dataclass(frozen=True)
+class Option:
+    """A parameter a model declares, as ir_measures' ParamInfo: its type, default, allowed values and help."""
 
-# What each model computes, numbered. A change to rerank that alters a model's scores for the same checkpoint, query
-# and text (a tokenizer fix, a kernel, TKL's windows) bumps its number, so that nothing the old code computed is
-# reused: the number keys the score cache, a pipeline's score stage, TK's stored encodings and (minilm-bi's, whose
-# code embeds for the dense back end) dense indexes' vectors, and a run's header records it.
-# tests/test_scores_version.py fails when a model's scores change and its number does not.
-SCORES_VERSIONS: dict[str, int] = {"bert": 1, "minilm-bi": 1, "tk": 1, "tkl": 1}
+    name: str
+    type: type = str
+    default: Any = None
+    help: str = ""
+    choices: tuple = ()
+
+    def check(self, value: Any, owner: str) -> Any:
+        """`value` as this option's type; a wrong type or a value outside `choices` is refused, naming both."""
+        try:
+            typed = value if isinstance(value, self.type) else self.type(value)
+        except (TypeError, ValueError):
+            raise ParameterError(self.name, f"must be {self.type.__name__}, not {value!r}", owner) from None
+        if self.choices and typed not in self.choices:
+            raise ParameterError(self.name, f"must be one of {', '.join(map(str, self.choices))}, not {value!r}", owner)
+        return typed
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Everything the CLI, pipelines, training and tests need to know of a model, declared once beside it."""
+
+    name: str
+    help: str  # one line: what it is, for `--model`'s help and `rerank models`
+    loader: str  # "module:function"; function(checkpoint: str | None, **options) -> Reranker
+    kind: str = "pair"  # "pair": scores (query, document) pairs; "generator": writes queries; "reader": answers
+    scores_version: int = 1  # bumped when rerank computes other scores for the same checkpoint and text
+    needs_checkpoint: bool = False  # its weights come from `rerank train`
+    # which of the shared score-time options (SCORE_OPTIONS) it takes besides threads and batch_size
+    score_options: frozenset[str] = frozenset()
+    trainer: str | None = None  # "module:function"; function(**options) -> TrainableRanker with fresh weights
+    lr: float = 3e-5  # default peak learning rate of `rerank train`
+    train_devices: tuple[str, ...] = ("cpu",)  # device kinds it trains on
+    train_options: frozenset[str] = frozenset()  # shared score options training also takes (bert: max_length)
+    architecture: tuple[Option, ...] = ()  # `rerank train -O KEY=VALUE`; empty: not checked here (the trainer does)
+    encodable: bool = False  # `rerank encode` stores its query-independent document encodings
+    train_example: str = "--train trec-dl-2020 --dev-fraction 0.2"  # what `rerank train NAME` needs, for remedies
+
+    def load(self, checkpoint: str | None = None, **options: Any) -> "Reranker":
+        return _function(self.loader)(checkpoint, **options)
+
+    def new_trainable(self, **options: Any) -> Any:
+        if self.trainer is None:
+            raise UsageError(f"cannot train model {self.name!r}; trainable: {', '.join(trainable_models())}")
+        return _function(self.trainer)(**options)
+
+
+def _function(path: str) -> Callable[..., Any]:
+    """A "module:function" string, imported only when called: naming a model imports only that model."""
+    module, _, function = path.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+_REGISTRY: dict[str, ModelSpec] = {}
+
+
+def register(spec: ModelSpec) -> ModelSpec:
+    """The one call that makes a model known to the CLI, pipelines, training and the scores-version test."""
+    if spec.name in _REGISTRY:
+        raise ValueError(f"model {spec.name!r} is registered twice")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def registered() -> dict[str, ModelSpec]:
+    """Every model's spec, by name (the light declaration modules listed in rerank.models import them)."""
+    importlib.import_module("rerank.models")
+    return dict(sorted(_REGISTRY.items()))
+
+
+def model_spec(name: str) -> ModelSpec:
+    specs = registered()
+    if name not in specs:
+        raise ParameterError("model", f"unknown model {name!r}; known: {', '.join(specs)}")
+    return specs[name]
+
+
+def trainable_models() -> list[str]:
+    return [name for name, spec in registered().items() if spec.trainer]
+
 
 # What a Hugging Face model computes with (`Reranker.packages`): the kernels, the model's code and its tokenizer
 TRANSFORMER_PACKAGES = ("torch", "transformers", "tokenizers")
