@@ -42,7 +42,7 @@ from .evaluate import report
 from .evaluate.measures import label_among, parse_measures, sort_among
 from .evaluate.session import evaluate_runs, judgements_for
 from .evaluate.significance import CORRECTIONS, TESTS
-from .models.base import SCORES_VERSIONS
+from .models.base import scores_version_of
 from .paths import file_state, runs_dir
 from .retrieve import api
 from .retrieve.store import MANIFEST, IndexInfo, build_command, source_state
@@ -283,7 +283,7 @@ def _fingerprint(dataset: str, stage: dict, upstream: str) -> str:
     --data-root), the index rebuilt, or a model's scores version bumped must invalidate it."""
     blob = json.dumps({"dataset": dataset, "params": stage, "upstream": upstream}, sort_keys=True)
     if stage["kind"] == "score":  # a run scored by code that computed otherwise (its scores version bumped since)
-        blob += f"scores version {SCORES_VERSIONS.get(str(stage.get('model')))}"
+        blob += f"scores version {scores_version_of(stage.get('model'))}"
     for value in stage.values():
         if not isinstance(value, str):
             continue

@@ -31,7 +31,7 @@ from typing import Any, Iterable, Iterator
 
 from .docstore import TEXTS_BUILD_KEY, DocStore, IndexStore, doc_store_for, queries_for
 from .errors import DataError, UsageError, counted, verb
-from .models.base import Reranker, load_model
+from .models.base import SCORE_OPTIONS, Reranker, load_model
 from .normalise import zscores
 from .paths import cache_dir
 from .progress import Progress
@@ -221,18 +221,18 @@ def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Rer
 def seen_in_training(model: Reranker, dataset: str | None, store: DocStore,
                      queries: dict[str, str]) -> tuple[set[str], set[str]]:
     """The ids of the `queries` (id -> words, ranked over `dataset`'s documents, or else over those of `store`: as
-    training recorded its queries, `train.ranked_over`) the model's checkpoint
+    training recorded its queries, `checkpoint.ranked_over`) the model's checkpoint
     was trained on (`train tk --train trec-dl-2019`, then scored and evaluated on trec-dl-2019; or a test split of
     one's own collection that shares queries with the training split), and those its dev evaluation chose the best
     step by (`--dev trecqa-dev`, or the training queries `--dev-fraction` held out): figures on the first are not
     held out, those on the second are dev figures, so scoring them is said, as train says of such dev queries.
     Checkpoints from before train recorded its queries' words and documents (`query_space`) tell `dataset`'s alone.
-    A soup tells its ingredients' (`train.query_records`): a query one trained on is trained on, whoever held it out."""
+    A soup tells its ingredients' (`checkpoint.query_records`): a query one trained on is trained on, whoever held it out."""
     folder = model.provenance().get("checkpoint")
     manifest = Path(str(folder)) / "checkpoint.json" if folder else None
     if manifest is None or not manifest.is_file():
         return set(), set()
-    from .train import query_records, ranked_over
+    from .checkpoint import query_records, ranked_over
 
     documents = ranked_over(dataset, store)
     trained: set[str] = set()
@@ -248,7 +248,7 @@ def _seen_by(training: dict, dataset: str | None, documents: dict,
              queries: dict[str, str]) -> tuple[set[str], set[str]]:
     """seen_in_training for one training record (`checkpoint.json`'s `training`, or a soup ingredient's)."""
     from .data import dataset_names, get_dataset
-    from .train import queries_seen, trained_qids
+    from .checkpoint import queries_seen, trained_qids
 
     seen = queries_seen(training, documents, queries)
     if seen is not None:
@@ -348,16 +348,15 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
 
 
 # Model options a pipeline's score stage passes to the model, with their TOML types.
-MODEL_OPTIONS = {"max_length": int, "batch_size": int, "threads": int, "quantize": bool, "precision": str, "compile": bool,
-                 "device": str, "on_the_fly": bool}
+MODEL_OPTIONS = {option.name: option.type for option in SCORE_OPTIONS}
 
 
 def check_score_stage(_dataset: str, params: dict) -> None:
     """What a pipeline's score stage can get wrong, checked before any stage runs: the model, its options and
     checkpoint, depth, interpolation and the files it names."""
     from .data import files_dataset
-    from .models.base import check_checkpoint_given, checked_model_options
-    from .train import read_checkpoint
+    from .models.base import check_checkpoint_given, checked_model_options, model_spec
+    from .checkpoint import read_checkpoint
 
     if "model" not in params:
         raise UsageError("a score stage needs `model`")  # the pipeline names the stage
@@ -365,10 +364,7 @@ def check_score_stage(_dataset: str, params: dict) -> None:
     check_checkpoint_given(params["model"], params.get("checkpoint"))
     if "checkpoint" in params:
         read_checkpoint(params["checkpoint"], params["model"])
-    if params["model"] in ("bert", "minilm-bi"):
-        from .models.bert import check_unloaded
-
-        check_unloaded(params["model"], params.get("checkpoint"), options)
+    model_spec(params["model"]).check_unloaded(params.get("checkpoint"), options)
     check_score_options(int(params.get("depth", 100)), params.get("interpolate"))
     named = files_dataset(corpus=params.get("corpus"), topics=params.get("topics"))  # names a file that is not there
     # a file of another format fails at its first record here, not after the stages before this one have run:

@@ -129,8 +129,8 @@ def write_no_queries(reader: RunReader, source: str, output: str | None, trec_on
 
 def write_stream(stream: Stream, output: str | None, trec_only: bool = False) -> int:
     """Write to stdout or (atomically) to a file; returns the number of queries written."""
-    if output not in (None, "-"):  # rerank.train only then: a stream to stdout would wait for its import
-        from ..train import refuse_spoiling_an_unlisted_checkpoint
+    if output not in (None, "-"):  # rerank.checkpoint only then: a stream to stdout need not wait for its import
+        from ..checkpoint import refuse_spoiling_an_unlisted_checkpoint
 
         refuse_spoiling_an_unlisted_checkpoint(output)
     with atomic_output(output) as handle:
