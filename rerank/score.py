@@ -30,13 +30,15 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .docstore import TEXTS_BUILD_KEY, DocStore, IndexStore, doc_store_for, queries_for
-from .errors import DataError, UsageError, counted, verb
-from .models.base import SCORE_OPTIONS, Reranker, load_model
+from .errors import DataError, ParameterError, UsageError, counted, verb
+from .models.base import SCORE_OPTIONS, Reranker, load_model, registered
 from .normalise import zscores
+from .params import Option
 from .paths import cache_dir
 from .progress import Progress
 from .retrieve.store import described, origin
 from .runs import QueryRanking, Stream, Timing, descending, file_fields, stored_vectors_packages, used_packages
+from .stages import StageSpec, register_stage
 
 CACHE_FILE = "scores.sqlite"
 
@@ -264,9 +266,10 @@ def _seen_by(training: dict, dataset: str | None, documents: dict,
 
 def check_score_options(depth: int, interpolate: float | None) -> None:
     if depth <= 0:
-        raise UsageError(f"--depth must be a positive number of candidates, not {depth}")
+        raise ParameterError(f"{{depth}} must be a positive number of candidates, not {depth}", "depth")
     if interpolate is not None and not 0 <= interpolate <= 1:
-        raise UsageError(f"--interpolate is the first stage's weight, between 0 and 1, not {interpolate}")
+        raise ParameterError(f"{{interpolate}} is the first stage's weight, between 0 and 1, not {interpolate}",
+                             "interpolate")
 
 
 def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool = True,
@@ -347,8 +350,22 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     return Stream(header, rankings())
 
 
-# Model options a pipeline's score stage passes to the model, with their TOML types.
-MODEL_OPTIONS = {option.name: option.type for option in SCORE_OPTIONS}
+SCORE_STAGE = register_stage(StageSpec(
+    kind="score", run="rerank.score:score_stage", check="rerank.score:check_score_stage",
+    parameters=(
+        Option("model", str, None, f"Re-ranker: {', '.join(registered())}."),
+        Option("checkpoint", str, None, "Checkpoint folder (from rerank train)."),
+        Option("depth", int, 100, "Candidates per query to re-score; the rest keep their order below."),
+        Option("cache", bool, True, "Use the score cache; off (--no-cache), every pair is scored by the model: to "
+               "measure latency.", cli_flag="--no-cache"),
+        Option("skip_missing", bool, False, "Leave candidates without text unscored (below the rest) instead of "
+               "failing."),
+        Option("topics", str, None, "Query texts (default: the data set named in the run header).", path="file"),
+        Option("corpus", str, None, "Document texts (default: the index / data set in the run header).", path="file"),
+        Option("interpolate", float, None, "Final score (1-ALPHA)·z(model) + ALPHA·z(first-stage score), z over the "
+               "re-scored candidates."),
+        *SCORE_OPTIONS)))
+MODEL_OPTIONS = [option.name for option in SCORE_OPTIONS]  # what of a score stage's table reaches the model
 
 
 def check_score_stage(_dataset: str, params: dict) -> None:

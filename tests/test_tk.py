@@ -393,8 +393,8 @@ def test_encode_score_explain_budget(tmp_path, rerank, in_process_home):
     asked = rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", "--on-the-fly", input=candidates).stdout
     assert _stage(asked)["encodings"] == "on the fly (asked for)" and _scores(asked) == a
     refused = rerank("score", "--model", "bert", "--checkpoint", ck, "--on-the-fly", input=candidates, check=False)
-    assert refused.returncode == 2 and refused.stderr.strip() == ("rerank: error: --on-the-fly is an option of tk and "
-                                                                  "tkl and minilm-bi only, not bert")
+    assert refused.returncode == 2 and refused.stderr.strip() == ("rerank: error: --on-the-fly is an option of "
+                                                                  "minilm-bi and tk and tkl only, not bert")
 
     plot = tmp_path / "explain.png"
     qid, docid = next(iter(a))

@@ -11,60 +11,47 @@ from pathlib import Path
 
 import click
 
-from ..errors import UsageError, counted, flag
-from ..models.base import (BF16_EMULATED, EVERY_MODEL_TAKES, SCORE_OPTIONS, bf16_is_emulated, models_taking, on_cpu,
-                           registered)
+from ..errors import UsageError, counted
+from ..models.base import BF16_EMULATED, EVERY_MODEL_TAKES, bf16_is_emulated, models_taking, on_cpu, registered
+from ..params import Option
+from ..score import MODEL_OPTIONS, SCORE_STAGE
 from ..runs import RunReader, Stream
 from . import cli
-from .io import (check_dataset_option, open_run_input, refuse_replacing_an_input, run_output_options, typed,
+from .io import (check_dataset_option, declared_options, open_run_input, refuse_replacing_an_input, run_output_options, typed,
                  write_no_queries, write_stream)
 
 
-def model_score_options(command):
-    """`rerank score`'s options that reach the model, made from their one declaration (base.SCORE_OPTIONS); the help
-    of each says which models take it."""
-    for option in reversed(SCORE_OPTIONS):
-        only = "" if option.name in EVERY_MODEL_TAKES else f" ({' and '.join(models_taking(option.name))} only)"
-        kind = {"is_flag": True} if option.type is bool else (
-            {"type": click.Choice(option.choices), "default": option.default, "show_default": True} if option.choices
-            else {"type": option.type, "default": None})
-        command = click.option(flag(option.name), option.name, help=option.help + only, **kind)(command)
-    return command
+def _which_models(option: Option) -> str:
+    """A model option's help says which models take it."""
+    if option.name not in MODEL_OPTIONS or option.name in EVERY_MODEL_TAKES:
+        return ""
+    return f" ({' and '.join(models_taking(option.name))} only)"
 
 
 @cli.command()
 @click.argument("run", required=False)
-@click.option("--model", "model_name", required=True, help=f"Re-ranker: {', '.join(registered())}.")
-@click.option("--checkpoint", type=click.Path(), default=None, help="Checkpoint folder (from rerank train).")
-@click.option("--depth", default=100, show_default=True, help="Candidates per query to re-score; the rest keep their order below.")
-@click.option("--no-cache", is_flag=True, help="Score every pair with the model (use this to measure latency).")
-@click.option("--skip-missing", is_flag=True, help="Leave candidates without text unscored (below the rest) instead of failing.")
-@click.option("--topics", type=click.Path(dir_okay=False), help="Query texts (default: the data set named in the run header).")
-@click.option("--corpus", type=click.Path(dir_okay=False), help="Document texts (default: the index / data set in the run header).")
 @click.option("--dataset", "dataset_name", default=None, metavar="NAME",
               help="The data set a run without a header is of (Pyserini's run of trec-dl-2019): its texts, and for "
                    "eval its qrels.")
-@model_score_options
-@click.option("--interpolate", type=float, default=None, metavar="ALPHA",
-              help="Final score (1-ALPHA)·z(model) + ALPHA·z(first-stage score), z over the re-scored candidates.")
+@declared_options(SCORE_STAGE.parameters, _which_models, required=("model",))
 @click.option("--name", "stage_name", default=None, help="Stage name and run tag (default: the model name).")
 @run_output_options
-def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, corpus, dataset_name, interpolate,
-          stage_name, output, trec_only, **given) -> None:
+def score(run, model, checkpoint, depth, cache, skip_missing, topics, corpus, dataset_name, interpolate, stage_name,
+          output, trec_only, **given) -> None:
     """Re-score the top DEPTH candidates of each query in RUN (default stdin) with a model."""
     refuse_replacing_an_input("-o", output, "run", [("the --topics file", topics), ("the --corpus file", corpus)])
     from ..docstore import doc_store_for, queries_for
     from ..models.base import checked_model_options, load_model
     from ..score import ScoreStats, check_score_options, score_stream
 
-    options = checked_model_options(model_name, {k: v for k, v in given.items() if v is not None})
+    options = checked_model_options(model, {k: v for k, v in given.items() if v is not None})
     check_score_options(depth, interpolate)
     with open_run_input(run) as (handle, source):
         reader = RunReader(handle, source)
         rankings = iter(reader)
         first = next(rankings, None)
         if first is None:  # still check the model, and replace an -o file rather than leave an older run there
-            load_model(model_name, checkpoint, **options)
+            load_model(model, checkpoint, **options)
             write_no_queries(reader, source, output, trec_only, "nothing to score")
             return
         if dataset_name is not None:  # texts found, and eval's qrels, as for the data set's own runs
@@ -73,15 +60,15 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
         remedy = "pass --dataset NAME (a run of a data set's queries), or --topics/--corpus"
         queries = queries_for(reader.header, topics, remedy)  # fail on a header naming nothing before loading a model
         store = doc_store_for(reader.header, corpus, remedy)
-        model = load_model(model_name, checkpoint, **options)
+        reranker = load_model(model, checkpoint, **options)
         if given["precision"] == "bf16" and on_cpu(given["device"] or "cpu") and bf16_is_emulated():
             click.echo(f"rerank: warning: {BF16_EMULATED}", err=True)
         stats = ScoreStats()
-        stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), model, depth,
-                              cache=not no_cache, skip_missing=skip_missing, stage=stage_name, store=store,
+        stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), reranker, depth,
+                              cache=cache, skip_missing=skip_missing, stage=stage_name, store=store,
                               queries=queries, stats=stats, interpolate=interpolate, topics=topics, corpus=corpus)
         write_stream(stream, output, trec_only)
-    click.echo(f"rerank: {stats.summary(stage_name or model_name, depth)}", err=True)
+    click.echo(f"rerank: {stats.summary(stage_name or model, depth)}", err=True)
 
 
 def parse_model_options(items: tuple[str, ...]) -> dict:
@@ -206,7 +193,8 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
                      teacher_min_score=teacher_min_score,
                      max_minutes=max_minutes, precision=precision, device=device, overwrite=overwrite,
                      command=f"cd {shlex.quote(os.getcwd())} && {shlex.join(['rerank', *sys.argv[1:]])}",
-                     model_options={**options, **parse_model_options(model_option),
+                     model_options={**options, **model_spec(model_name).checked_architecture(
+                                        parse_model_options(model_option)),
                                     **({"base": str(Path(init_from).resolve())} if init_from else {})})
     result = run_training(model_name, args, log=lambda message: click.echo(f"rerank: {message}", err=True))
     best = f"best dev value {result.best:.4f} at step {result.best_step}" if result.best is not None else "no dev set"

@@ -15,29 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import ParameterError, UsageError, counted
-
-@dataclass(frozen=True)
-class Option:
-    """A parameter a model declares, as ir_measures' ParamInfo: its type, default, allowed values and help."""
-
-    name: str
-    type: type = str
-    default: Any = None
-    help: str = ""
-    choices: tuple = ()
-
-    def check(self, value: Any, owner: str) -> Any:
-        """`value` as this option's type; a wrong type or a value outside `choices` is refused, naming both."""
-        try:
-            typed = value if isinstance(value, self.type) else self.type(value)
-        except (TypeError, ValueError):
-            raise ParameterError(f"{{{self.name}}} of {owner} must be {self.type.__name__}, not {value!r}",
-                                 self.name) from None
-        if self.choices and typed not in self.choices:
-            raise ParameterError(f"{{{self.name}}} of {owner} must be one of {', '.join(map(str, self.choices))}, "
-                                 f"not {value!r}", self.name)
-        return typed
-
+from ..params import Option
 
 @dataclass
 class ModelSpec:
@@ -68,6 +46,18 @@ class ModelSpec:
         """What loading with `options` would refuse, told before any stage of a pipeline runs."""
         if self.precheck:
             _function(self.precheck)(checkpoint, options)
+
+    def checked_architecture(self, given: dict[str, Any]) -> dict[str, Any]:
+        """`rerank train -O KEY=VALUE` options as its declared `architecture` types them; unknown keys are refused,
+        naming the known. A model that declares none checks its own (TK, against its config's fields)."""
+        if not self.architecture:
+            return given
+        known = {option.name: option for option in self.architecture}
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise ParameterError(f"{{model_option}} {', '.join(unknown)}: no option of {self.name}; known: "
+                                 f"{', '.join(known)}", "model_option")
+        return {key: known[key].check(value, self.name) for key, value in given.items()}
 
     def new_trainable(self, **options: Any) -> Any:
         if self.trainer is None:
