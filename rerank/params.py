@@ -1,11 +1,12 @@
-"""Declared parameters. A model's or a stage's options are each declared once, with type, default, allowed values
-and help (as ir_measures declares a measure's parameters); the command line's flags, a pipeline file's keys and
-their checks are made from these declarations."""
+"""Declarations. A model's or a stage's options are each declared once, with type, default, allowed values and help
+(as ir_measures declares a measure's parameters); the command line's flags, a pipeline file's keys and their checks
+are made from them. Models and stage kinds are declared once each and registered by one call (`Registry`)."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Generic, TypeVar
 
 from .errors import ParameterError, flag
 
@@ -37,3 +38,31 @@ class Option:
             raise ParameterError(f"{{{self.name}}} of {owner} must be one of {', '.join(map(str, self.choices))}, "
                                  f"not {value!r}", self.name)
         return typed
+
+
+def resolved(path: str) -> Callable[..., Any]:
+    """A "module:function" string, imported only when used: naming a model imports that model alone."""
+    module, _, function = path.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Declarations by name. The modules that declare them are imported when the registry is first read, so a
+    declaration is made where its code is, by one `add` call."""
+
+    def __init__(self, what: str, modules: tuple[str, ...]):
+        self.what, self.modules, self._items = what, modules, {}
+
+    def add(self, name: str, item: T) -> T:
+        if name in self._items:
+            raise ValueError(f"{self.what} {name!r} is registered twice")
+        self._items[name] = item
+        return item
+
+    def all(self) -> dict[str, T]:
+        for module in self.modules:
+            importlib.import_module(module)
+        return dict(self._items)

@@ -8,15 +8,10 @@ that kind, and the flags of the command that runs the same stage by hand.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .params import Option
-
-# The modules that declare stage kinds; resolved on use, so that naming kinds imports no model (no torch).
-STAGE_MODULES = ("rerank.retrieve.api", "rerank.score", "rerank.retrieve.fusion")
-
+from .params import Option, Registry, resolved
 
 @dataclass(frozen=True)
 class StageSpec:
@@ -33,28 +28,19 @@ class StageSpec:
         return next(option for option in self.parameters if option.name == name)
 
     def run_function(self) -> Callable[..., Any]:
-        return _function(self.run)
+        return resolved(self.run)
 
     def check_function(self) -> Callable[..., Any]:
-        return _function(self.check)
+        return resolved(self.check)
 
 
-def _function(where: str) -> Callable[..., Any]:
-    module, _, function = where.partition(":")
-    return getattr(importlib.import_module(module), function)
-
-
-_STAGES: dict[str, StageSpec] = {}
+# The modules that declare stage kinds; imported on use, so that naming kinds imports no model (no torch).
+_STAGES: Registry[StageSpec] = Registry("stage kind", ("rerank.retrieve.api", "rerank.score", "rerank.retrieve.fusion"))
 
 
 def register_stage(spec: StageSpec) -> StageSpec:
-    if spec.kind in _STAGES:
-        raise ValueError(f"stage kind {spec.kind!r} is registered twice")
-    _STAGES[spec.kind] = spec
-    return spec
+    return _STAGES.add(spec.kind, spec)
 
 
 def stage_specs() -> dict[str, StageSpec]:
-    for module in STAGE_MODULES:
-        importlib.import_module(module)
-    return dict(_STAGES)
+    return _STAGES.all()

@@ -35,7 +35,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 from .atomic import atomic_dir, check_replaceable, check_writable
 from .checkpoint import (CHECKPOINT_FILE, package_versions, queries_seen, query_digest, query_records, query_space,
@@ -127,7 +127,7 @@ class TrainArgs:
     teacher_min_score: float | None = None  # unjudged teacher queries whose best score is lower are skipped
     max_minutes: float | None = None
     precision: str = "fp32"  # "bf16": forward passes under bfloat16 autocast (about 2x the steps on AVX512-BF16 CPUs)
-    device: str = "cpu"  # where the weights and batches live: "cuda" (bert only) trains on a GPU
+    device: str = "cpu"  # where the weights and batches live: "cuda" for models whose spec trains there
     overwrite: bool = False  # replace a checkpoint already at `output` (else refused, as index and encode refuse)
     eval_on_start: bool = False  # a dev evaluation before the first step (Hugging Face's eval_on_start)
     model_options: dict = field(default_factory=dict)
@@ -864,10 +864,17 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
         return _train(model_name, args, log)
 
 
-def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> TrainResult:
-    """train, with the output folder's lock held."""
-    random.seed(args.seed)
-    rng = random.Random(args.seed)
+@dataclass
+class Prepared:
+    """The training data, read and checked before torch is imported: what a refusal of it is said without waiting for."""
+
+    queries: list[JudgedQuery]  # the training queries (less those held out for dev)
+    training: Judged
+    dev: DevSet | None
+    teacher: Teacher | None
+
+
+def prepare(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Prepared:
     training = training_set(args, log)
     queries, dev = build_dev(args, training, log)
     base = args.model_options.get("base")
@@ -879,7 +886,6 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
             log(f"note: the dev figures are not held out for the starting weights: those of --init {base} were "
                 f"trained on {len(seen)} of the {counted(len(dev.queries), 'dev query', 'dev queries')} "
                 f"{some_ids(seen)}")
-    texts = training.texts
     if not any(q.positives and q.negatives for q in queries):
         raise DataError(f"{training.name} has no training query with both relevant and non-relevant candidates")
     most = max(len(q.negatives) for q in queries)
@@ -893,19 +899,17 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     if args.batch_groups > epoch_size:
         log(f"note: an epoch has {counted(epoch_size, 'group')}, fewer than --batch-groups {args.batch_groups}: "
             "each step trains on a whole epoch")
-    # torch only now, its import taking seconds: what the training data is refused for is said without that wait
-    os.environ.setdefault(*PASSIVE_THREADS)
-    import torch
-    from tqdm import tqdm
+    return Prepared(queries, training, dev, teacher)
 
-    torch.manual_seed(args.seed)
-    model = model_spec(model_name).new_trainable(**args.model_options)
-    device = torch.device(args.device)
-    model.to(device).train()
+
+def optimiser(model: Any, model_name: str, args: TrainArgs) -> tuple[Any, Any]:
+    """AdamW (a freshly initialised head at --head-lr-scale times the rate) with linear warm-up and decay."""
+    import torch
+
     head = list(model.head_parameters()) if hasattr(model, "head_parameters") else []
     if not head and args.head_lr_scale != 1:  # it would scale nothing, yet be recorded as the run's setting
-        raise UsageError(f"--head-lr-scale: {model_name} has no freshly initialised head to train faster (bert's "
-                         "classifier and pooler); leave it out")
+        raise UsageError(f"--head-lr-scale: {model_name} has no freshly initialised head to train faster (a new "
+                         "classifier on pretrained weights); leave it out")
     head_ids = {id(p) for p in head}
     body = [p for p in model.parameters() if p.requires_grad and id(p) not in head_ids]
     parameter_groups = [{"params": body, "lr": args.lr}]
@@ -915,6 +919,13 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     warmup = max(1, int(args.steps * args.warmup))
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / max(1, args.steps - warmup))))
+    return optimizer, schedule
+
+
+def training_record(model_name: str, args: TrainArgs, data: Prepared) -> dict:
+    """What checkpoint.json records of how it was trained: the arguments, and the files and data it read."""
+    import torch
+
     record = asdict(args)
     del record["overwrite"]  # how -o was written, not how the model was trained
     files = ["qrels", "topics", "corpus", "teacher", *(["candidates"] if args.candidate_file else []),
@@ -935,6 +946,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                                 for name in sorted({args.train, args.dev} & set(dataset_names()))}
     # --init's base by content too: its folder may be retrained later (train -o replaces a checkpoint), and the
     # path alone would then name other weights than the ones this run continued.
+    base = args.model_options.get("base")
     record["init_hash"] = (read_checkpoint(base, model_name)["hash"]
                            if base and (Path(base) / CHECKPOINT_FILE).is_file() else None)
     record["versions"] = package_versions()
@@ -943,6 +955,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     record["torch_threads"] = torch.get_num_threads()
     # Which queries it trained on and chose its step by, over which documents, for `score` to say so when it
     # re-scores them (queries_seen), of a data set or of one's own collection
+    training, dev, teacher = data.training, data.dev, data.teacher
     record["query_space"] = {
         "train": query_space(training.documents, {q.qid: q.text for q in training.queries}),
         "dev": query_space(dev.documents, {q.qid: q.text for q in dev.queries}) if args.dev else None,
@@ -951,130 +964,187 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     # run files by their resolved paths, as the files above: the path as typed names another file from elsewhere
     record["train_source"] = resolved_run(training.name, args.candidates if args.candidate_file else None)
     record["dev_source"] = resolved_run(dev.source, args.dev if args.dev_file else None) if dev else None
-    began = time.perf_counter()
-    history: list[dict] = []
-    best, best_step, since_best, stopped = None, None, 0, "steps"
-    if args.precision == "bf16" and device.type == "cpu" and bf16_is_emulated():
-        log(f"warning: {BF16_EMULATED}")
+    return record
 
-    written: list[dict] = []  # the manifest of the checkpoint being saved
 
-    def save(step: int, metric: float | None) -> None:
-        written.clear()
+class Keeper:
+    """Checkpointing and early stopping: keeps in -o the checkpoint of the best dev evaluation (of the last step
+    without a dev set), and tells when patience has run out."""
+
+    def __init__(self, model: Any, model_name: str, args: TrainArgs, data: Prepared, record: dict,
+                 log: Callable[[str], None]):
+        self.model, self.model_name, self.args, self.data, self.record, self.log = model, model_name, args, data, record, log
+        self.began = time.perf_counter()
+        self.history: list[dict] = []
+        self.losses: list[float] = []
+        self.best: float | None = None
+        self.best_step: int | None = None
+        self.since_best = 0
+        self.written: list[dict] = []  # the manifest of the checkpoint being saved
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self.began
+
+    def save(self, step: int, metric: float | None) -> None:
+        args, dev = self.args, self.data.dev
+        self.written.clear()
         with atomic_dir(args.output, CHECKPOINT_FILE) as tmp:
-            config = model.save(tmp)
-            written.append(write_checkpoint(tmp, model_name, config, {
-                **record, "step": step,
+            config = self.model.save(tmp)
+            self.written.append(write_checkpoint(tmp, self.model_name, config, {
+                **self.record, "step": step,
                 "dev_measure": dev.measure.label if dev else None, "dev_value": metric,
                 # the training queries held out for dev, by id: the split is seeded, but a list needs no re-run
                 "held_out_qids": sorted(q.qid for q in dev.queries) if args.dev_fraction or args.dev_fold else None,
-                "history": history, "train_queries": len(queries),
-                "seconds": round(time.perf_counter() - began, 1),
+                "history": self.history, "train_queries": len(self.data.queries),
+                "seconds": round(self.seconds(), 1),
                 "ended": None}))  # until training ends: an interrupted run's checkpoint keeps None
 
-    def saved() -> bool:
+    def saved(self) -> bool:
         """Whether -o holds the checkpoint `save` wrote: an interrupt while the one it replaced is deleted comes
         after it took that one's place."""
         try:
-            held = json.loads((Path(args.output) / CHECKPOINT_FILE).read_text())
+            held = json.loads((Path(self.args.output) / CHECKPOINT_FILE).read_text())
         except (OSError, ValueError):
             return False
-        return bool(written) and json.dumps(held, sort_keys=True) == json.dumps(written[0], sort_keys=True)
+        return bool(self.written) and json.dumps(held, sort_keys=True) == json.dumps(self.written[0], sort_keys=True)
 
-    groups: list[Group] = []
-    step = 0
-    losses: list[float] = []
-
-    def dev_round(step: int) -> bool:
-        """Evaluate on the dev set, keep the checkpoint if it is the best so far; False once patience runs out."""
-        nonlocal since_best
-        value = dev.evaluate(model, args.dev_depth)
-        recent = losses[-args.eval_every:]
-        history.append({"step": step, dev.measure.label: round(value, 4),
-                        "loss": round(sum(recent) / len(recent), 4) if recent else None,
-                        "seconds": round(time.perf_counter() - began, 1)})
-        with tqdm.external_write_mode(file=sys.stderr):  # on a terminal, a line of its own above the bar
-            log(f"step {step}: dev {dev.measure.label} = {value:.4f} on {dev.source}")
-        if best is None or value > best:
-            keep(step, value)
-            since_best = 0
-        else:
-            since_best += 1
-        return since_best < args.patience
-
-    def keep(step: int, value: float | None) -> None:
+    def keep(self, step: int, value: float | None) -> None:
         """Save the checkpoint of `step`; best_step names what -o holds, also after an interrupt during the save."""
-        nonlocal best, best_step
         try:
-            save(step, value)
+            self.save(step, value)
         except BaseException:
-            if saved():  # interrupted while the checkpoint it replaced was deleted: -o holds the new one
-                best, best_step = value, step
+            if self.saved():  # interrupted while the checkpoint it replaced was deleted: -o holds the new one
+                self.best, self.best_step = value, step
             raise
-        best, best_step = value, step
+        self.best, self.best_step = value, step
 
+    def dev_round(self, step: int) -> bool:
+        """Evaluate on the dev set, keep the checkpoint if it is the best so far; False once patience runs out."""
+        from tqdm import tqdm
+
+        args, dev = self.args, self.data.dev
+        value = dev.evaluate(self.model, args.dev_depth)
+        recent = self.losses[-args.eval_every:]
+        self.history.append({"step": step, dev.measure.label: round(value, 4),
+                             "loss": round(sum(recent) / len(recent), 4) if recent else None,
+                             "seconds": round(self.seconds(), 1)})
+        with tqdm.external_write_mode(file=sys.stderr):  # on a terminal, a line of its own above the bar
+            self.log(f"step {step}: dev {dev.measure.label} = {value:.4f} on {dev.source}")
+        if self.best is None or value > self.best:
+            self.keep(step, value)
+            self.since_best = 0
+        else:
+            self.since_best += 1
+        return self.since_best < args.patience
+
+    def end(self, ended: str, step: int) -> None:
+        """Record in the kept checkpoint how training ended (-o holds nothing of this run before its first keep)."""
+        if self.best_step is not None:
+            record_ending(Path(self.args.output), ended=ended, last_step=step, history=self.history,
+                          total_seconds=round(self.seconds(), 1))
+
+    def interrupted(self, step: int) -> str:
+        args, dev = self.args, self.data.dev
+        self.end(f"interrupted at step {step}", step)
+        kept = (_nothing_written(args.output) if self.best_step is None
+                else f"{args.output} holds its checkpoint of step {self.best_step}" if dev is None
+                else f"{args.output} keeps the best checkpoint so far (step {self.best_step}, dev "
+                     f"{dev.measure.label} {self.best:.4f})")
+        return f"training interrupted at step {step}; {kept}"
+
+
+def batches(data: Prepared, args: TrainArgs, rng: random.Random) -> Iterator[list[Group]]:
+    """Steps' batches of groups, from epochs sampled anew (the teacher's unjudged queries among them)."""
+    groups: list[Group] = []
+    while True:
+        if len(groups) < args.batch_groups:
+            epoch = sample_groups(data.queries, data.training.texts, args.negatives, rng)
+            if data.teacher is not None:
+                epoch += data.teacher.groups(1 + args.negatives, rng)
+            rng.shuffle(epoch)
+            groups += epoch
+        batch, groups = groups[: args.batch_groups], groups[args.batch_groups :]
+        yield batch
+
+
+def batch_loss(model: Any, batch: list[Group], args: TrainArgs, teacher: Teacher | None, device: Any) -> Any:
+    """The group loss of the batch's labelled groups, plus the distillation loss where the teacher scores a group."""
+    import torch
+
+    # bf16 autocast: matmuls in bfloat16, weights, losses and optimiser state stay fp32
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+        scores = model.score_batch([g.query for g in batch], [g.passages for g in batch])
+    scores = scores.float()
+    labelled = [i for i, g in enumerate(batch) if g.labelled]
+    loss = group_loss(scores[labelled], args.loss) if labelled else scores.sum() * 0.0
+    if teacher is not None:
+        targets = [teacher.targets(g) for g in batch]
+        rows = [i for i, t in enumerate(targets) if t is not None]
+        if rows:
+            target = args.teacher_scale * torch.tensor([targets[i] for i in rows], device=device)
+            loss = loss + args.distill_weight * distill_loss(scores[rows], target, args.distill)
+    return loss
+
+
+def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> TrainResult:
+    """train, with the output folder's lock held: the data, the model, then the loop of steps."""
+    random.seed(args.seed)
+    rng = random.Random(args.seed)
+    data = prepare(model_name, args, log)
+    # torch only now, its import taking seconds: what the training data is refused for is said without that wait
+    os.environ.setdefault(*PASSIVE_THREADS)
+    import torch
+    from tqdm import tqdm
+
+    torch.manual_seed(args.seed)
+    model = model_spec(model_name).new_trainable(**args.model_options)
+    device = torch.device(args.device)
+    model.to(device).train()
+    optimizer, schedule = optimiser(model, model_name, args)
+    keeper = Keeper(model, model_name, args, data, training_record(model_name, args, data), log)
+    dev, step, stopped = data.dev, 0, "steps"
+    if args.precision == "bf16" and device.type == "cpu" and bf16_is_emulated():
+        log(f"warning: {BF16_EMULATED}")
     try:
         if dev is not None and args.eval_on_start:  # the weights it starts from compete for the best (--init's)
-            dev_round(0)
+            keeper.dev_round(0)
         with tqdm(total=args.steps, desc=f"training {model_name}", unit="step", disable=None) as bar:
-            while step < args.steps:
-                if len(groups) < args.batch_groups:
-                    epoch = sample_groups(queries, texts, args.negatives, rng)
-                    if teacher is not None:
-                        epoch += teacher.groups(1 + args.negatives, rng)
-                    rng.shuffle(epoch)
-                    groups += epoch
-                batch, groups = groups[: args.batch_groups], groups[args.batch_groups :]
-                # bf16 autocast: matmuls in bfloat16, weights, losses and optimiser state stay fp32
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16"):
-                    scores = model.score_batch([g.query for g in batch], [g.passages for g in batch])
-                scores = scores.float()
-                labelled = [i for i, g in enumerate(batch) if g.labelled]
-                loss = group_loss(scores[labelled], args.loss) if labelled else scores.sum() * 0.0
-                if teacher is not None:
-                    targets = [teacher.targets(g) for g in batch]
-                    rows = [i for i, t in enumerate(targets) if t is not None]
-                    if rows:
-                        target = args.teacher_scale * torch.tensor([targets[i] for i in rows], device=device)
-                        loss = loss + args.distill_weight * distill_loss(scores[rows], target, args.distill)
+            for batch in batches(data, args, rng):
+                if step >= args.steps:
+                    break
+                loss = batch_loss(model, batch, args, data.teacher, device)
                 optimizer.zero_grad()
                 loss.backward()
                 norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 if not (math.isfinite(loss.item()) and math.isfinite(norm)):  # before a step spreads it to the weights
-                    if best_step is not None:  # else -o holds nothing of this run (an older checkpoint, or nothing)
+                    if keeper.best_step is not None:  # else -o holds nothing of this run (an older checkpoint, or nothing)
                         record_ending(Path(args.output), ended=f"diverged at step {step + 1}", last_step=step,
-                                      history=history)
-                    raise DataError(diverged(args, step + 1, best_step))
+                                      history=keeper.history)
+                    raise DataError(diverged(args, step + 1, keeper.best_step))
                 optimizer.step()
                 schedule.step()
                 step += 1
+                losses = keeper.losses
                 losses.append(loss.item())
                 bar.update(1)
                 bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.4f}")
                 if bar.disable and step % 10 == 0:  # no terminal: a line now and then instead of the bar
                     log(f"step {step}/{args.steps}: mean loss of the last 10 steps {sum(losses[-10:]) / 10:.4f}, "
-                        f"{time.perf_counter() - began:.0f} s")
-                out_of_time = args.max_minutes is not None and time.perf_counter() - began > args.max_minutes * 60
+                        f"{keeper.seconds():.0f} s")
+                out_of_time = args.max_minutes is not None and keeper.seconds() > args.max_minutes * 60
                 if dev is not None and (step % args.eval_every == 0 or step == args.steps or out_of_time):
-                    if not dev_round(step):
+                    if not keeper.dev_round(step):
                         stopped = "early stopping"
                         break
                 if out_of_time:
                     stopped = "time budget"
                     break
         if dev is None:  # no dev set: the last step's weights are the checkpoint
-            keep(step, None)
+            keeper.keep(step, None)
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM (a scheduler's time limit)
-        if best_step is not None:
-            record_ending(Path(args.output), ended=f"interrupted at step {step}", last_step=step, history=history,
-                          total_seconds=round(time.perf_counter() - began, 1))
-        kept = (_nothing_written(args.output) if best_step is None
-                else f"{args.output} holds its checkpoint of step {best_step}" if dev is None
-                else f"{args.output} keeps the best checkpoint so far (step {best_step}, dev {dev.measure.label} "
-                     f"{best:.4f})")
-        log(f"training interrupted at step {step}; {kept}")
+        log(keeper.interrupted(step))
         raise
-
-    seconds = time.perf_counter() - began
-    record_ending(Path(args.output), ended=stopped, last_step=step, history=history, total_seconds=round(seconds, 1))
-    return TrainResult(step, best, best_step, history, seconds, stopped)
+    seconds = keeper.seconds()
+    record_ending(Path(args.output), ended=stopped, last_step=step, history=keeper.history,
+                  total_seconds=round(seconds, 1))
+    return TrainResult(step, keeper.best, keeper.best_step, keeper.history, seconds, stopped)

@@ -156,9 +156,8 @@ def _training_takes(option_or_device: str) -> list[str]:
               help=f"Where to train: cpu, or cuda (cuda:N) for {' and '.join(_training_takes('cuda'))} on a GPU (with "
                    "--precision bf16: bfloat16 autocast).")
 @click.option("-O", "--model-option", "model_option", multiple=True, metavar="KEY=VALUE",
-              help="Architecture option (tk/tkl), e.g. -O embeddings=minilm-context (MiniLM's frozen encoder as "
-                   "token vectors: the best TK here), -O projection=64; for GloVe the lexical ones "
-                   "-O term_weights=query-idf -O exact_sigma=0.01 -O oov_buckets=50000 (see README).")
+              help="Architecture option of the model (its config), e.g. -O embeddings=minilm-context, -O "
+                   "projection=64 for TK; an unknown key is refused with the known ones (see README).")
 @click.option("--init", "init_from", type=click.Path(), default=None,
               help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")
 def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwrite, candidates, qrels, dev_qrels,

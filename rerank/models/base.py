@@ -9,13 +9,12 @@ module beside it that `register`s it; the CLI, pipelines, training and tests rea
 from __future__ import annotations
 
 import abc
-import importlib
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import ParameterError, UsageError, counted
-from ..params import Option
+from ..params import Option, Registry, resolved
 
 @dataclass
 class ModelSpec:
@@ -40,12 +39,12 @@ class ModelSpec:
     train_example: str = "--train trec-dl-2020 --dev-fraction 0.2"  # what `rerank train NAME` needs, for remedies
 
     def load(self, checkpoint: str | None = None, **options: Any) -> "Reranker":
-        return _function(self.loader)(checkpoint, **options)
+        return resolved(self.loader)(checkpoint, **options)
 
     def check_unloaded(self, checkpoint: str | None, options: dict[str, Any]) -> None:
         """What loading with `options` would refuse, told before any stage of a pipeline runs."""
         if self.precheck:
-            _function(self.precheck)(checkpoint, options)
+            resolved(self.precheck)(checkpoint, options)
 
     def checked_architecture(self, given: dict[str, Any]) -> dict[str, Any]:
         """`rerank train -O KEY=VALUE` options as its declared `architecture` types them; unknown keys are refused,
@@ -62,30 +61,20 @@ class ModelSpec:
     def new_trainable(self, **options: Any) -> Any:
         if self.trainer is None:
             raise UsageError(f"cannot train model {self.name!r}; trainable: {', '.join(trainable_models())}")
-        return _function(self.trainer)(**options)
+        return resolved(self.trainer)(**options)
 
 
-def _function(path: str) -> Callable[..., Any]:
-    """A "module:function" string, imported only when called: naming a model imports only that model."""
-    module, _, function = path.partition(":")
-    return getattr(importlib.import_module(module), function)
-
-
-_REGISTRY: dict[str, ModelSpec] = {}
+_MODELS: Registry[ModelSpec] = Registry("model", ("rerank.models",))  # whose __init__ imports the declarations
 
 
 def register(spec: ModelSpec) -> ModelSpec:
     """The one call that makes a model known to the CLI, pipelines, training and the scores-version test."""
-    if spec.name in _REGISTRY:
-        raise ValueError(f"model {spec.name!r} is registered twice")
-    _REGISTRY[spec.name] = spec
-    return spec
+    return _MODELS.add(spec.name, spec)
 
 
 def registered() -> dict[str, ModelSpec]:
-    """Every model's spec, by name (the light declaration modules listed in rerank.models import them)."""
-    importlib.import_module("rerank.models")
-    return dict(sorted(_REGISTRY.items()))
+    """Every model's spec, by name."""
+    return dict(sorted(_MODELS.all().items()))
 
 
 def model_spec(name: str) -> ModelSpec:
