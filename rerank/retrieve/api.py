@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..data import Dataset, dataset_names, files_dataset, get_dataset, unknown_dataset
 from ..data.formats import distinct_ids, read_topics
-from ..errors import DataError, MissingIndexError, UsageError
+from ..errors import DataError, MissingIndexError, ParameterError, UsageError, flag
 from ..params import Option
 from ..runs import RunHeader, Stream, file_fields
 from ..stages import StageSpec, register_stage
@@ -43,7 +43,7 @@ def _collection(name: str, corpus: str | None, topics: str | None) -> Dataset | 
 
 def _check_k(k: int) -> None:
     if not 0 < k < 2**31:  # Anserini reads it as a Java int
-        raise UsageError(f"--k must be a positive number of documents below 2^31, not {k}")
+        raise ParameterError(f"{{k}} must be a positive number of documents below 2^31, not {k}", "k")
 
 
 # Anserini searches in a Java ForkJoinPool, whose parallelism stops here: above it SearchCollection wrote no run and
@@ -67,16 +67,17 @@ def _check_options(options: dict) -> None:
     """BM25's k1 >= 0, b in [0, 1] and threads >= 1: Lucene refuses other values with a Java stack trace."""
     k1, b, threads = options.get("k1"), options.get("b"), options.get("threads")
     if threads is not None and not 1 <= threads <= MAX_THREADS:
-        raise UsageError(f"--threads must be between 1 and {MAX_THREADS}, not {threads}")
+        raise ParameterError(f"{{threads}} must be between 1 and {MAX_THREADS}, not {threads}", "threads")
     if k1 is not None and not 0 <= k1 <= JAVA_FLOAT_MAX:
-        raise UsageError(f"--k1 must be >= 0 and at most {JAVA_FLOAT_MAX:.4g}, not {k1}")
+        raise ParameterError(f"{{k1}} must be >= 0 and at most {JAVA_FLOAT_MAX:.4g}, not {k1}", "k1")
     if b is not None and not 0 <= b <= 1:
-        raise UsageError(f"--b must be in [0, 1], not {b}")
+        raise ParameterError(f"{{b}} must be in [0, 1], not {b}", "b")
 
 
 def option_flag(key: str) -> str:
-    """The command-line flag of a retrieve option (its name, but --es-insecure sets es_verify_certs)."""
-    return RETRIEVE_STAGE.parameter(key).flag
+    """The command-line flag of a back-end option (its name, but --es-insecure sets es_verify_certs)."""
+    declared = {option.name: option for option in RETRIEVE_STAGE.parameters}
+    return declared[key].flag if key in declared else flag(key)
 
 
 def _check_backend_options(backend_name: str, options: dict, allowed: frozenset[str]) -> None:
@@ -226,8 +227,8 @@ def refuse_threads_for_a_server(backend_name: str, given: bool) -> None:
     """Elasticsearch indexes and searches with its own threads: threads given for it were ignored without a word,
     where every other option a back end does not take is refused."""
     if backend_name == "elasticsearch" and given:
-        raise UsageError("--backend elasticsearch does not take --threads: the server indexes and searches with its "
-                         "own threads")
+        raise ParameterError("{backend} elasticsearch does not take {threads}: the server indexes and searches with "
+                             "its own threads", "backend", "threads")
 
 
 def check_retrieve_stage(dataset: str, params: dict) -> None:
