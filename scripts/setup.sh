@@ -16,3 +16,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     pip install -q -e ".[test]"
     touch "$stamp"
 fi
+# The report's browser tests drive Debian's Chromium (Playwright cannot download its own browser here).
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq chromium >/dev/null || echo "setup: could not install chromium" >&2
+fi
