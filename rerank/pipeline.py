@@ -582,7 +582,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
     if report_path is not None:
         from .evaluate import html_report
 
-        html_report.write(html_report.Comparison(runs, judgements, evaluations, named, base, board.get("sort"),
+        html_report.write(html_report.Compared(runs, judgements, evaluations, named, base, board.get("sort"),
                                                  significance, warnings, dataset=dataset), report_path)
     if per_query:
         sort_label = label_among(board["sort"], [m.label for m in named]) if board.get("sort") else None

@@ -54,8 +54,8 @@ def cli(data_root, session_home):
 def browser():
     """Headless Chromium, or a skip that says what is missing (scripts/setup.sh installs both where it can)."""
     if CHROMIUM is None:
-        pytest.skip("no chromium here: scripts/setup.sh installs Debian's `chromium` with apt-get when run as root "
-                    "(or set RERANK_CHROMIUM to a Chromium binary)")
+        pytest.skip("no chromium here: scripts/setup.sh installs Debian's `chromium` where apt-get can run (as root "
+                    "or through sudo); elsewhere set RERANK_CHROMIUM to a Chromium binary")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -187,6 +187,14 @@ def test_budget_curves_and_sentences_are_budgets_and_an_untimed_run_is_a_note(cl
     assert len(view.page.query_selector_all("#budget-chart path.curve")) == 1
     notes = view.page.text_content("#notes")
     assert "not on the time-budget curves: bm25" in notes and "rm3" in notes
+    # each run's provenance, folded: tk's two stages with the checkpoint it scored with
+    folded = view.page.query_selector_all("details.provenance")
+    assert len(folded) == 3 and not any(d.get_attribute("open") is not None for d in folded)
+    tk = "details.provenance >> nth=2"
+    assert not view.page.is_visible(f"{tk} >> text=checkpoint_hash")
+    view.page.click(f"{tk} >> summary")
+    assert view.page.is_visible(f"{tk} >> text=checkpoint_hash")
+    assert "stage 2: tk (score)" in view.page.text_content(tk)
     view.clean()
 
     done = cli("report", *runs[:2], "-o", str(tmp_path / "untimed.html"))
@@ -194,18 +202,6 @@ def test_budget_curves_and_sentences_are_budgets_and_an_untimed_run_is_a_note(cl
     assert view.page.query_selector("#budget") is None
     assert "No time-budget section: no run carries per-query timings" in view.page.text_content("#notes")
     assert "Traceback" not in done.stderr
-    view.clean()
-
-
-def test_provenance_is_folded_and_holds_each_stage(cli, dl, browser, tmp_path):
-    cli("report", f"bm25={dl['bm25']}", f"tk={dl['tk']}", "-o", str(tmp_path / "report.html"))
-    view = View(browser, tmp_path / "report.html")
-    folded = view.page.query_selector_all("details.provenance")
-    assert len(folded) == 2 and not any(d.get_attribute("open") is not None for d in folded)
-    assert not view.page.is_visible("details.provenance >> nth=1 >> text=checkpoint_hash")
-    view.page.click("details.provenance >> nth=1 >> summary")
-    assert view.page.is_visible("details.provenance >> nth=1 >> text=checkpoint_hash")
-    assert "stage 2: tk (score)" in view.page.text_content("details.provenance >> nth=1")
     view.clean()
 
 

@@ -43,7 +43,7 @@ def report_command(runs, measures, sort_by, tests, correction, output, top, zero
                                                  run_queries=options["run_queries"])
     for warning in warnings:
         click.echo(f"rerank: note: {warning}", err=True)
-    html_report.write(html_report.Comparison(
+    html_report.write(html_report.Compared(
         judged.runs, judged.judgements, evaluations, named, judged.base, sort_by,
         report.Significance.chosen(tests, correction), warnings, top, zero_untimed, options["dataset_name"]), output)
     if output != "-":

@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import atomic_output, check_writable
-from ..errors import DataError, RerankError, UsageError
+from ..errors import DataError, RerankError, UsageError, counted
 from ..runs import Run, RunHeader
 from . import budget as budgets
 from .measures import Evaluation, NamedMeasure, is_count, label_among, primary
 from .report import Row, Significance, figure, leaderboard, signed_figure, significance_mark
 from .session import Judgements, queries_made_for
+from .significance import Comparison
 
 TEMPLATE = Path(__file__).with_name("html_report.html")
 TEXT_CHARACTERS = 1200  # of a document's text on the page: a passage whole, a long document's start
@@ -30,7 +31,7 @@ COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e
 
 
 @dataclass
-class Comparison:
+class Compared:
     """What a report compares: runs as eval read and evaluated them, and how the board is made."""
 
     runs: list[Run]
@@ -69,16 +70,16 @@ def check_output(path: str, option: str = "-o") -> None:
     check_writable(path)
 
 
-def write(comparison: Comparison, path: str) -> None:
+def write(compared: Compared, path: str) -> None:
     """The page, whole or not at all (a temporary sibling renamed into place)."""
-    page = render(comparison)
+    page = render(compared)
     with atomic_output(path) as handle:
         handle.write(page)
 
 
-def render(comparison: Comparison) -> str:
+def render(compared: Compared) -> str:
     """The page, as one string."""
-    c = comparison
+    c = compared
     rows = leaderboard(c.evaluations, c.measures, c.base, c.sort_by, c.significance)
     focus = _focus(c)
     baseline_name = c.evaluations[c.base].run_name
@@ -94,7 +95,7 @@ def render(comparison: Comparison) -> str:
         f"<p class=lead>{_e(_summary(c))}</p>",
         _notes_html(c.notes + budget_notes),
         "<section id=leaderboard><h2>Leaderboard</h2>",
-        _leaderboard_html(rows, c.measures, c.significance, baseline_name, len(names) > 1),
+        _leaderboard_html(rows, c.measures, c.significance, baseline_name, _sorted_by(c)),
         "</section>",
         _per_query_html(len(names) > 1),
         budget_html,
@@ -110,17 +111,22 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _focus(c: Comparison) -> NamedMeasure:
-    """The measure the per-query view opens on and the budget curves are of: --sort's, unless it is a count (a
-    difference in documents retrieved is no effectiveness), else the board's primary one."""
-    label = label_among(c.sort_by, [m.label for m in c.measures]) if c.sort_by else None
-    return next((m for m in c.measures if m.label == label and not is_count(m)), primary(c.measures))
+def _sorted_by(c: Compared) -> str:
+    """The label of the measure the leaderboard is sorted by, as `report.leaderboard` chooses it."""
+    return label_among(c.sort_by, [m.label for m in c.measures]) if c.sort_by else primary(c.measures).label
 
 
-def _summary(c: Comparison) -> str:
-    queries = len(c.evaluations[c.base].per_query[c.measures[0].label])
-    return (f"{len(c.runs)} runs, baseline {c.evaluations[c.base].run_name}; {queries} judged queries of "
-            f"{c.judgements.source}, relevant from grade {c.judgements.min_rel} on (binary measures).")
+def _focus(c: Compared) -> NamedMeasure:
+    """The measure the per-query view opens on and the budget curves are of: the one the leaderboard is sorted by,
+    unless it is a count (a difference in documents retrieved is no effectiveness), else the primary one."""
+    return next((m for m in c.measures if m.label == _sorted_by(c) and not is_count(m)), primary(c.measures))
+
+
+def _summary(c: Compared) -> str:
+    queries = counted(len(c.evaluations[c.base].per_query[c.measures[0].label]), "judged query", "judged queries")
+    runs = f"{len(c.runs)} runs, baseline {c.evaluations[c.base].run_name}" if len(c.runs) > 1 else "One run"
+    return (f"{runs}; {queries} of {c.judgements.source}, relevant from grade {c.judgements.min_rel} on (binary "
+            "measures).")
 
 
 def _notes_html(notes: list[str]) -> str:
@@ -131,19 +137,21 @@ def _notes_html(notes: list[str]) -> str:
 
 
 def _leaderboard_html(rows: list[Row], measures: list[NamedMeasure], significance: Significance,
-                      baseline_name: str, many: bool) -> str:
+                      baseline_name: str, sorted_by: str) -> str:
     """eval's leaderboard: each figure and mark as its table prints them (the exact value in `data-value`, which
     sorting reads), and under each figure of a compared run its difference to the baseline with the 95% confidence
     interval, effect size, W/T/L and the largest corrected p-value (the mark needs every one below 0.05)."""
-    counted = primary(measures).label
-    head = ["<th data-kind=text>run</th>"]
-    head += [f'<th class="sortable figure" data-kind=number title="sort by {_e(m.label)}">{_e(m.label)}</th>' for m in measures]
+    many = len(rows) > 1
+    wtl_label = primary(measures).label
+    head = ["<th>run</th>"]
+    head += [f'<th class="sortable figure" title="sort by {_e(m.label)}"'
+             f'{" aria-sort=descending" if m.label == sorted_by else ""}>{_e(m.label)}</th>' for m in measures]
     if many:
-        head.append(f"<th class=sortable data-kind=number title='sort by wins'>W/T/L ({_e(counted)})</th>")
+        head.append(f"<th class=sortable title='sort by wins'>W/T/L ({_e(wtl_label)})</th>")
     extra = [(key, title) for key, title in (("missing", "judged queries the run lacks"),
                                               ("unjudged", "queries of the run the qrels do not judge"))
              if any(getattr(r, key) for r in rows)]
-    head += [f"<th class=sortable data-kind=number title='{_e(title)}'>{key}</th>" for key, title in extra]
+    head += [f"<th class=sortable title='{_e(title)}'>{key}</th>" for key, title in extra]
     body = []
     for r in rows:
         cells = [f"<td class=run data-value='{_e(r.run)}'>{_e(r.run)}"
@@ -152,11 +160,11 @@ def _leaderboard_html(rows: list[Row], measures: list[NamedMeasure], significanc
             c = (r.versus or {}).get(m.label)
             mark = significance_mark(c, m)
             detail = _comparison_detail(c, m) if c is not None else ""
-            cells.append(f"<td class=figure data-value='{r.means[m.label]!r}' data-measure='{_e(m.label)}'>"
+            cells.append(f"<td class=figure data-value='{float(r.means[m.label])!r}' data-measure='{_e(m.label)}'>"
                          f"<span class=value>{figure(r.means[m.label], m)}</span>"
                          f"<span class=mark data-mark='{mark}'>{mark}</span>{detail}</td>")
         if many:
-            c = (r.versus or {}).get(counted)
+            c = (r.versus or {}).get(wtl_label)
             cells.append(f"<td class=wtl data-value='{c.wins - c.losses if c else 0}'>"
                          f"{f'{c.wins}/{c.ties}/{c.losses}' if c else '-'}</td>")
         cells += [f"<td data-value='{getattr(r, key)}'>{getattr(r, key)}</td>" for key, _ in extra]
@@ -169,7 +177,7 @@ def _leaderboard_html(rows: list[Row], measures: list[NamedMeasure], significanc
             f"{legend}{hint}")
 
 
-def _comparison_detail(c, m: NamedMeasure) -> str:
+def _comparison_detail(c: Comparison, m: NamedMeasure) -> str:
     """One compared run's difference on one measure, in small print under its figure."""
     delta = f"Δ {signed_figure(c.delta, m)}"
     if is_count(m):
@@ -188,7 +196,7 @@ def _texts_header(run: Run, dataset: str | None) -> RunHeader:
     return run.header
 
 
-def _per_query_data(c: Comparison) -> dict:
+def _per_query_data(c: Compared) -> dict:
     """Every measure's value per query and run (the evaluations' own), each run's top documents of each query in the
     order trec_eval evaluates them, with their grades, and the texts of queries and documents where the runs' data
     set, index or files have them."""
@@ -209,7 +217,7 @@ def _per_query_data(c: Comparison) -> dict:
             "texts": texts, "textsMissing": missing}
 
 
-def _texts(c: Comparison, qids: set[str], docids: set[str]) -> tuple[dict[str, str], dict[str, str], str]:
+def _texts(c: Compared, qids: set[str], docids: set[str]) -> tuple[dict[str, str], dict[str, str], str]:
     """Query and document texts from the first run whose header leads to them; what is missing, said once."""
     from ..docstore import doc_store_for, queries_for
 
@@ -248,7 +256,7 @@ def _per_query_html(many: bool) -> str:
 <div id=detail></div></section>"""
 
 
-def _budget_section(c: Comparison, focus: NamedMeasure) -> tuple[str, list[str]]:
+def _budget_section(c: Compared, focus: NamedMeasure) -> tuple[str, list[str]]:
     """The time-budget curves of the runs that carry timings, with budget's sentences; a note for the others (a
     replayed candidate run records no time: with --zero-untimed it costs 0 ms, as in rerank budget)."""
     compared = queries_made_for(c.runs)
@@ -260,7 +268,8 @@ def _budget_section(c: Comparison, focus: NamedMeasure) -> tuple[str, list[str]]
             left_out.append(f"{run.name}: {error}".replace(f"{run.source}: ", "", 1))
     if not points:
         note = ("No time-budget section: no run carries per-query timings ('# time:' lines; a stage that re-ranks "
-                "or searches an index records them, replayed candidates do not — --zero-untimed counts those as 0 ms)")
+                "or searches an index records them, replayed candidates do not; --zero-untimed counts those as "
+                "0 ms)")
         return "", [note]
     budgets.check_one_model_per_curve([run for run in c.runs if any(p.source == run.source for p in points)])
     report = budgets.build_report(points, focus.label)
@@ -304,9 +313,12 @@ def _budget_svg(report: budgets.BudgetReport) -> str:
         parts.append(f'<line class=grid x1="{x(tick):.1f}" x2="{x(tick):.1f}" y1="{top}" y2="{height - bottom}"/>'
                      f'<text class=tick x="{x(tick):.1f}" y="{height - bottom + 14}" text-anchor=middle>'
                      f'{tick:g}</text>')
-    for tick in _linear_ticks(low, high):
+    ticks = _linear_ticks(low, high)
+    decimals = max(2, -math.floor(math.log10(ticks[1] - ticks[0]))) if len(ticks) > 1 else 2
+    for tick in ticks:
         parts.append(f'<line class=grid x1="{left}" x2="{width - right}" y1="{y(tick):.1f}" y2="{y(tick):.1f}"/>'
-                     f'<text class=tick x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor=end>{tick:.2f}</text>')
+                     f'<text class=tick x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor=end>'
+                     f'{tick:.{decimals}f}</text>')
     costs = sorted({p.cost(report.statistic) for p in report.points})
     models = budgets.by_model(report.points)
     best = [budgets.best_within(models[report.best_at(t)[0]], t, report.statistic, report.pick).effectiveness
