@@ -359,8 +359,8 @@ def test_a_boundary_of_29_digits_or_more_is_said_whole():
 
 
 def test_labels_files_and_cached_stages_inside_a_fusion(tmp_path, monkeypatch):
-    from rerank.cli.budget_cmds import _cached_score_stages
     from rerank.cli.io import split_label
+    from rerank.evaluate.budget import cached_score_stages
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "k=5.run").write_text("")
@@ -368,7 +368,7 @@ def test_labels_files_and_cached_stages_inside_a_fusion(tmp_path, monkeypatch):
     fused = [{"name": "bm25", "stage": "retrieve"},
              {"name": "rrf", "stage": "fuse", "inputs": [{"run": "bi.run", "stages": [
                  {"name": "bm25", "stage": "retrieve"}, {"name": "bi", "stage": "score", "cache": True}]}]}]
-    assert _cached_score_stages(fused) == ["bi"]
+    assert cached_score_stages(fused) == ["bi"]
 
 
 @pytest.mark.parametrize("text", ["0", "-5", "abc", "5,,10", "nan"])

@@ -16,10 +16,6 @@ from . import cli
 from .io import open_run_input, open_run_inputs, refuse_replacing_an_input, split_label
 
 
-def _cached_score_stages(stages: list[dict]) -> list[str]:
-    return budgets_lib.stages_where(stages, lambda stage: stage.get("stage") == "score" and bool(stage.get("cache")))
-
-
 def _read_runs(labelled: list[tuple[str | None, str]], output: str | None, plot_path: str | None,
                statistic: str) -> list:
     """The run files (LABEL=FILE), each named by its label or last stage, with what their timings cannot tell."""
@@ -31,11 +27,9 @@ def _read_runs(labelled: list[tuple[str | None, str]], output: str | None, plot_
                            strict=False)
     for run, (label, _) in zip(loaded, labelled):
         run.label = label or (run.header.stages[-1].get("name") if run.header.stages else None) or run.source
-        cached = _cached_score_stages(run.header.stages)
+        cached = budgets_lib.cached_note(run)
         if cached:
-            click.echo(f"rerank: warning: {run.source}: stage {', '.join(cached)} ran with the score cache on, so "
-                       "a query whose pairs came from the cache costs about 0 ms; time it with rerank score "
-                       "--no-cache", err=True)
+            click.echo(f"rerank: warning: {cached}", err=True)
         shared = budgets_lib.stages_where(run.header.stages, lambda stage: stage.get("timing") == "amortised")
         if shared and statistic == "p95":
             click.echo(f"rerank: note: {run.source}: stage {', '.join(shared)} timed its queries per batch, each "

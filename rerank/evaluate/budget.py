@@ -171,6 +171,20 @@ def stages_where(stages: list[dict], wanted: Callable[[dict], bool]) -> list[str
                               if wanted(stage)))
 
 
+def cached_score_stages(stages: list[dict]) -> list[str]:
+    return stages_where(stages, lambda stage: stage.get("stage") == "score" and bool(stage.get("cache")))
+
+
+def cached_note(run: Run) -> str | None:
+    """What a run's times cannot tell where a score stage read the score cache: a query whose pairs came from it
+    cost about 0 ms."""
+    cached = cached_score_stages(run.header.stages)
+    if not cached:
+        return None
+    return (f"{run.source}: stage {', '.join(cached)} ran with the score cache on, so a query whose pairs came from "
+            "the cache costs about 0 ms; time it with rerank score --no-cache")
+
+
 def batch_timed(run: Run) -> bool:
     """Whether every stage that timed the run timed its queries as a batch and gave each an equal share (Lucene,
     dense, Elasticsearch): its median and p95 then show no per-query spread."""

@@ -260,10 +260,11 @@ def _budget_section(c: Compared, focus: NamedMeasure) -> tuple[str, list[str]]:
     """The time-budget curves of the runs that carry timings, with budget's sentences; a note for the others (a
     replayed candidate run records no time: with --zero-untimed it costs 0 ms, as in rerank budget)."""
     compared = queries_made_for(c.runs)
-    points, left_out = [], []
+    points, timed, left_out = [], [], []
     for run, ev in zip(c.runs, c.evaluations):
         try:
             points.append(budgets.point_of(run, ev, focus.label, c.zero_untimed, compared))
+            timed.append(run)
         except DataError as error:
             left_out.append(f"{run.name}: {error}".replace(f"{run.source}: ", "", 1))
     if not points:
@@ -271,9 +272,10 @@ def _budget_section(c: Compared, focus: NamedMeasure) -> tuple[str, list[str]]:
                 "or searches an index records them, replayed candidates do not; --zero-untimed counts those as "
                 "0 ms)")
         return "", [note]
-    budgets.check_one_model_per_curve([run for run in c.runs if any(p.source == run.source for p in points)])
+    budgets.check_one_model_per_curve(timed)
     report = budgets.build_report(points, focus.label)
     notes = [f"not on the time-budget curves: {why}" for why in left_out]
+    notes += [note for note in map(budgets.cached_note, timed) if note]
     sentences = "".join(f"<li>{_e(s)}</li>" for s in budgets.sentences(report))
     rows = "".join(f"<tr><td>{_e(p.model)}</td><td>{p.depth}</td><td>{p.effectiveness:.4f}</td><td>{p.judged}</td>"
                    f"<td>{p.timed}</td><td>{p.median_ms:.2f}</td><td>{p.p95_ms:.2f}</td></tr>" for p in report.points)
