@@ -2,7 +2,7 @@
 
 The runs are the shipped BM25 and BM25+RM3 candidates (43 queries x 100). The command is timed as a whole process,
 start-up included (median of 5 after a warm-up), in wall time and in the CPU time it used (which other work on a
-shared machine does not inflate); the page is opened 5 times in headless Chromium (Debian's, through
+shared machine does not inflate), beside `rerank eval` of the same runs timed alike; the page is opened 5 times in headless Chromium (Debian's, through
 Playwright), each in a fresh tab, and the time from navigation start to the page's `rerank-ready` mark (set once the
 leaderboard, per-query chart and tables are drawn) is read from the browser's own clock.
 Usage: python benchmarks/report_speed.py   (writes benchmarks/results/report.{json,md}; needs chromium)
@@ -69,8 +69,10 @@ def main() -> None:
     command = [*rerank, "report", f"bm25={work / 'bm25.run'}", f"rm3={work / 'rm3.run'}", "--baseline", "bm25",
                "-o", str(page)]
     seconds, cpu = timed(command)
+    eval_seconds, eval_cpu = timed([*rerank, "eval", f"bm25={work / 'bm25.run'}", f"rm3={work / 'rm3.run'}"])
     opened = ready_ms(page)
     results = {"runs": 2, "queries": 43, "write_s": round(seconds, 3), "write_cpu_s": round(cpu, 3),
+               "eval_s": round(eval_seconds, 3), "eval_cpu_s": round(eval_cpu, 3),
                "target_write_s": 5.0,
                "ready_ms": round(statistics.median(opened), 1), "ready_ms_each": [round(t, 1) for t in opened],
                "target_ready_ms": 1000, "page_kb": round(page.stat().st_size / 1024, 1),
@@ -84,6 +86,8 @@ def main() -> None:
         "| what | measured | target |\n|---|---|---|\n"
         f"| writing the page (whole process, median of {REPEATS}: wall) | {results['write_s']} s | < 5 s |\n"
         f"| the same, CPU time (user + system) | {results['write_cpu_s']} s | |\n"
+        f"| for comparison: `rerank eval` of the same runs, wall / CPU | {results['eval_s']} s / "
+        f"{results['eval_cpu_s']} s | |\n"
         f"| page drawn in headless Chromium (navigation start to `rerank-ready`, median of {OPENINGS}) | "
         f"{results['ready_ms']} ms | < 1000 ms |\n\n"
         f"The page is {results['page_kb']} KB (texts of every shown document included). Each opening: "
