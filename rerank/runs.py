@@ -216,6 +216,10 @@ def stored_vectors_packages(versions: object) -> dict[str, dict]:
     return {ENCODED_WITH_KEY: versions} if isinstance(versions, dict) and versions else {}
 
 
+_OWN_KEYS = {MAGIC_KEY, "stage", CUT_KEY, *TEXT_FIELDS}  # header keys whose JSON values rerank reads
+_JSON_MARKS = re.compile(r'["{}\[\]]')
+
+
 def _parse_header_line(header: RunHeader, text: str, source: str, line_no: int) -> None:
     key, sep, value = text.partition(":")
     key = key.strip()
@@ -223,8 +227,11 @@ def _parse_header_line(header: RunHeader, text: str, source: str, line_no: int) 
         return  # a free-form comment: keep going, it carries nothing for us
     try:
         parsed = json.loads(value)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as exc:
         parsed = value.strip()
+        if key in _OWN_KEYS and _JSON_MARKS.search(parsed):  # (a bare word, `# dataset: vaswani`, is that string)
+            raise FormatError(source, line_no, f"a broken header line: '# {key}:' holds no JSON value (column "
+                                               f"{exc.colno}: {exc.msg.removesuffix(' starting at').lower()})") from None
     if key == "stage":
         if not isinstance(parsed, dict):
             raise FormatError(source, line_no, "a '# stage:' line must hold a JSON object")

@@ -6,13 +6,13 @@ import itertools
 
 import click
 
-from ..errors import UsageError, counted, verb
+from ..errors import DataError, UsageError, counted, verb
 from ..retrieve import api
 from ..retrieve.store import EMPTY_SKIPPED, REUSED
 from ..runs import RunReader, Stream, cut_stream
 from . import cli
-from .io import (open_run_input, refuse_replacing_an_input, run_output_options, typed, write_no_queries,
-                 write_stream)
+from .io import (in_existing_folder, open_run_input, refuse_replacing_an_input, run_output_options, typed,
+                 write_no_queries, write_stream)
 
 
 def backend_options(command):
@@ -132,7 +132,8 @@ def retrieve(name, backend_name, k, topics, candidate_run, threads, stage_name, 
 @click.option("--ranx", is_flag=True,
               help="RUN is ranx's JSON run, one object {qid: {docid: score}} (Run.save('run.json'); pytrec_eval's run "
                    "dict, json.dump'ed): write it as TREC lines.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=in_existing_folder,
+              help="Write here instead of stdout.")
 def cat(run: str | None, trec_only: bool, strict: bool, first_queries: int | None, depth: int | None,
         msmarco: bool, ranx: bool, output: str | None) -> None:
     """Validate a run stream and write it out again (normalised order and ranks), whole or cut (--first,
@@ -144,7 +145,9 @@ def cat(run: str | None, trec_only: bool, strict: bool, first_queries: int | Non
         reader = RunReader(handle, source, strict, "msmarco" if msmarco else "ranx" if ranx else "trec")
         rankings = iter(reader)
         first = next(rankings, None)
-        if first is None:
+        if first is None and not (reader.header.fields or reader.header.stages):  # as eval refuses it
+            raise DataError(f"empty input: {source} holds no run (did the stage before it fail?)")
+        if first is None:  # a stage that found nothing: its header, whole
             write_no_queries(reader, source, output, trec_only, "nothing to write")
             return
         stream = Stream(reader.header, itertools.chain([first], rankings))

@@ -1,0 +1,61 @@
+"""A newcomer's first commands: outputs go into folders that exist, an empty input and a broken header are refused
+(one line, a non-zero exit, nothing written)."""
+
+from __future__ import annotations
+
+import pytest
+
+RUN = "1 Q0 a 1 2.0 t\n1 Q0 b 2 1.0 t\n"
+
+
+def test_an_output_into_a_folder_that_does_not_exist_is_an_error(rerank, tmp_path):
+    """`-o rusn/bm25.run` made the folder rusn/ and put the run there, where nobody looked."""
+    (tmp_path / "a.run").write_text(RUN)
+    missing = tmp_path / "rusn"
+    for args in (("cat", str(tmp_path / "a.run"), "-o", str(missing / "x.run")),
+                 ("score", "--model", "tk", str(tmp_path / "a.run"), "-o", str(missing / "x.run")),
+                 ("budget", str(tmp_path / "a.run"), "--plot", str(missing / "x.png"))):
+        done = rerank(*args, check=False)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert f"{missing} does not exist; make it first (mkdir -p {missing})" in done.stderr, args
+        assert not missing.exists()
+    done = rerank("cat", str(tmp_path / "a.run"), "-o", str(tmp_path / "a.run" / "x.run"), check=False)
+    assert done.returncode == 2 and f"{tmp_path / 'a.run'} is not a folder" in done.stderr
+    rerank("cat", str(tmp_path / "a.run"), "-o", "b.run", cwd=tmp_path)  # a plain file name: the folder it is in
+    assert (tmp_path / "b.run").read_text().count(" Q0 ") == 2
+
+
+BROKEN = ['# dataset: "vaswani', '# cut: {"queries": 2', '# stage: {"name": "bm25"']
+
+
+def test_a_broken_header_line_is_refused_by_every_reader():
+    """A value cut short was taken as a string: eval then looked for a data set named '"vaswani'."""
+    import io
+
+    from rerank.errors import FormatError
+    from rerank.runs import RunReader, load_run
+
+    for line in BROKEN:
+        said = f"h.run:2: a broken header line: '# {line[2:].split(':')[0]}:' holds no JSON value"
+        for read in (lambda text: load_run(io.StringIO(text), "h.run"), lambda text: list(RunReader(io.StringIO(text), "h.run"))):
+            with pytest.raises(FormatError, match=said):
+                read(f"# rerank-run: 2\n{line}\n{RUN}# end of run\n")
+
+
+def test_eval_and_cat_say_a_broken_header_line_in_one_line(rerank, tmp_path):
+    (tmp_path / "h.run").write_text(f"# rerank-run: 2\n{BROKEN[0]}\n{RUN}# end of run\n")
+    for command in ("eval", "cat"):
+        done = rerank(command, str(tmp_path / "h.run"), check=False)
+        assert done.returncode == 1 and not done.stdout and done.stderr == (
+            f"rerank: error: {tmp_path / 'h.run'}:2: a broken header line: '# dataset:' holds no JSON value "
+            "(column 2: unterminated string)\n")
+
+
+def test_a_bare_word_and_a_free_comment_stay_readable():
+    """What people write by hand: a data set's name without quotes, and comments of their own."""
+    import io
+
+    from rerank.runs import RunReader
+
+    reader = RunReader(io.StringIO(f"# dataset: vaswani\n# Note: made with {{my tool}} [v2\n{RUN}"), "h.run")
+    assert reader.header.dataset == "vaswani" and len(list(reader)) == 1
