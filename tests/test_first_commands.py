@@ -59,3 +59,38 @@ def test_a_bare_word_and_a_free_comment_stay_readable():
 
     reader = RunReader(io.StringIO(f"# dataset: vaswani\n# Note: made with {{my tool}} [v2\n{RUN}"), "h.run")
     assert reader.header.dataset == "vaswani" and len(list(reader)) == 1
+
+
+def _vaswani_slice(data_root, folder):
+    """Vaswani's first 500 documents, with all its topics and qrels: a data set of the same name, small to index."""
+    import shutil
+
+    target = folder / "vaswani"
+    (target / "corpus").mkdir(parents=True)
+    for name in ("qrels", "query-text.trec"):
+        shutil.copy(data_root / "vaswani" / name, target / name)
+    documents = (data_root / "vaswani" / "corpus" / "doc-text.trec").read_text().split("</DOC>")
+    (target / "corpus" / "doc-text.trec").write_text("</DOC>".join(documents[:500]) + "</DOC>\n")
+    return folder
+
+
+@pytest.mark.data
+def test_retrieve_builds_a_missing_index_first_unless_told_not_to(rerank, data_root, tmp_path):
+    """`rerank retrieve vaswani | rerank eval` on a fresh home failed: no index. It builds it first now, saying so on
+    stderr, as Pyserini fetches its prebuilt indexes; --no-build keeps the error, and a pool's index is not built."""
+    home = tmp_path / "home"
+    fresh = {"RERANK_HOME": str(home), "RERANK_DATA": str(_vaswani_slice(data_root, tmp_path / "data"))}
+    refused = rerank("retrieve", "vaswani", "--no-build", env=fresh, check=False)
+    assert refused.returncode == 1 and not refused.stdout
+    assert refused.stderr == (f"rerank: error: no Lucene index 'vaswani' at {home / 'indexes' / 'vaswani' / 'lucene'};"
+                              " build it with: rerank index vaswani\n")
+    built = rerank("retrieve", "vaswani", env=fresh)
+    assert built.stderr.startswith("rerank: note: index 'vaswani' is not built here yet; building it first from data "
+                                   "set vaswani (rerank index vaswani; --no-build fails instead)\n")
+    assert f"rerank: note: indexed 500 documents into {home / 'indexes' / 'vaswani' / 'lucene'}\n" in built.stderr
+    assert (home / "indexes" / "vaswani" / "lucene" / "rerank-index.json").is_file()  # whole, kept for next time
+    evaluated = rerank("eval", "-m", "MAP", input=built.stdout, env=fresh)
+    assert evaluated.stdout.splitlines()[1].split()[0] == "bm25"
+    pool = rerank("retrieve", "trec-dl-2019", env={"RERANK_HOME": str(home)}, check=False)  # a pool of candidates
+    assert pool.returncode == 1 and "rerank retrieve trec-dl-2019 --candidates" in pool.stderr
+    assert not (home / "indexes" / "trec-dl-2019").exists()

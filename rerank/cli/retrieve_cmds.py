@@ -91,6 +91,8 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
 @click.option("--candidates", "candidate_run", is_flag=False, flag_value="", default=None, metavar="[RUN]",
               help="Replay a candidate run shipped with the data set (bm25, bm25-rm3; default its first) instead of searching.")
 @click.option("--threads", default=api.SEARCH_THREADS, show_default=True, help="Search threads.")
+@click.option("--no-build", is_flag=True,
+              help="Fail if NAME's Lucene index is not built, instead of building it first (an ad hoc data set's).")
 @click.option("--name", "stage_name", default=None,
               help="Run tag for this stage (default bm25, bm25+rm3, qld or qld+rm3; dense for --backend dense; "
                    "the candidate run's name for --candidates).")
@@ -99,7 +101,7 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
 @click.option("--ef-search", type=int, default=None, help="Dense HNSW: candidates explored per query (faiss efSearch; at least --k).")
 @click.option("--exact", flag_value=True, default=None,
               help="Dense: compare every stored vector, also in an index built with --hnsw (its exact reference).")
-def retrieve(name, backend_name, k, topics, candidate_run, threads, stage_name, output, trec_only,
+def retrieve(name, backend_name, k, topics, candidate_run, threads, no_build, stage_name, output, trec_only,
              **search_args) -> None:
     """Retrieve candidates for every topic of NAME and write a run stream."""
     refuse_replacing_an_input("-o", output, "run", [("the --topics file", topics),
@@ -114,7 +116,8 @@ def retrieve(name, backend_name, k, topics, candidate_run, threads, stage_name, 
     else:
         api.refuse_threads_for_a_server(backend_name, typed("threads"))
         options = {key: value for key, value in search_args.items() if value is not None}
-        stream = api.retrieve(name, backend_name, k=k, topics=topics, stage_name=stage_name, threads=threads, **options)
+        stream = api.retrieve(name, backend_name, k=k, topics=topics, stage_name=stage_name, build=not no_build,
+                              threads=threads, **options)
     write_stream(stream, output, trec_only)
 
 

@@ -148,11 +148,31 @@ def _run_fields(name: str, topics: str | None, queries: dict[str, str]) -> dict:
     return fields
 
 
+def _builds_itself(name: str, backend_name: str) -> bool:
+    """Whether a missing index is built on first use, as Pyserini fetches its prebuilt ones: a Lucene index of an
+    ad hoc data set's documents. A candidates or QA set's documents are a pool, whose search is not the published
+    first stage (its shipped runs are: `pool_note`); other back ends' builds take options or a server."""
+    return backend_name == "lucene" and name in dataset_names() and get_dataset(name).kind == "adhoc"
+
+
+def _build_first(name: str, threads: int) -> None:
+    import click
+
+    click.echo(f"rerank: note: index {name!r} is not built here yet; building it first from data set {name} "
+               f"(rerank index {name}; --no-build fails instead)", err=True)
+    info = build_index(name, "lucene", threads=threads)
+    click.echo(f"rerank: note: indexed {info.documents} documents into {index_folder(name) / 'lucene'}", err=True)
+
+
 def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str | None = None,
-             stage_name: str | None = None, **options) -> Stream:
+             stage_name: str | None = None, build: bool = False, **options) -> Stream:
+    """A run stream of NAME's topics (or `topics`) searched in its index; `build`: build a missing index first
+    where one can be (`_builds_itself`)."""
     options = {"threads": SEARCH_THREADS, **options}
     module, collection = check_retrieve(name, backend_name, k, topics, options)
     queries = collection.topics()
+    if build and _builds_itself(name, backend_name) and not (index_folder(name) / backend_name).exists():
+        _build_first(name, options["threads"])
     try:
         index = module.open_index(name, k=k, **options)
     except MissingIndexError as missing:
