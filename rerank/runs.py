@@ -10,7 +10,8 @@ Format (every extension is a `#` comment line, so it survives `tee`, `grep` and 
     1 Q0 4462 2 11.0021 bm25
     # end of run
 
-- Header: `# key: JSON` lines before the first record; `stage` repeats, one per stage, in order, each entry with
+- Header: `# key: JSON` lines before the first record; `stage` repeats, one per stage, in order (a first stage's
+  with the number of `queries` it wrote, which later stages' progress counts to), each entry with
   the `rerank_version` that ran it (and a score or dense stage's `packages`: the versions of torch, transformers or
   faiss it computed with, and a stage that read stored vectors the versions that encoded them, `encoded_with`; a
   stage `rerank run` ran, its `pipeline` file and `pipeline_sha256`); a file a stage read is named with its content's
@@ -845,6 +846,18 @@ def made_for_held_queries(header: RunHeader) -> bool:
     file, or was cut to its first queries (`rerank cat --first`). Evaluation then counts those queries alone."""
     cut = header.get(CUT_KEY)
     return bool(header.get("topics")) or (isinstance(cut, dict) and "queries" in cut)
+
+
+def query_count(header: RunHeader) -> int | None:
+    """How many queries a stream holds, where its first stage recorded it (`queries`: retrieve and candidates write a
+    ranking for each; the stages after them keep every query), less a cut (`rerank cat --first`); None where no stage
+    recorded it (a run of another tool, a fusion's)."""
+    counts = [stage["queries"] for stage in header.stages if isinstance(stage.get("queries"), int)]
+    if not counts:
+        return None
+    cut = header.get(CUT_KEY)
+    kept = cut.get("queries") if isinstance(cut, dict) else None
+    return min(counts[-1], kept) if isinstance(kept, int) else counts[-1]
 
 
 def cut_stream(header: RunHeader, rankings: Iterable[QueryRanking], first: int | None, depth: int | None) -> Stream:

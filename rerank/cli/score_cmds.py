@@ -13,7 +13,7 @@ import click
 
 from ..errors import UsageError, counted
 from ..models.base import BF16_EMULATED, MODELS, bf16_is_emulated, on_cpu
-from ..runs import RunReader, Stream
+from ..runs import RunReader, Stream, query_count
 from . import cli
 from .io import (check_dataset_option, open_run_input, refuse_replacing_an_input, run_output_options, typed,
                  write_no_queries, write_stream)
@@ -86,7 +86,8 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
         stats = ScoreStats()
         stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), model, depth,
                               cache=not no_cache, skip_missing=skip_missing, stage=stage_name, store=store,
-                              queries=queries, stats=stats, interpolate=interpolate, topics=topics, corpus=corpus)
+                              queries=queries, stats=stats, interpolate=interpolate, topics=topics, corpus=corpus,
+                              total=query_count(reader.header))
         write_stream(stream, output, trec_only)
     click.echo(f"rerank: {stats.summary(stage_name or model_name, depth)}", err=True)
 

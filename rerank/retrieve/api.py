@@ -17,6 +17,7 @@ from pathlib import Path
 from ..data import Dataset, dataset_names, files_dataset, get_dataset, unknown_dataset
 from ..data.formats import distinct_ids, read_topics
 from ..errors import DataError, MissingIndexError, UsageError
+from ..progress import Counted
 from ..runs import RunHeader, Stream, file_fields
 from .store import IndexInfo, build_lock, documents_recorded, index_folder, origin_recorded_in, outdated
 
@@ -111,7 +112,9 @@ def build_index(name: str, backend_name: str = "lucene", corpus: str | None = No
     module = backend(backend_name)
     _check_backend_options(backend_name, options, module.INDEX_OPTIONS)
     source = {"dataset": name} if corpus is None else {"corpus": str(Path(corpus).resolve())}
-    documents = distinct_ids(collection.documents(), corpus or f"data set {name}")
+    # read once through first: its ids checked before a build begins, and the total its progress counts up to
+    total = sum(1 for _ in distinct_ids(collection.documents(), corpus or f"data set {name}"))
+    documents = Counted(collection.documents(), total)
     with build_lock(name, backend_name, manifest_folder(name, backend_name, options), options.get("index_name")):
         return module.build(name, documents, source, **options)
 
@@ -199,7 +202,8 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
     fields = {"index": name, **({"corpus": index.info.source["corpus"]} if "corpus" in index.info.source else {})}
     # the documents the index was built from, as its manifest records them: a reviewer holding the run alone can tell
     header = header.with_stage({"name": stage, "stage": "retrieve", "backend": backend_name, "k": k,
-                                "timing": "amortised", **params, **getattr(index, "provenance", {}),
+                                "timing": "amortised", "queries": len(queries), **params,
+                                **getattr(index, "provenance", {}),
                                 "index_documents": documents_recorded(index.info.source)}, **fields)
     return Stream(header, index.search(queries, k=k, stage=stage, **options))
 
@@ -230,7 +234,8 @@ def candidates(name: str, run: str | None = None, k: int | None = None, stage_na
             ranking.tag = stage_name
     fields = {"dataset": name, **file_fields(topics=topics)}  # checked: NAME's queries
     header = RunHeader(fields).with_stage({"name": run if stage_name is None else stage_name, "stage": "candidates",
-                                           "source": name, "run": run, "k": k})  # k null: every candidate
+                                           "source": name, "run": run, "k": k,  # k null: every candidate
+                                           "queries": len(rankings)})
     return Stream(header, rankings)
 
 

@@ -418,7 +418,7 @@ def _load(connection: Connection, build_name: str, texts: WithText, where: str, 
 
     def load() -> tuple[int, int, list[str]]:
         loaded, failed, reasons = 0, 0, []
-        with Progress(f"loading {build_name}", "doc") as bar:
+        with Progress(f"loading {build_name}", "doc", texts.total) as bar:
             results = helpers.streaming_bulk(connection.client, actions(), chunk_size=BULK_CHUNK, raise_on_error=False,
                                              raise_on_exception=False, max_retries=2)
             for ok, item in results:  # a document's failure comes back as an item; a lost server raises
