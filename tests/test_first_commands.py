@@ -119,3 +119,32 @@ def test_score_and_index_count_up_to_their_totals_off_a_terminal(rerank, tiny_tk
     lines = built.stderr.splitlines()
     assert lines[0] == "rerank: indexing counted: 0/3 docs" and lines[1].startswith("rerank: indexing counted: 3/3 "
                                                                                       "docs in "), lines
+
+
+def test_a_server_that_is_not_elasticsearch_is_said_to_be_so():
+    """A web server answering 404 at the --es-url (a wrong port) was 'failed to connect to (HTTP 404)'."""
+    import http.server
+    import threading
+
+    from rerank.errors import BackendError
+    from rerank.retrieve.elastic import Connection
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *_args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(BackendError) as raised:
+            Connection(url)
+    finally:
+        server.shutdown()
+    assert str(raised.value) == (f"{url} does not answer as Elasticsearch (HTTP 404 to GET /); give the URL of an "
+                                 "Elasticsearch server")
