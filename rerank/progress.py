@@ -1,7 +1,7 @@
 """Progress of long loops on stderr: tqdm's bar on a terminal (with the total and the time left, where the total is
-known), and where stderr is a file or a pipe (a log, a batch job, CI) plain lines instead: one at the start, one a
-minute and one at the end, each with the count so far, the total and the time left, so a long run says it is alive
-without filling a log with bar redraws (tqdm alone says nothing there)."""
+known), and where stderr is a file or a pipe (a log, a batch job, CI) plain lines instead: one as the first unit is
+done, one a minute and one at the end, each with the count so far, the total and the time left, so a long run says
+it is alive without filling a log with bar redraws (tqdm alone says nothing there)."""
 
 from __future__ import annotations
 
@@ -42,23 +42,21 @@ class Progress:
         self.said_done: int | None = None  # the count the last line said
         self.began = self.said = time.monotonic()
         self.closed = False
-        if self.lines:
-            self._say(self.began)
 
     def update(self, count: int = 1) -> None:
+        """`count` more done; off a terminal, the first line comes with the first of them (with a rate, so the time
+        left; an error before it is the one line a mistake gets), then one a minute."""
         self.done += count
         self.bar.update(count)
         now = time.monotonic()
-        if self.lines and now - self.said >= self.every:
+        if self.lines and (self.said_done is None or now - self.said >= self.every):
             self._say(now)
 
     def _say(self, now: float) -> None:
         self.said, self.said_done = now, self.done
         of = f"/{self.total}" if self.total is not None else ""
         spent = now - self.began
-        line = f"rerank: {self.what}: {self.done}{of} {self.units}"
-        if self.done > self.initial or self.closed:
-            line += f" in {spent:.0f} s"
+        line = f"rerank: {self.what}: {self.done}{of} {self.units} in {spent:.0f} s"
         left = self.seconds_left(now)
         if left is not None and not self.closed:
             line += f", about {left:.0f} s left"

@@ -200,7 +200,7 @@ def test_output_that_cannot_be_written(rerank, tmp_path):
     """One line, not an OSError traceback; and train says so before it trains, not after."""
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    fails(rerank, "cat", "-o", str(blocker / "out.run"), input="1 Q0 a 1 2.0 t\n", words="Not a directory")
+    fails(rerank, "cat", "-o", str(blocker / "out.run"), input="1 Q0 a 1 2.0 t\n", words=f"{blocker} is not a folder")
     fails(rerank, "train", "tk", "--train", "trec-dl-2020", "--steps", "500", "-o", str(blocker / "ck"),
           words="cannot write")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
@@ -364,7 +364,7 @@ def test_budget_plot_that_cannot_be_written_leaves_no_report(rerank, tmp_path):
     run = tmp_path / "bm25.run"
     run.write_text('# dataset: "vaswani"\n# time: 1 bm25 2.0 1\n1 Q0 8172 1 2.0 bm25\n')
     fails(rerank, "budget", str(run), "-o", str(tmp_path / "report.txt"), "--plot", str(run / "plot.png"),
-          words="cannot write")
+          words=f"{run} is not a folder")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bm25.run"]
 
 
@@ -724,13 +724,13 @@ def test_an_output_inside_a_checkpoint_that_lists_no_files_is_refused(rerank, tm
     run = tmp_path / "a.run"
     run.write_text("q1 Q0 d1 1 2.0 tag\n")
     for command in (["cat", str(run)], ["budget", str(run)]):
-        output = tmp_path / "unlisted" / "out" / "x.txt"
+        output = tmp_path / "unlisted" / "x.txt"
         done = rerank(*command, "-o", str(output), check=False)
         assert done.returncode == 2 and done.stderr == (
             f"rerank: error: {output} is inside the checkpoint {tmp_path / 'unlisted'}, whose content hash covers "
             "every file in its folder (it was written before checkpoints listed their files): a file written there "
             "would make it refused as changed; write it outside\n"), done.stderr
-        assert not (tmp_path / "unlisted" / "out").exists()
+        assert not output.exists()
     read_checkpoint(str(tmp_path / "unlisted"), None)
     rerank("cat", str(run), "-o", str(tmp_path / "listed" / "x.run"))
     assert (tmp_path / "listed" / "x.run").is_file()

@@ -540,12 +540,12 @@ def test_a_corpus_file_with_a_repeated_id_is_refused(tmp_path):
 
 def test_progress_without_a_terminal_says_a_line_at_the_start_now_and_then_and_at_the_end(capsys, monkeypatch):
     """tqdm's bar is silent where stderr is not a terminal: a log of a long score or encode run said nothing for
-    an hour. There a line comes instead: at the start, at most one per `every` seconds, and at the end, each with
-    the total and the time left where the total is known."""
+    an hour. There a line comes instead: with the first unit done, at most one per `every` seconds, and at the end,
+    each with the total and the time left where the total is known."""
     from rerank import progress as module
     from rerank.progress import Progress
 
-    times = iter([100.0, 110.0, 130.0, 160.0, 170.0, 175.0, 0.0, 50.0, 70.0, 0.0])
+    times = iter([100.0, 110.0, 120.0, 160.0, 170.0, 175.0, 0.0, 50.0, 70.0, 0.0])
     monkeypatch.setattr(module.time, "monotonic", lambda: next(times))
     progress = Progress("scoring with bert", "query", total=4, every=15.0, units="queries")
     for _ in range(4):
@@ -555,14 +555,11 @@ def test_progress_without_a_terminal_says_a_line_at_the_start_now_and_then_and_a
     quiet = Progress("indexing x", "doc", every=3600.0)  # no total: no time left
     quiet.update(5)
     quiet.close()
-    with pytest.raises(ValueError), Progress("failing", "doc", every=3600.0):  # the error is the last word
+    with pytest.raises(ValueError), Progress("failing", "doc", every=3600.0):  # the error is the one line
         raise ValueError
     assert capsys.readouterr().err.splitlines() == [
-        "rerank: scoring with bert: 0/4 queries",
-        "rerank: scoring with bert: 2/4 queries in 30 s, about 30 s left",
+        "rerank: scoring with bert: 1/4 queries in 10 s, about 30 s left",
         "rerank: scoring with bert: 3/4 queries in 60 s, about 20 s left",
         "rerank: scoring with bert: 4/4 queries in 75 s",
-        "rerank: indexing x: 0 docs",
-        "rerank: indexing x: 5 docs in 70 s",
-        "rerank: failing: 0 docs"]
+        "rerank: indexing x: 5 docs in 50 s"]
 
