@@ -231,8 +231,9 @@ def _parse_header_line(header: RunHeader, text: str, source: str, line_no: int) 
     except json.JSONDecodeError as exc:
         parsed = value.strip()
         if key in _OWN_KEYS and _JSON_MARKS.search(parsed):  # (a bare word, `# dataset: vaswani`, is that string)
+            problem = exc.msg.removesuffix(" starting at").lower()
             raise FormatError(source, line_no, f"a broken header line: '# {key}:' holds no JSON value (column "
-                                               f"{exc.colno}: {exc.msg.removesuffix(' starting at').lower()})") from None
+                                               f"{exc.colno}: {problem})") from None
     if key == "stage":
         if not isinstance(parsed, dict):
             raise FormatError(source, line_no, "a '# stage:' line must hold a JSON object")

@@ -166,7 +166,8 @@ def test_failed_output_leaves_nothing_behind(rerank, tmp_path, session_home):
     fails(rerank, "cat", "-o", str(target), input="1 Q0 a 1 2.0 t\n1 Q0 a 2 1.0 t\n", words="duplicate")
     assert not target.exists() and list(tmp_path.iterdir()) == []
     nested = tmp_path / "new" / "folder" / "out.run"  # no folder is made for an output
-    fails(rerank, "cat", "-o", str(nested), input="1 Q0 a 1 2.0 t\n", words=f"{tmp_path / 'new' / 'folder'} does not exist")
+    fails(rerank, "cat", "-o", str(nested), input="1 Q0 a 1 2.0 t\n",
+          words=f"{tmp_path / 'new' / 'folder'} does not exist")
     assert list(tmp_path.iterdir()) == []
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text('{"id": "a", "title": "T", "body": "x"}\n')  # the field that holds the text named as it is

@@ -37,7 +37,8 @@ def test_a_broken_header_line_is_refused_by_every_reader():
 
     for line in BROKEN:
         said = f"h.run:2: a broken header line: '# {line[2:].split(':')[0]}:' holds no JSON value"
-        for read in (lambda text: load_run(io.StringIO(text), "h.run"), lambda text: list(RunReader(io.StringIO(text), "h.run"))):
+        for read in (lambda text: load_run(io.StringIO(text), "h.run"),
+                     lambda text: list(RunReader(io.StringIO(text), "h.run"))):
             with pytest.raises(FormatError, match=said):
                 read(f"# rerank-run: 2\n{line}\n{RUN}# end of run\n")
 

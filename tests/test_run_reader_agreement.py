@@ -126,8 +126,8 @@ def test_a_line_past_arrows_block_that_is_not_utf8_is_named():
         assert verdict == ("refused", "f.run:20001: not UTF-8 text (invalid continuation byte)")
 
 
-@pytest.mark.parametrize("variant", [b"1 Q0 d1 1 2.0 t\r\n1 Q0 d2 2 1.0 t\r\n", b"1\tQ0\td1\t1\t2.0\tt\n1 Q0 d2 2 1.0 t\n\n\n",
-                                     b"1 Q0 d1 0 2.0 t\n1 Q0 d2 1 1.0 t"])
+@pytest.mark.parametrize("variant", [b"1 Q0 d1 1 2.0 t\r\n1 Q0 d2 2 1.0 t\r\n",
+                                     b"1\tQ0\td1\t1\t2.0\tt\n1 Q0 d2 2 1.0 t\n\n\n", b"1 Q0 d1 0 2.0 t\n1 Q0 d2 1 1.0 t"])
 def test_ordinary_runs_keep_the_fast_path(variant):
     """Windows line ends, tabs, blank lines at the end, ranks from 0 and a last line without its end: read by Arrow,
     not sent to the line reader (which takes several times as long), and read as it reads them."""
