@@ -322,6 +322,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
                                    skip_missing, stats, interpolate)
                 progress.update()
                 yield rescored
+            progress.close()
             if stats.pairs == pairs and stats.missing > missing:
                 # skip_missing let every candidate through unscored: the first stage's order under the model's
                 # name. Raised before the stream's end line, so its readers refuse what went out already.
@@ -343,7 +344,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
                                f"{picked} of the {counted(done, 'query', 'queries')} re-scored here {of}: figures on "
                                "them are dev figures, not test figures", err=True)
         finally:
-            progress.close()
+            progress.close(said=False)  # (said below where all went well)
             if score_cache is not None:
                 score_cache.close()
 

@@ -13,7 +13,7 @@ from ..errors import UsageError
 from ..evaluate import budget as budgets_lib
 from ..evaluate.session import load_runs
 from . import cli
-from .io import open_run_input, open_run_inputs, refuse_replacing_an_input, split_label
+from .io import in_existing_folder, open_run_input, open_run_inputs, refuse_replacing_an_input, split_label
 
 
 def _read_runs(labelled: list[tuple[str | None, str]], output: str | None, plot_path: str | None,
@@ -55,9 +55,11 @@ def _read_runs(labelled: list[tuple[str | None, str]], output: str | None, plot_
               help="Per budget: the deepest depth that fits, or the most effective one (an oracle over the judgements).")
 @click.option("--zero-untimed", is_flag=True, help="Count a run without '# time:' lines (e.g. replayed candidates) as 0 ms.")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "markdown", "json"]), default="table", show_default=True)
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a plot here (.png, .pdf or .svg).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, callback=in_existing_folder,
+              help="Write a plot here (.png, .pdf or .svg).")
 @click.option("--title", default=None, help="Plot title.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report here instead of stdout.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, callback=in_existing_folder,
+              help="Write the report here instead of stdout.")
 def budget_command(runs, model_name, checkpoint, depths, interpolate, measures, qrels, budget_text, statistic, pick, zero_untimed, fmt,
                    plot_path, title, output) -> None:
     """Effectiveness reachable within per-query time budgets, one curve per model.

@@ -15,7 +15,7 @@ from ..errors import UsageError, counted
 from ..models.base import BF16_EMULATED, EVERY_MODEL_TAKES, bf16_is_emulated, models_taking, on_cpu, registered
 from ..params import Option
 from ..score import MODEL_OPTIONS, SCORE_STAGE
-from ..runs import RunReader, Stream
+from ..runs import RunReader, Stream, query_count
 from . import cli
 from .io import (check_dataset_option, declared_options, open_run_input, refuse_replacing_an_input, run_output_options, typed,
                  write_no_queries, write_stream)
@@ -66,7 +66,8 @@ def score(run, model, checkpoint, depth, cache, skip_missing, topics, corpus, da
         stats = ScoreStats()
         stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), reranker, depth,
                               cache=cache, skip_missing=skip_missing, stage=stage_name, store=store,
-                              queries=queries, stats=stats, interpolate=interpolate, topics=topics, corpus=corpus)
+                              queries=queries, stats=stats, interpolate=interpolate, topics=topics, corpus=corpus,
+                              total=query_count(reader.header))
         write_stream(stream, output, trec_only)
     click.echo(f"rerank: {stats.summary(stage_name or model, depth)}", err=True)
 

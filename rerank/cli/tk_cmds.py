@@ -10,6 +10,7 @@ from ..atomic import plot_format
 from ..errors import DataError, MissingIndexError, UsageError
 from ..models.base import registered
 from . import cli
+from .io import in_existing_folder
 
 def encodable() -> list[str]:
     """The models whose document encodings `rerank encode` stores (and `rerank explain` takes apart)."""
@@ -133,7 +134,8 @@ def _explained(dataset: str | None, index: str | None, corpus: str | None):
 @click.option("--qid", default=None, help="Query id in the topics.")
 @click.option("--query", "query_text", default=None, help="Query text instead of --qid.")
 @click.option("--docid", required=True, help="Document id.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a heat map here (.png, .pdf or .svg).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, callback=in_existing_folder,
+              help="Write a heat map here (.png, .pdf or .svg).")
 @click.option("--top", default=3, show_default=True, type=click.IntRange(min=1),
               help="Best-matching document terms to list per query term (text format).")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,

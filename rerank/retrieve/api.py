@@ -18,6 +18,7 @@ from ..data import Dataset, dataset_names, files_dataset, get_dataset, unknown_d
 from ..data.formats import distinct_ids, read_topics
 from ..errors import DataError, MissingIndexError, ParameterError, UsageError, flag
 from ..params import Option
+from ..progress import Counted
 from ..runs import RunHeader, Stream, file_fields
 from ..stages import StageSpec, register_stage
 from .store import IndexInfo, build_lock, documents_recorded, index_folder, origin_recorded_in, outdated
@@ -114,7 +115,9 @@ def build_index(name: str, backend_name: str = "lucene", corpus: str | None = No
     module = backend(backend_name)
     _check_backend_options(backend_name, options, module.INDEX_OPTIONS)
     source = {"dataset": name} if corpus is None else {"corpus": str(Path(corpus).resolve())}
-    documents = distinct_ids(collection.documents(), corpus or f"data set {name}")
+    # read once through first: its ids checked before a build begins, and the total its progress counts up to
+    total = sum(1 for _ in distinct_ids(collection.documents(), corpus or f"data set {name}"))
+    documents = Counted(collection.documents(), total)
     with build_lock(name, backend_name, manifest_folder(name, backend_name, options), options.get("index_name")):
         return module.build(name, documents, source, **options)
 
@@ -151,11 +154,31 @@ def _run_fields(name: str, topics: str | None, queries: dict[str, str]) -> dict:
     return fields
 
 
+def _builds_itself(name: str, backend_name: str) -> bool:
+    """Whether a missing index is built on first use, as Pyserini fetches its prebuilt ones: a Lucene index of an
+    ad hoc data set's documents. A candidates or QA set's documents are a pool, whose search is not the published
+    first stage (its shipped runs are: `pool_note`); other back ends' builds take options or a server."""
+    return backend_name == "lucene" and name in dataset_names() and get_dataset(name).kind == "adhoc"
+
+
+def _build_first(name: str, threads: int) -> None:
+    import click
+
+    click.echo(f"rerank: note: index {name!r} is not built here yet; building it first from data set {name} "
+               f"(rerank index {name}; --no-build fails instead)", err=True)
+    info = build_index(name, "lucene", threads=threads)
+    click.echo(f"rerank: note: indexed {info.documents} documents into {index_folder(name) / 'lucene'}", err=True)
+
+
 def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str | None = None,
-             stage_name: str | None = None, **options) -> Stream:
+             stage_name: str | None = None, build: bool = False, **options) -> Stream:
+    """A run stream of NAME's topics (or `topics`) searched in its index; `build`: build a missing index first
+    where one can be (`_builds_itself`)."""
     options = {"threads": SEARCH_THREADS, **options}
     module, collection = check_retrieve(name, backend_name, k, topics, options)
     queries = collection.topics()
+    if build and _builds_itself(name, backend_name) and not (index_folder(name) / backend_name).exists():
+        _build_first(name, options["threads"])
     try:
         index = module.open_index(name, k=k, **options)
     except MissingIndexError as missing:
@@ -182,7 +205,8 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
     fields = {"index": name, **({"corpus": index.info.source["corpus"]} if "corpus" in index.info.source else {})}
     # the documents the index was built from, as its manifest records them: a reviewer holding the run alone can tell
     header = header.with_stage({"name": stage, "stage": "retrieve", "backend": backend_name, "k": k,
-                                "timing": "amortised", **params, **getattr(index, "provenance", {}),
+                                "timing": "amortised", "queries": len(queries), **params,
+                                **getattr(index, "provenance", {}),
                                 "index_documents": documents_recorded(index.info.source)}, **fields)
     return Stream(header, index.search(queries, k=k, stage=stage, **options))
 
@@ -213,7 +237,8 @@ def candidates(name: str, run: str | None = None, k: int | None = None, stage_na
             ranking.tag = stage_name
     fields = {"dataset": name, **file_fields(topics=topics)}  # checked: NAME's queries
     header = RunHeader(fields).with_stage({"name": run if stage_name is None else stage_name, "stage": "candidates",
-                                           "source": name, "run": run, "k": k})  # k null: every candidate
+                                           "source": name, "run": run, "k": k,  # k null: every candidate
+                                           "queries": len(rankings)})
     return Stream(header, rankings)
 
 
