@@ -24,6 +24,7 @@ from .models.base import Reranker
 
 INSTALL = "pip install 'rerank[ray]'"
 RETRIES = 3  # a worker that dies (a node lost, out of memory) is restarted, and its tasks run again, this often
+CONNECT_TIMEOUT_S = 10
 IN_FLIGHT = 2  # tasks queued per worker, so that none waits while this process merges an answer
 FORWARDED = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "PYTHONPATH")  # besides every RERANK_* variable
 
@@ -71,6 +72,17 @@ def _forwarded() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith("RERANK_") or k in FORWARDED}
 
 
+def _check_reachable(address: str) -> None:
+    """A HOST:PORT nothing answers on: Ray waits for it for many minutes (13 measured), so it is tried first."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except (OSError, ValueError) as exc:
+        raise BackendError(f"cannot reach the Ray cluster at {address}: {_one_line(exc)}") from None
+
+
 def connect(options: RayOptions):
     """The ray module, connected to the cluster `options` names (or to a new local instance)."""
     import logging
@@ -79,10 +91,12 @@ def connect(options: RayOptions):
     if ray.is_initialized():  # a caller (a test, a notebook) connected already
         return ray
     local = options.address == "local"
+    if not local and options.address != "auto":
+        _check_reachable(options.address)
     sized = {"num_cpus": options.workers * options.cpus} if local and options.workers else {}
     try:
         ray.init(address=options.address, include_dashboard=False if local else None, log_to_driver=False,
-                 logging_level=logging.WARNING, runtime_env={"env_vars": _forwarded()}, **sized)
+                 logging_level=logging.ERROR, runtime_env={"env_vars": _forwarded()}, **sized)
     except Exception as exc:  # ConnectionError, TimeoutError, ValueError (ray:// without ray[client]), ...
         where = "a new local Ray instance" if local else f"the Ray cluster at {options.address}"
         raise BackendError(f"cannot reach {where}: {_one_line(exc)}") from None
@@ -125,6 +139,9 @@ class Worker:
         scores = [float(s) for s in self.model.score(query, docids, texts)]
         return scores, (time.perf_counter() - began) * 1000
 
+    def forget(self) -> None:
+        self.model.forget()
+
     def encode(self, texts: list[str]) -> list[Any]:
         """Document vectors as float16 arrays (as they are stored: half the bytes in transit)."""
         import numpy as np
@@ -161,6 +178,10 @@ class RemoteModel(Reranker):
 
     def score(self, query: str, docids: list[str], texts: list[str]) -> list[float]:
         return self.engine.answer(0, self.engine.actors[0].score.remote(query, docids, texts), "scoring")[0]
+
+    def forget(self) -> None:
+        for i, actor in enumerate(self.engine.actors):
+            self.engine.answer(i, actor.forget.remote(), "forgetting")
 
 
 class RayEngine:
