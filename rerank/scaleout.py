@@ -85,11 +85,16 @@ def _check_reachable(address: str) -> None:
 
 def connect(options: RayOptions):
     """The ray module, connected to the cluster `options` names (or to a new local instance)."""
+    ray = _ray()
+    if not ray.is_initialized():  # else a caller (a test, a notebook) connected already
+        _init(ray, options)
+    _failures_to_stderr()
+    return ray
+
+
+def _init(ray: Any, options: RayOptions) -> None:
     import logging
 
-    ray = _ray()
-    if ray.is_initialized():  # a caller (a test, a notebook) connected already
-        return ray
     local = options.address == "local"
     if not local and options.address != "auto":
         _check_reachable(options.address)
@@ -100,7 +105,20 @@ def connect(options: RayOptions):
     except Exception as exc:  # ConnectionError, TimeoutError, ValueError (ray:// without ray[client]), ...
         where = "a new local Ray instance" if local else f"the Ray cluster at {options.address}"
         raise BackendError(f"cannot reach {where}: {_one_line(exc)}") from None
-    return ray
+
+
+def _failures_to_stderr() -> None:
+    """Ray prints what its raylets report (a task retried, a worker restarted) on the driver's stdout, where the run
+    stream goes; they go to stderr instead. Its printer is private: where it is not found, nothing is changed."""
+    from ray._private import worker
+
+    printer = getattr(worker, "print_to_stdstream", None)
+    if printer is not None and not getattr(printer, "to_stderr", False):
+        def to_stderr(data: dict, **options: Any) -> None:
+            printer({**data, "is_err": True}, **options)
+
+        to_stderr.to_stderr = True
+        worker.print_to_stdstream = to_stderr
 
 
 class Worker:
