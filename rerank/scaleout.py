@@ -208,7 +208,7 @@ class RayEngine:
     def __init__(self, options: RayOptions):
         options.check()
         self.options = options
-        self.ray = connect(options)
+        self.ray = _ray()  # said at once where it is not installed; connected when the workers start
         self.actors: list[Any] = []
 
     def provenance(self) -> dict[str, Any]:
@@ -241,6 +241,7 @@ class RayEngine:
         its documents); a worker that cannot is named with its error."""
         from . import code_version
 
+        connect(self.options)
         workers = self._pool_size()
         self._check_room(workers)
         remote = self.ray.remote(num_cpus=self.options.cpus, num_gpus=self.options.gpus_per_worker,
