@@ -172,7 +172,6 @@ class _Documents:
     """A worker's stand-in for the stream's document store: `attach` reads its origin alone."""
 
     origin: dict
-    source: str = "the driver's document store"
 
 
 class RemoteModel(Reranker):
