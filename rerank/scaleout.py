@@ -53,6 +53,11 @@ class RayOptions:
     def cpus(self) -> int:
         return int(self.threads or 1)
 
+    @property
+    def cluster(self) -> str:
+        """The cluster in words, for messages."""
+        return "the local Ray instance" if self.address == "local" else f"the Ray cluster at {self.address}"
+
 
 def _one_line(exc: BaseException) -> str:
     """An exception as one line: a RerankError's message as it is; anything else with its type."""
@@ -103,8 +108,7 @@ def _init(ray: Any, options: RayOptions) -> None:
         ray.init(address=options.address, include_dashboard=False if local else None, log_to_driver=False,
                  logging_level=logging.ERROR, runtime_env={"env_vars": _forwarded()}, **sized)
     except Exception as exc:  # ConnectionError, TimeoutError, ValueError (ray:// without ray[client]), ...
-        where = "a new local Ray instance" if local else f"the Ray cluster at {options.address}"
-        raise BackendError(f"cannot reach {where}: {_one_line(exc)}") from None
+        raise BackendError(f"cannot reach {options.cluster}: {_one_line(exc)}") from None
 
 
 def _failures_to_stderr() -> None:
@@ -231,7 +235,7 @@ class RayEngine:
         short = [f"{have:g} {kind}s of the {need:g} asked for" for kind, need in wanted.items()
                  if need > (have := resources.get(kind, 0))]
         if short:
-            raise UsageError(f"the Ray cluster at {self.options.address} has {' and '.join(short)} (--workers "
+            raise UsageError(f"{self.options.cluster} has {' and '.join(short)} (--workers "
                              f"{workers}, --threads {self.options.cpus}, --gpus-per-worker "
                              f"{self.options.gpus_per_worker:g}); ask for fewer")
 
