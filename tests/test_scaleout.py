@@ -193,5 +193,5 @@ def test_bad_ray_input_is_one_line(rerank, ray_address, tiny_tk, dl19_slice, tmp
     lost = rerank("score", "--model", "tk", "--checkpoint", gone, "--ray", ray_address, "--workers", "1",
                   input=dl19_slice, check=False)
     assert lost.returncode == 2 and lost.stderr.startswith("rerank: error: ray worker 0 (on ") and \
-        f"cannot load tk: " in lost.stderr and gone in lost.stderr and lost.stderr.count("\n") == 1, lost.stderr
+        "cannot load tk: " in lost.stderr and gone in lost.stderr and lost.stderr.count("\n") == 1, lost.stderr
     assert not lost.stdout
