@@ -169,3 +169,23 @@ def test_every_command_and_option_the_docs_name_exists():
         wrong += [f"{source}: rerank {' '.join(command)} has no option {option}"
                   for option in options if option not in known]
     assert not wrong, "\n".join(sorted(set(wrong)))
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_between_the_readme_and_docs_resolve():
+    broken = []
+    for path in [README, *DOCS]:
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]+))?\)", path.read_text()):
+            if target.startswith("http"):
+                continue
+            linked = (path.parent / target) if target else path
+            if not linked.exists():
+                broken.append(f"{path.name}: {target} does not exist")
+            elif anchor and anchor not in {_anchor(line.lstrip("#")) for line in linked.read_text().splitlines()
+                                           if line.startswith("#")}:
+                broken.append(f"{path.name}: {target or path.name} has no heading #{anchor}")
+    assert not broken, "\n".join(broken)
