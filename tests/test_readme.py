@@ -29,11 +29,6 @@ SLOW = {
     "rerank eval BM25=dl-bm25.run BI=dl-bi.run": "needs the minilm-bi run, which takes minutes on 2 cores",
     "rerank budget": "needs the minilm-bi run, which takes minutes on 2 cores",
     "rerank run pipelines/vaswani-bm25.toml": "four Lucene searches and a leaderboard: half a minute or more",
-    "rerank retrieve trec-dl-2020 --candidates bm25 | rerank score --model minilm-bi":
-        "re-scores 5,400 DL 2020 pairs with MiniLM: minutes on 2 cores",
-    "rerank train tk": "trains TK over MiniLM vectors: minutes on 2 cores",
-    "rerank encode trec-dl-2019": "encodes 5,492 passages with MiniLM: minutes on 2 cores",
-    "rerank retrieve trec-dl-2019 --candidates bm25 | rerank score --model tk": "needs the trained TK",
 }
 # Commands whose output names times, which vary by machine: only their lines without digits are compared.
 TIMED = ("rerank budget",)
