@@ -5,13 +5,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
-from importlib.resources import files
 from pathlib import Path
+
+from rerank.retrieve.es_test_server import running_server
 
 WORK = Path(__file__).resolve().parent / "work" / "retrieval"
 HOME = Path(os.environ.get("RERANK_HOME") or WORK)  # indexes and cached runs (runs/bench/)
@@ -55,25 +53,9 @@ def es_server():
     if os.environ.get("RERANK_ES_URL"):
         yield os.environ["RERANK_ES_URL"]
         return
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    binary = str(files("noida_db").joinpath("noida-db"))
     (WORK / "noida").mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen([binary, "start", "--only", "elasticsearch", "--host", "127.0.0.1",
-                                "--elasticsearch-port", str(port), "--data-dir", str(WORK / "noida")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):
-            with contextlib.suppress(OSError):
-                urllib.request.urlopen(url, timeout=1).read()
-                break
-            time.sleep(0.1)
+    with running_server(WORK / "noida") as (url, _process):
         yield url
-    finally:
-        process.terminate()
-        process.wait()
 
 
 def load_average() -> float:

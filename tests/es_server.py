@@ -9,64 +9,26 @@ test module to use it.
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import subprocess
-import time
-import urllib.request
-from importlib.resources import files
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-
-def noida_binary() -> Path:
-    try:
-        binary = Path(str(files("noida_db").joinpath("noida-db")))
-    except ModuleNotFoundError:
-        pytest.fail("the Elasticsearch tests need noida-db==0.2.3: pip install 'rerank[test]'", pytrace=False)
-    if not binary.is_file():
-        pytest.fail(f"noida-db is installed but its server binary is missing at {binary}", pytrace=False)
-    binary.chmod(0o755)
-    return binary
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from rerank.errors import RerankError
+from rerank.retrieve import es_test_server
 
 
 @contextlib.contextmanager
 def running_server(data: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """noida-db (Elasticsearch API only) on a free port of 127.0.0.1: its URL and process; stopped on exit."""
-    port = free_port()
-    log = open(data.parent / f"noida-{port}.log", "w")
-    process = subprocess.Popen([str(noida_binary()), "start", "--only", "elasticsearch", "--host", "127.0.0.1",
-                                "--elasticsearch-port", str(port), "--data-dir", str(data)],
-                               stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=1).read()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    log.flush()
-                    pytest.fail(f"noida-db did not start on {url}: {Path(log.name).read_text()[-500:]}", pytrace=False)
-                time.sleep(0.1)
-        yield url, process
-    finally:
-        process.terminate()
+    """The server on a free port of 127.0.0.1 (`rerank.retrieve.es_test_server`, which users start by hand): its
+    URL and process; stopped on exit. A server that cannot start fails the test."""
+    with contextlib.ExitStack() as stack:
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.kill(process.pid, 9)
-            process.wait()
-        log.close()
+            started = stack.enter_context(es_test_server.running_server(data))
+        except RerankError as error:
+            pytest.fail(str(error), pytrace=False)
+        yield started
 
 
 @pytest.fixture(scope="session")

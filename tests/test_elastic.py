@@ -83,7 +83,7 @@ def test_existing_index_needs_overwrite(rerank, es_slice, es_server, cacm_slice)
 
 
 def test_unreachable_server_is_one_line_naming_the_url(rerank, cacm_slice):
-    from es_server import free_port
+    from rerank.retrieve.es_test_server import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
     done = rerank("retrieve", "slice", "--backend", "elasticsearch", "--es-url", url,

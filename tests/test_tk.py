@@ -814,7 +814,7 @@ def test_a_size_out_of_range_is_one_line_from_the_cli(rerank, tmp_path):
 
 
 def test_tkl_options_are_refused_for_tk_instead_of_recorded_unused():
-    """`-O saturation=log` (README: "for TKL") and TKL's chunk/region sizes change nothing in TK, whose config
+    """`-O saturation=log` (docs/models.md: "for TKL") and TKL's chunk/region sizes change nothing in TK, whose config
     would record them all the same; `rerank train tk` refuses them, and tkl takes them."""
     from rerank.models.tk import new_trainable
 

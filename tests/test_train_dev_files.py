@@ -162,7 +162,7 @@ def test_score_tells_the_dev_run_s_queries_from_a_test_split(tmp_path, rerank, d
 def own_collection(rerank_module, data_root, tmp_path_factory):
     """CACM as a collection of one's own, a BEIR folder (corpus.jsonl, queries.jsonl, qrels/{train,dev,test}.tsv
     splitting its judged queries 30/10/12) indexed with Lucene as cacm-own, a run of every query from it (all.run),
-    and GloVe TK trained on that run as README's BEIR walkthrough trains, the run's path typed relative."""
+    and GloVe TK trained on that run as docs/training.md's BEIR walkthrough trains, the run's path typed relative."""
     from rerank.data import get_dataset
 
     cacm = get_dataset("cacm", data_root)
@@ -292,7 +292,7 @@ def test_score_tells_a_data_set_s_queries_trained_on_with_their_texts_from_a_cor
 
 def test_a_teacher_run_of_every_query_distils_on_none_of_the_dev_queries(own_collection, rerank_module,
                                                                          cacm_over_vaswani, monkeypatch):
-    """README's own-collection training with a teacher run of every query (--teacher all.run beside --dev all.run
+    """docs/training.md's own-collection training with a teacher run of every query (--teacher all.run beside --dev all.run
     --dev-qrels): the dev queries, unjudged by --qrels, were distilled on in silence, so early stopping and the dev
     figures were no longer held out. They are left out of distillation with a note, and the checkpoint does not record
     them as distilled on; the same ids with other words, or the same queries over other documents, are other queries

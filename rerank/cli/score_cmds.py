@@ -165,7 +165,7 @@ def _training_takes(option_or_device: str) -> list[str]:
                    "--precision bf16: bfloat16 autocast).")
 @click.option("-O", "--model-option", "model_option", multiple=True, metavar="KEY=VALUE",
               help="Architecture option of the model (its config), e.g. -O embeddings=minilm-context, -O "
-                   "projection=64 for TK; an unknown key is refused with the known ones (see README).")
+                   "projection=64 for TK; an unknown key is refused with the known ones (see docs/models.md).")
 @click.option("--init", "init_from", type=click.Path(), default=None,
               help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")
 def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwrite, candidates, qrels, dev_qrels,
