@@ -76,7 +76,7 @@ class TrainableRanker(Protocol):
 
 def check_trainable(name: str) -> None:
     """Refuse a model that cannot be trained (`rerank train` asks first, before any training data is read)."""
-    if not model_spec(name).trainer:
+    if not getattr(registered().get(name), "trainer", None):
         raise UsageError(f"cannot train model {name!r}; trainable: {', '.join(trainable_models())}")
 
 
@@ -850,6 +850,7 @@ def _nothing_written(output: str) -> str:
 
 def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda _m: None) -> TrainResult:
     """Train `model_name` as `args` say and leave the best checkpoint in `args.output`."""
+    check_trainable(model_name)
     kind = "cpu" if on_cpu(args.device) else device_kind(args.device)  # `--device foo`: a misspelling, said so
     if kind not in model_spec(model_name).train_devices:
         on_gpus = [name for name, spec in registered().items() if kind in spec.train_devices]
