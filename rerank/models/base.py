@@ -19,6 +19,16 @@ from typing import Any, Callable
 
 from ..errors import ParameterError, UsageError, counted
 
+# The old tables, restored until the ModelSpec migration replaces their readers (HEAD removed them first, which left
+# every command unable to import); the lead drops this block at merge.
+MODELS: dict[str, str] = {
+    "bert": "rerank.models.bert:load_bert",
+    "minilm-bi": "rerank.models.bert:load_minilm_bi",
+    "tk": "rerank.models.tk:load_tk",
+    "tkl": "rerank.models.tk:load_tkl",
+}
+SCORES_VERSIONS: dict[str, int] = {"bert": 1, "minilm-bi": 1, "tk": 1, "tkl": 1}
+
 @dataclass(frozen=True)
 class Option:
     """A parameter a model declares, as ir_measures' ParamInfo: its type, default, allowed values and help."""
