@@ -211,7 +211,16 @@ DATASETS: dict[str, Callable[[Path], Dataset]] = {
                                             f"trecqa/jacana/{split.upper()}.xml") for split in ("train", "dev", "test")},
     **{f"wikiqa-{split}": _answer_selection(WikiQADataset, f"wikiqa-{split}", f"WikiQA answer selection ({split} split)",
                                             f"wikiqa/official/WikiQASent-{split}.txt") for split in ("train", "dev", "test")},
+    "movie-kb": lambda root: _movie_dialog().knowledge_base(root),
+    **{f"movie-dialog-{task}-{part}": functools.partial(lambda task, part, root: _movie_dialog().task_dataset(
+        task, part, root), task, part) for task in ("qa", "recs") for part in ("train", "valid", "test")},
 }
+
+
+def _movie_dialog():
+    from . import movie_dialog  # it subclasses Dataset, defined above
+
+    return movie_dialog
 
 
 def dataset_names() -> list[str]:

@@ -103,8 +103,16 @@ def pool_note(name: str, source: dict) -> str | None:
             f"one: rerank retrieve {name} --candidates)")
 
 
+def searched_index(name: str) -> str:
+    """The index a search for data set NAME's topics opens: its own, or the one it names (a task's knowledge base)."""
+    return getattr(get_dataset(name), "searches", name) if name in dataset_names() else name
+
+
 def build_index(name: str, backend_name: str = "lucene", corpus: str | None = None, **options) -> IndexInfo:
     _check_options(options)
+    if corpus is None and searched_index(name) != name:
+        raise UsageError(f"{name} searches the index {searched_index(name)}: build that one "
+                         f"(rerank index {searched_index(name)})")
     collection = _collection(name, corpus, None)
     if collection is None:
         raise unknown_dataset(name, "; give the documents with --corpus FILE")
@@ -153,8 +161,9 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
     options = {"threads": SEARCH_THREADS, **options}
     module, collection = check_retrieve(name, backend_name, k, topics, options)
     queries = collection.topics()
+    searched = searched_index(name)
     try:
-        index = module.open_index(name, k=k, **options)
+        index = module.open_index(searched, k=k, **options)
     except MissingIndexError as missing:
         shipped = get_dataset(name).run_files if name in dataset_names() else ()  # --topics: `collection` is the file
         if not shipped:
@@ -163,7 +172,7 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
                                 f"({', '.join(shipped)}): rerank retrieve {name} --candidates"
                                 f"{f' --topics {topics}' if topics else ''}") from None
     note = pool_note(name, index.info.source)
-    stale = outdated(name, origin_recorded_in([manifest_folder(name, backend_name, options)], name), backend_name,
+    stale = outdated(searched, origin_recorded_in([manifest_folder(searched, backend_name, options)], searched), backend_name,
                      getattr(index, "build_options", None))
     if note or stale:
         import click
@@ -176,7 +185,7 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
     # Only the options this back end uses: every one is given threads, which Elasticsearch has no use for.
     params = {k_: v for k_, v in options.items() if v is not None and k_ in module.SEARCH_OPTIONS}
     header = RunHeader(_run_fields(name, topics, queries))
-    fields = {"index": name, **({"corpus": index.info.source["corpus"]} if "corpus" in index.info.source else {})}
+    fields = {"index": searched, **({"corpus": index.info.source["corpus"]} if "corpus" in index.info.source else {})}
     # the documents the index was built from, as its manifest records them: a reviewer holding the run alone can tell
     header = header.with_stage({"name": stage, "stage": "retrieve", "backend": backend_name, "k": k,
                                 "timing": "amortised", **params, **getattr(index, "provenance", {}),
