@@ -27,7 +27,6 @@ from .registry import Dataset
 FIELD = " | "  # between a fact's subject, relation and objects, in its indexed text
 SPLIT_SEED = 42  # the fixed train/validation split of a dev file
 VALID_FRACTION = 0.1
-MAX_NAME_WORDS = 12  # the longest entity name looked for in a question, in words
 
 
 def entity_id(name: str) -> str:
@@ -138,32 +137,6 @@ def split_ids(qids: list[str], part: str) -> list[str]:
 
 def qrels_of(answers: dict[str, list[str]]) -> Qrels:
     return {qid: {entity_id(a): 1 for a in names} for qid, names in answers.items()}
-
-
-class EntityMatcher:
-    """Finds the knowledge-base entities a question names: longest first, whole words, not overlapping."""
-
-    def __init__(self, names: set[str]):
-        self.names = names
-
-    @functools.lru_cache(maxsize=None)
-    def __call__(self, text: str) -> tuple[str, ...]:
-        words = [w.strip("?.!,;:\"") for w in text.lower().split()]
-        found, i = [], 0
-        while i < len(words):
-            for j in range(min(len(words), i + MAX_NAME_WORDS), i, -1):
-                name = " ".join(words[i:j])
-                if name in self.names:
-                    found.append(entity_id(name))
-                    i = j
-                    break
-            else:
-                i += 1
-        return tuple(found)
-
-
-def kb_names(path: Path) -> set[str]:
-    return {name for subject, _, obj in read_kb(path) for name in (subject, obj)}
 
 
 # ------------------------------------------------------------------------------------------- data sets

@@ -239,6 +239,12 @@ def unknown_dataset(name: str, remedy: str = "", option: str = "", own_index: st
                                f"{', '.join(DATASETS)}{remedy}", name, own_index)
 
 
+def searched_index(name: str) -> str:
+    """The index (and data set of documents) a search for data set NAME's topics opens: its own, or the one it names
+    (a Movie Dialog task's knowledge base)."""
+    return getattr(get_dataset(name), "searches", name) if name in DATASETS else name
+
+
 def get_dataset(name: str, root: str | Path | None = None) -> Dataset:
     if name not in DATASETS:
         raise unknown_dataset(name)

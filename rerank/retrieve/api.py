@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from ..data import Dataset, dataset_names, files_dataset, get_dataset, unknown_dataset
+from ..data import Dataset, dataset_names, files_dataset, get_dataset, searched_index, unknown_dataset
 from ..data.formats import distinct_ids, read_topics
 from ..errors import DataError, MissingIndexError, UsageError
 from ..runs import RunHeader, Stream, file_fields
@@ -101,11 +101,6 @@ def pool_note(name: str, source: dict) -> str | None:
     return (f"{name}'s documents are the passages of its candidate runs ({runs}), not the whole collection they "
             f"came from: a search over them is not comparable with those runs or a published first stage (replay "
             f"one: rerank retrieve {name} --candidates)")
-
-
-def searched_index(name: str) -> str:
-    """The index a search for data set NAME's topics opens: its own, or the one it names (a task's knowledge base)."""
-    return getattr(get_dataset(name), "searches", name) if name in dataset_names() else name
 
 
 def build_index(name: str, backend_name: str = "lucene", corpus: str | None = None, **options) -> IndexInfo:
