@@ -23,6 +23,7 @@ from .progress import Progress
 from .runs import QueryRanking, Stream, Timing, used_packages
 
 MAX_NAME_WORDS = 12  # the longest entity name looked for in a question, in words
+DEPTH = 30  # retrieved facts read per question, by default
 
 
 @dataclass
@@ -78,8 +79,9 @@ class Reader(abc.ABC):
     packages: tuple[str, ...] = ()
 
     @abc.abstractmethod
-    def answer(self, questions: list[Question]) -> list[dict[str, float]]:
-        """Per question, entity id -> score (higher is better); entities the question names may be among them."""
+    def answer(self, questions: list[Question], k: int) -> list[dict[str, float]]:
+        """Per question, entity id -> score (higher is better) of at least its best `k` entities besides those the
+        question names, which may be among them."""
 
     def provenance(self) -> dict[str, Any]:
         return {"model": self.name, "checkpoint_hash": self.checkpoint_hash}
@@ -108,7 +110,7 @@ def ranked(qid: str, scores: dict[str, float], named: frozenset[str], k: int, ta
                                     timings=[Timing(tag, ms, depth)])
 
 
-def answer_stream(stream: Stream, reader: Reader, depth: int = 30, k: int = 100, batch: int = 32,
+def answer_stream(stream: Stream, reader: Reader, depth: int = DEPTH, k: int = 100, batch: int = 32,
                   stage: str | None = None, stats: AnswerStats | None = None, total: int | None = None) -> Stream:
     """A stream of answer entities, made lazily, `batch` questions at a time, from each question's top `depth`
     facts; `k` answers each."""
@@ -124,7 +126,7 @@ def answer_stream(stream: Stream, reader: Reader, depth: int = 30, k: int = 100,
 
     def answered(pending: list[Question]) -> Iterator[QueryRanking]:
         began = time.perf_counter()
-        scores = reader.answer(pending)
+        scores = reader.answer(pending, k)
         ms = (time.perf_counter() - began) * 1000 / len(pending)  # the batch's time, shared
         for question, found in zip(pending, scores):
             stats.no_entity += bool(question.facts) and not question.named
@@ -163,7 +165,7 @@ class FrequencyReader(Reader):
     def __init__(self, weighting: str = "reciprocal-rank"):
         self.name, self.weighting = "frequency", weighting
 
-    def answer(self, questions: list[Question]) -> list[dict[str, float]]:
+    def answer(self, questions: list[Question], k: int) -> list[dict[str, float]]:
         out = []
         for question in questions:
             scores: dict[str, float] = {}

@@ -46,7 +46,7 @@ def load_reader(model_name: str, checkpoint: str | None, options: dict, threads:
 @click.argument("run", required=False)
 @click.option("--model", "model_name", required=True, help="Reader: frequency (no training) or mdqa.")
 @click.option("--checkpoint", type=click.Path(), default=None, help="Checkpoint folder (rerank train mdqa).")
-@click.option("--depth", default=30, show_default=True, help="Retrieved facts read per question.")
+@click.option("--depth", default=30, show_default=True, help="Retrieved facts read per question (as training read them).")
 @click.option("--k", default=100, show_default=True, help="Answers written per question.")
 @click.option("--batch-size", default=32, show_default=True, help="Questions per forward pass.")
 @click.option("--threads", type=int, default=None, help="Torch threads (default 1).")

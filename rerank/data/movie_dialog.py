@@ -146,6 +146,7 @@ PARTS = {"train": "the dev file less its validation part", "valid": "the validat
          "test": "the test file"}
 MEASURES = ("HITS@1", "HITS@10", "HITS@100", "MRR")
 KB_INDEX = "movie-kb"
+_NOTED: set[str] = set()
 
 
 class KnowledgeBase(Dataset):
@@ -179,7 +180,8 @@ class MovieDialogTask(Dataset):
         read = read_task(self.files["questions"], entities, f"{self.task}-{'test' if self.part == 'test' else 'dev'}")
         kept = list(read.topics) if self.part == "test" else split_ids(list(read.topics), self.part)
         unlisted = sum(a not in entities for q in kept for a in read.answers[q])
-        if unlisted:
+        if unlisted and self.name not in _NOTED:  # once: a command may read a data set's parts twice
+            _NOTED.add(self.name)
             sys.stderr.write(f"rerank: note: {self.name}: {counted(unlisted, 'answer')} of its {len(kept)} questions "
                              f"{verb(unlisted, 'is', 'are')} not in {self.files['entities'].name} (kept as answers)\n")
         return Task({q: read.topics[q] for q in kept}, {q: read.answers[q] for q in kept}, unlisted)

@@ -19,6 +19,6 @@ register(ModelSpec(
         Option("hidden", int, 64, "GRU units per direction, and of the inference state"),
         Option("ffn", int, 128, "hidden units of the 2-layer feed-forward answer net"),
         Option("max_fact", int, 40, "tokens read of each fact"),
-        Option("direct", bool, True, "add each entity's accumulated attention to its output logit (a skip past the "
-                                     "feed-forward net, for entities never seen as training answers)"),
+        Option("direct", bool, True, "add the log of each entity's accumulated attention to its output logit (a skip "
+                                     "past the feed-forward net, for entities never seen as training answers)"),
     )))
