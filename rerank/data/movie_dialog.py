@@ -43,7 +43,7 @@ def read_kb(path: Path) -> list[tuple[str, str, str]]:
             if number == 1 and fields == ["subject", "relation", "object"]:
                 continue
             if len(fields) != 3 or not all(f.strip() for f in fields):
-                raise FormatError(f"{path}:{number}: a fact is subject<TAB>relation<TAB>object, not {line.strip()!r}")
+                raise FormatError(str(path), number, f"a fact is subject<TAB>relation<TAB>object, not {line.strip()!r}")
             triples.append((fields[0].strip(), fields[1].strip(), fields[2].strip()))
     return triples
 
@@ -117,7 +117,7 @@ def read_task(path: Path, entities: set[str], prefix: str) -> Task:
                 continue
             match = re.fullmatch(r"(\d+) ([^\t]+)\t([^\t]+)", line.rstrip("\n"))
             if not match or not match.group(2).strip() or not match.group(3).strip():
-                raise FormatError(f"{path}:{number}: a task line is 'N question<TAB>answer, answer', "
+                raise FormatError(str(path), number, "a task line is 'N question<TAB>answer, answer', "
                                   f"not {line.strip()[:80]!r}")
             qid = f"{prefix}-{number}"
             topics[qid] = match.group(2).strip()
