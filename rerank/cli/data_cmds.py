@@ -21,7 +21,7 @@ def list_datasets() -> None:
     for name in dataset_names():
         ds = get_dataset(name)
         state = "present" if ds.present else "not present"
-        click.echo(f"{name:<24} {state:<12} {ds.description}")
+        click.echo(f"{name:<14} {state:<12} {ds.description}")
 
 
 @data.command("show")
