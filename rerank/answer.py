@@ -12,6 +12,7 @@ question names itself (the actor of "what movies did X act in?", the films a use
 from __future__ import annotations
 
 import abc
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -32,11 +33,11 @@ class Fact:
     text: str
     rank: int  # 1 for the first retrieved
 
-    @property
+    @functools.cached_property
     def tokens(self) -> list[str]:
         return self.text.split()
 
-    @property
+    @functools.cached_property
     def entities(self) -> list[tuple[int, int, str]]:
         """(first token, end token, entity id) of each entity in the fact."""
         return entities_in(self.text)
