@@ -12,7 +12,7 @@ import functools
 from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
-from .data import dataset_names, files_dataset, get_dataset
+from .data import dataset_names, files_dataset, get_dataset, searched_index
 from .data.formats import distinct_ids, read_topics, refuse_pipe
 from .errors import DataError, MissingIndexError, UsageError
 from .paths import file_digest
@@ -113,7 +113,7 @@ def _index_store(header: RunHeader, index: str) -> IndexStore:
     file's texts under the run's docids, saying nothing."""
     store = IndexStore(index)
     named = {"corpus": str(header.get("corpus"))} if header.get("corpus") else (
-        {"dataset": header.dataset} if header.dataset else {})
+        {"dataset": searched_index(header.dataset)} if header.dataset else {})
     built = origin(store.origin)
     if named and built and built != named:
         raise DataError(f"index {index} is built from {described(built)}, but the run's header says its documents "

@@ -141,6 +141,15 @@ class TrainArgs:
                 if getattr(self, key) is None:
                     setattr(self, key, value)
 
+    def check_output(self) -> None:
+        """-o can take a new checkpoint: now, not after the first dev evaluation."""
+        check_replaceable(self.output, CHECKPOINT_FILE)
+        refuse_output_inside_a_checkpoint(self.output)
+        if (Path(self.output) / CHECKPOINT_FILE).is_file() and not self.overwrite:  # runs name it by its hash
+            raise UsageError(f"{self.output} holds a checkpoint already; pass --overwrite to replace it, or choose "
+                             "another -o")
+        check_writable(self.output)
+
     def check(self) -> None:
         if self.loss not in ("listwise", "pairwise"):
             raise UsageError(f"--loss must be listwise or pairwise, not {self.loss!r}")
@@ -170,12 +179,7 @@ class TrainArgs:
         base = self.model_options.get("base")
         if base:
             refuse_output_in(self.output, base, "the checkpoint training starts from (--init)")
-        check_replaceable(self.output, CHECKPOINT_FILE)  # now, not after the first dev evaluation
-        refuse_output_inside_a_checkpoint(self.output)
-        if (Path(self.output) / CHECKPOINT_FILE).is_file() and not self.overwrite:  # runs name it by its hash
-            raise UsageError(f"{self.output} holds a checkpoint already; pass --overwrite to replace it, or choose "
-                             "another -o")
-        check_writable(self.output)
+        self.check_output()
         if sum(map(bool, (self.dev, self.dev_fraction, self.dev_fold))) > 1:
             raise UsageError("give only one of --dev DATASET, --dev-fraction and --dev-fold")
         if self.eval_on_start and not (self.dev or self.dev_fraction or self.dev_fold):
@@ -830,6 +834,54 @@ def diverged(args: TrainArgs, step: int, best_step: int | None) -> str:
     return f"training diverged at step {step} (the loss or its gradient is not finite); lower {causes}; {kept}"
 
 
+def adamw(parameter_groups: list[dict], args: TrainArgs) -> tuple[Any, Any]:
+    """Every model's optimiser: AdamW, with a linear warm-up over `warmup` of the steps and a linear decay after."""
+    import torch
+
+    optimizer = torch.optim.AdamW(parameter_groups, weight_decay=args.weight_decay)
+    warmup = max(1, int(args.steps * args.warmup))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / max(1, args.steps - warmup))))
+    return optimizer, schedule
+
+
+def run_record(args: TrainArgs, files: list[str]) -> dict:
+    """What a checkpoint records of how it was trained: the arguments, the `files` among them (keys of TrainArgs)
+    and the named data sets it read by content, and the package versions and thread count it ran with."""
+    import torch
+
+    record = asdict(args)
+    del record["overwrite"]  # how -o was written, not how the model was trained
+    # The files it read, recorded resolved (found from any folder, as --init's base is) and by content: a run
+    # file regenerated under the same name must be told from the one this checkpoint learnt from. A pipe
+    # (--qrels <(zcat ...)) was read once and has no content left to hash: opening it again waits for a writer.
+    record["file_sha256"] = {}
+    for key in files:
+        if record[key]:
+            record[key] = str(Path(record[key]).resolve())
+            if Path(record[key]).is_file():
+                record["file_sha256"][key] = file_sha256(Path(record[key]))
+    # Named data sets' files by content as well: another --data-root, or a corrected release, is other data under
+    # the same name.
+    record["dataset_sha256"] = {name: {part: file_sha256(path) for part, path in sorted(get_dataset(name).files.items())
+                                       if path.is_file()}
+                                for name in sorted({args.train, args.dev} & set(dataset_names()))}
+    record["versions"] = package_versions()
+    # Torch's intra-op threads split reductions differently, so the same seed trains other weights under another
+    # count: without --threads it is one per core here, which a rerun on another machine would not match.
+    record["torch_threads"] = torch.get_num_threads()
+    return record
+
+
+def save_checkpoint(output: str, model_name: str, model: Any, training: dict, written: list[dict]) -> None:
+    """Write `model` (its `save(folder) -> config`) and its manifest as the checkpoint folder `output`, atomically;
+    the manifest goes into `written` before the folder takes `output`'s place, so an interrupt during that can tell
+    which checkpoint -o holds."""
+    written.clear()
+    with atomic_dir(output, CHECKPOINT_FILE) as tmp:
+        written.append(write_checkpoint(tmp, model_name, model.save(tmp), training))
+
+
 @dataclass
 class TrainResult:
     steps: int
@@ -904,9 +956,7 @@ def prepare(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Pre
 
 
 def optimiser(model: Any, model_name: str, args: TrainArgs) -> tuple[Any, Any]:
-    """AdamW (a freshly initialised head at --head-lr-scale times the rate) with linear warm-up and decay."""
-    import torch
-
+    """A ranker's optimiser: a freshly initialised head trains at --head-lr-scale times the rate."""
     head = list(model.head_parameters()) if hasattr(model, "head_parameters") else []
     if not head and args.head_lr_scale != 1:  # it would scale nothing, yet be recorded as the run's setting
         raise UsageError(f"--head-lr-scale: {model_name} has no freshly initialised head to train faster (a new "
@@ -916,44 +966,18 @@ def optimiser(model: Any, model_name: str, args: TrainArgs) -> tuple[Any, Any]:
     parameter_groups = [{"params": body, "lr": args.lr}]
     if head:
         parameter_groups.append({"params": head, "lr": args.lr * args.head_lr_scale})
-    optimizer = torch.optim.AdamW(parameter_groups, weight_decay=args.weight_decay)
-    warmup = max(1, int(args.steps * args.warmup))
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / max(1, args.steps - warmup))))
-    return optimizer, schedule
+    return adamw(parameter_groups, args)
 
 
 def training_record(model_name: str, args: TrainArgs, data: Prepared) -> dict:
-    """What checkpoint.json records of how it was trained: the arguments, and the files and data it read."""
-    import torch
-
-    record = asdict(args)
-    del record["overwrite"]  # how -o was written, not how the model was trained
-    files = ["qrels", "topics", "corpus", "teacher", *(["candidates"] if args.candidate_file else []),
-             *(["dev", *(f"dev_{key}" for key in DEV_OWN)] if args.dev_file else [])]
-    # The files it read, recorded resolved (found from any folder, as --init's base is) and by content: a run
-    # file regenerated under the same name must be told from the one this checkpoint learnt from. A pipe
-    # (--qrels <(zcat ...)) was read once and has no content left to hash: opening it again waits for a writer.
-    record["file_sha256"] = {}
-    for key in files:
-        if record[key]:
-            record[key] = str(Path(record[key]).resolve())
-            if Path(record[key]).is_file():
-                record["file_sha256"][key] = file_sha256(Path(record[key]))
-    # Named data sets' files by content as well: another --data-root, or a corrected release, is other data under
-    # the same name.
-    record["dataset_sha256"] = {name: {part: file_sha256(path) for part, path in sorted(get_dataset(name).files.items())
-                                       if path.is_file()}
-                                for name in sorted({args.train, args.dev} & set(dataset_names()))}
+    """A ranker's record: the run's (`run_record`), its starting weights, and the queries it saw."""
+    record = run_record(args, ["qrels", "topics", "corpus", "teacher", *(["candidates"] if args.candidate_file else []),
+                               *(["dev", *(f"dev_{key}" for key in DEV_OWN)] if args.dev_file else [])])
     # --init's base by content too: its folder may be retrained later (train -o replaces a checkpoint), and the
     # path alone would then name other weights than the ones this run continued.
     base = args.model_options.get("base")
     record["init_hash"] = (read_checkpoint(base, model_name)["hash"]
                            if base and (Path(base) / CHECKPOINT_FILE).is_file() else None)
-    record["versions"] = package_versions()
-    # Torch's intra-op threads split reductions differently, so the same seed trains other weights under another
-    # count: without --threads it is one per core here, which a rerun on another machine would not match.
-    record["torch_threads"] = torch.get_num_threads()
     # Which queries it trained on and chose its step by, over which documents, for `score` to say so when it
     # re-scores them (queries_seen), of a data set or of one's own collection
     training, dev, teacher = data.training, data.dev, data.teacher
@@ -988,17 +1012,14 @@ class Keeper:
 
     def save(self, step: int, metric: float | None) -> None:
         args, dev = self.args, self.data.dev
-        self.written.clear()
-        with atomic_dir(args.output, CHECKPOINT_FILE) as tmp:
-            config = self.model.save(tmp)
-            self.written.append(write_checkpoint(tmp, self.model_name, config, {
-                **self.record, "step": step,
-                "dev_measure": dev.measure.label if dev else None, "dev_value": metric,
-                # the training queries held out for dev, by id: the split is seeded, but a list needs no re-run
-                "held_out_qids": sorted(q.qid for q in dev.queries) if args.dev_fraction or args.dev_fold else None,
-                "history": self.history, "train_queries": len(self.data.queries),
-                "seconds": round(self.seconds(), 1),
-                "ended": None}))  # until training ends: an interrupted run's checkpoint keeps None
+        save_checkpoint(args.output, self.model_name, self.model, {
+            **self.record, "step": step,
+            "dev_measure": dev.measure.label if dev else None, "dev_value": metric,
+            # the training queries held out for dev, by id: the split is seeded, but a list needs no re-run
+            "held_out_qids": sorted(q.qid for q in dev.queries) if args.dev_fraction or args.dev_fold else None,
+            "history": self.history, "train_queries": len(self.data.queries),
+            "seconds": round(self.seconds(), 1),
+            "ended": None}, self.written)  # until training ends: an interrupted run's checkpoint keeps None
 
     def saved(self) -> bool:
         """Whether -o holds the checkpoint `save` wrote: an interrupt while the one it replaced is deleted comes

@@ -4,3 +4,4 @@ from . import data_cmds, eval_cmds, retrieve_cmds, pipeline_cmds, budget_cmds, t
 from . import score_cmds  # noqa: F401
 from . import fuse_cmds  # noqa: F401
 from . import report_cmds  # noqa: F401
+from . import answer_cmds  # noqa: F401

@@ -175,18 +175,26 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
           teacher_scale, teacher_min_score, max_minutes, max_length, threads, precision, device, model_option,
           init_from) -> None:
     """Train MODEL on judged candidates (a data set's, or a run file's) and write the best checkpoint to OUTPUT."""
-    from ..models.base import checked_model_options, model_spec
     from ..checkpoint import read_checkpoint
+    from ..models.base import checked_model_options, model_spec, registered
     from ..train import TrainArgs, check_trainable
-    from ..train import train as run_training
 
-    check_trainable(model_name)
+    spec = registered().get(model_name)
+    if spec is not None and spec.kind == "reader":  # trains on questions and their answers: reader_train.py
+        from ..reader_train import train_reader as run_training
+
+        lr = lr if lr is not None else model_spec(model_name).lr
+    else:
+        from ..train import train as run_training
+
+        check_trainable(model_name)
     dev_options = [f"--{name.replace('_', '-')}" for name in typed("eval_every", "patience", "dev_depth")]
     if dev_options and not (dev_set or dev_fraction or dev_fold):  # they would be ignored: no dev evaluation runs
         raise UsageError(f"{', '.join(dev_options)}: options of the dev evaluation, which needs a dev set (--dev, "
                          "--dev-fraction or --dev-fold)")
     given = {k: v for k, v in (("max_length", max_length), ("threads", threads)) if v is not None}
-    options = checked_model_options(model_name, given)  # TK caps queries and documents apart: no --max-length
+    # TK caps queries and documents apart: no --max-length
+    options = given if spec is not None and spec.kind == "reader" else checked_model_options(model_name, given)
     if init_from:
         read_checkpoint(init_from, model_name)
     args = TrainArgs(train=train_set, output=output, dev=dev_set, dev_fraction=dev_fraction,

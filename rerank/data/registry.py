@@ -211,7 +211,16 @@ DATASETS: dict[str, Callable[[Path], Dataset]] = {
                                             f"trecqa/jacana/{split.upper()}.xml") for split in ("train", "dev", "test")},
     **{f"wikiqa-{split}": _answer_selection(WikiQADataset, f"wikiqa-{split}", f"WikiQA answer selection ({split} split)",
                                             f"wikiqa/official/WikiQASent-{split}.txt") for split in ("train", "dev", "test")},
+    "movie-kb": lambda root: _movie_dialog().knowledge_base(root),
+    **{f"movie-dialog-{task}-{part}": functools.partial(lambda task, part, root: _movie_dialog().task_dataset(
+        task, part, root), task, part) for task in ("qa", "recs") for part in ("train", "valid", "test")},
 }
+
+
+def _movie_dialog():
+    from . import movie_dialog  # it subclasses Dataset, defined above
+
+    return movie_dialog
 
 
 def dataset_names() -> list[str]:
@@ -228,6 +237,12 @@ def unknown_dataset(name: str, remedy: str = "", option: str = "", own_index: st
     remedy = f"; for an index of your own, {own_index}" if own_index else remedy
     return UnknownDatasetError(f"{option}{': ' if option else ''}unknown data set {name!r}{what}; known: "
                                f"{', '.join(DATASETS)}{remedy}", name, own_index)
+
+
+def searched_index(name: str) -> str:
+    """The index (and data set of documents) a search for data set NAME's topics opens: its own, or the one it names
+    (a Movie Dialog task's knowledge base)."""
+    return getattr(get_dataset(name), "searches", name) if name in DATASETS else name
 
 
 def get_dataset(name: str, root: str | Path | None = None) -> Dataset:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from ..data import Dataset, dataset_names, files_dataset, get_dataset, unknown_dataset
+from ..data import Dataset, dataset_names, files_dataset, get_dataset, searched_index, unknown_dataset
 from ..data.formats import distinct_ids, read_topics
 from ..errors import DataError, MissingIndexError, ParameterError, UsageError, flag
 from ..params import Option
@@ -109,6 +109,9 @@ def pool_note(name: str, source: dict) -> str | None:
 
 def build_index(name: str, backend_name: str = "lucene", corpus: str | None = None, **options) -> IndexInfo:
     _check_options(options)
+    if corpus is None and searched_index(name) != name:
+        raise UsageError(f"{name} searches the index {searched_index(name)}: build that one "
+                         f"(rerank index {searched_index(name)})")
     collection = _collection(name, corpus, None)
     if collection is None:
         raise unknown_dataset(name, "; give the documents with --corpus FILE")
@@ -177,10 +180,11 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
     options = {"threads": SEARCH_THREADS, **options}
     module, collection = check_retrieve(name, backend_name, k, topics, options)
     queries = collection.topics()
+    searched = searched_index(name)
     if build and _builds_itself(name, backend_name) and not (index_folder(name) / backend_name).exists():
         _build_first(name, options["threads"])
     try:
-        index = module.open_index(name, k=k, **options)
+        index = module.open_index(searched, k=k, **options)
     except MissingIndexError as missing:
         shipped = get_dataset(name).run_files if name in dataset_names() else ()  # --topics: `collection` is the file
         if not shipped:
@@ -189,7 +193,7 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
                                 f"({', '.join(shipped)}): rerank retrieve {name} --candidates"
                                 f"{f' --topics {topics}' if topics else ''}") from None
     note = pool_note(name, index.info.source)
-    stale = outdated(name, origin_recorded_in([manifest_folder(name, backend_name, options)], name), backend_name,
+    stale = outdated(searched, origin_recorded_in([manifest_folder(searched, backend_name, options)], searched), backend_name,
                      getattr(index, "build_options", None))
     if note or stale:
         import click
@@ -202,7 +206,7 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
     # Only the options this back end uses: every one is given threads, which Elasticsearch has no use for.
     params = {k_: v for k_, v in options.items() if v is not None and k_ in module.SEARCH_OPTIONS}
     header = RunHeader(_run_fields(name, topics, queries))
-    fields = {"index": name, **({"corpus": index.info.source["corpus"]} if "corpus" in index.info.source else {})}
+    fields = {"index": searched, **({"corpus": index.info.source["corpus"]} if "corpus" in index.info.source else {})}
     # the documents the index was built from, as its manifest records them: a reviewer holding the run alone can tell
     header = header.with_stage({"name": stage, "stage": "retrieve", "backend": backend_name, "k": k,
                                 "timing": "amortised", "queries": len(queries), **params,
