@@ -103,6 +103,16 @@ def trainable_models() -> list[str]:
     return [name for name, spec in registered().items() if spec.trainer]
 
 
+def __getattr__(name: str) -> Any:
+    """MODELS and SCORES_VERSIONS, read from the registered specs until every reader of the old tables reads the
+    specs (the lead's migration): a module attribute computed on use, so importing base imports no spec module."""
+    if name == "MODELS":
+        return {n: spec.loader for n, spec in registered().items()}
+    if name == "SCORES_VERSIONS":
+        return {n: spec.scores_version for n, spec in registered().items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 # What a Hugging Face model computes with (`Reranker.packages`): the kernels, the model's code and its tokenizer
 TRANSFORMER_PACKAGES = ("torch", "transformers", "tokenizers")
 
@@ -203,7 +213,7 @@ class Reranker(abc.ABC):
 
     @property
     def scores_version(self) -> int:
-        return SCORES_VERSIONS[self.name]
+        return model_spec(self.name).scores_version
 
     def forget(self) -> None:
         """Drop what earlier queries left in memory (embedded passages), so that the next timed pass pays for
@@ -227,8 +237,8 @@ def check_batch_size(value: Any, unit: str = "pairs") -> None:
 def checked_model_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     """Options valid for model `name` (the CLI, pipelines and budget all pass them); restricted ones left at
     their defaults are dropped for the models whose loaders do not take them."""
-    if name not in MODELS:
-        raise UsageError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS)) or 'none yet'}")
+    if name not in registered():
+        raise UsageError(f"unknown model {name!r}; known: {', '.join(registered()) or 'none yet'}")
     if options.get("batch_size") is not None:
         check_batch_size(options["batch_size"])
     check_threads(options.get("threads"))  # a pipeline's score stage: before its earlier stages run
@@ -255,6 +265,4 @@ def check_checkpoint_given(name: str, checkpoint: str | None) -> None:
 def load_model(name: str, checkpoint: str | None = None, **options: Any) -> Reranker:
     options = checked_model_options(name, options)
     check_checkpoint_given(name, checkpoint)
-    module, _, function = MODELS[name].partition(":")
-    loader: Callable[..., Reranker] = getattr(importlib.import_module(module), function)
-    return loader(checkpoint, **options)
+    return model_spec(name).load(checkpoint, **options)
