@@ -63,6 +63,7 @@ TRAINABLE: dict[str, str] = {
     "bert": "rerank.models.bert:new_trainable",
     "tk": "rerank.models.tk:new_tk",
     "tkl": "rerank.models.tk:new_tkl",
+    "ctrn": "rerank.models.ctrn:new_ctrn", "qrnn": "rerank.models.ctrn:new_qrnn",
 }
 
 
@@ -438,8 +439,8 @@ class TrainArgs:
                     setattr(self, key, value)
 
     def check(self) -> None:
-        if self.loss not in ("listwise", "pairwise"):
-            raise UsageError(f"--loss must be listwise or pairwise, not {self.loss!r}")
+        if self.loss not in LOSSES:
+            raise UsageError(f"--loss must be one of {', '.join(LOSSES)}, not {self.loss!r}")
         if self.teacher is None:
             given = [f"--{key.replace('_', '-')}" for key in (*DISTILL_DEFAULTS, "teacher_min_score")
                      if getattr(self, key) is not None]
@@ -1167,6 +1168,9 @@ def init_trained_on_dev(base: str, model_name: str, dev: DevSet) -> list[str]:
     return sorted(overlap)
 
 
+LOSSES = ("listwise", "pairwise", "pointwise")
+
+
 def group_loss(scores, loss: str):
     """Label loss for groups whose first column is the positive."""
     import torch
@@ -1174,6 +1178,10 @@ def group_loss(scores, loss: str):
 
     if loss == "listwise":
         return F.cross_entropy(scores, torch.zeros(scores.shape[0], dtype=torch.long, device=scores.device))
+    if loss == "pointwise":  # each pair alone: binary cross-entropy, the score a logit of relevance
+        labels = torch.zeros_like(scores)
+        labels[:, 0] = 1.0
+        return F.binary_cross_entropy_with_logits(scores, labels)
     return F.softplus(scores[:, 1:] - scores[:, :1]).mean()  # pairwise logistic (RankNet)
 
 
@@ -1246,6 +1254,10 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     texts = training.texts
     if not any(q.positives and q.negatives for q in queries):
         raise DataError(f"{training.name} has no training query with both relevant and non-relevant candidates")
+    one_sided = sum(1 for q in queries if not (q.positives and q.negatives))
+    if one_sided:
+        log(f"note: {one_sided} of the {counted(len(queries), 'training query', 'training queries')} "
+            f"{verb(one_sided, 'has', 'have')} no relevant or no non-relevant candidate; skipped")
     most = max(len(q.negatives) for q in queries)
     if args.negatives > most:  # groups of repeated negatives only; a huge count would fill memory sampling them
         raise UsageError(f"--negatives {args.negatives}: no training query of {training.name} has more than "

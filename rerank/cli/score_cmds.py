@@ -105,7 +105,7 @@ def parse_model_options(items: tuple[str, ...]) -> dict:
     return options
 
 
-SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need a far larger step
+SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3, "ctrn": 1e-3, "qrnn": 1e-3}  # models without pretrained weights need a far larger step
 
 
 @cli.command()
@@ -140,7 +140,8 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--steps", default=300, show_default=True, help="Optimiser steps at most.")
 @click.option("--batch-groups", default=4, show_default=True, help="Groups (one positive + negatives) per step.")
 @click.option("--negatives", default=7, show_default=True, help="Negatives per group.")
-@click.option("--loss", type=click.Choice(["listwise", "pairwise"]), default="listwise", show_default=True)
+@click.option("--loss", type=click.Choice(["listwise", "pairwise", "pointwise"]), default=None,
+              help="Loss over a group (default: the model's; listwise, pointwise for ctrn/qrnn as in their paper).")
 @click.option("--lr", type=float, default=None,
               help="Peak learning rate (linear warm-up and decay); default 3e-5, 2e-3 for tk/tkl (trained from scratch).")
 @click.option("--head-lr-scale", type=float, default=1.0, show_default=True,
@@ -182,7 +183,7 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
           teacher_scale, teacher_min_score, max_minutes, max_length, threads, precision, device, model_option,
           init_from) -> None:
     """Train MODEL on judged candidates (a data set's, or a run file's) and write the best checkpoint to OUTPUT."""
-    from ..models.base import checked_model_options
+    from ..models.base import checked_model_options, model_spec
     from ..train import TrainArgs, check_trainable, read_checkpoint
     from ..train import train as run_training
 
@@ -199,7 +200,8 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
                      dev_fold=dev_fold, candidates=candidates, qrels=qrels, topics=topics, corpus=corpus,
                      min_rel=min_rel, dev_qrels=dev_qrels, dev_topics=dev_topics,
                      steps=steps, batch_groups=batch_groups, negatives=negatives,
-                     lr=lr if lr is not None else SCRATCH_LR.get(model_name, 3e-5), head_lr_scale=head_lr_scale, loss=loss,
+                     lr=lr if lr is not None else SCRATCH_LR.get(model_name, 3e-5), head_lr_scale=head_lr_scale,
+                     loss=loss or model_spec(model_name).loss,
                      eval_every=eval_every, patience=patience, eval_on_start=eval_on_start, dev_depth=dev_depth,
                      metric=metric, seed=seed,
                      teacher=teacher, distill=distill, distill_weight=distill_weight, teacher_scale=teacher_scale,

@@ -31,6 +31,8 @@ class Option:
 
     def check(self, value: Any, owner: str) -> Any:
         """`value` as this option's type; a wrong type or a value outside `choices` is refused, naming both."""
+        if self.type is bool and not isinstance(value, bool):  # bool("false") is True
+            raise ParameterError(self.name, f"must be true or false, not {value!r}", owner)
         try:
             typed = value if isinstance(value, self.type) else self.type(value)
         except (TypeError, ValueError):
@@ -59,6 +61,7 @@ class ModelSpec:
     architecture: tuple[Option, ...] = ()  # `rerank train -O KEY=VALUE`; empty: not checked here (the trainer does)
     encodable: bool = False  # `rerank encode` stores its query-independent document encodings
     train_example: str = "--train trec-dl-2020 --dev-fraction 0.2"  # what `rerank train NAME` needs, for remedies
+    loss: str = "listwise"  # default `rerank train --loss` (CTRN's paper trains pointwise)
 
     def load(self, checkpoint: str | None = None, **options: Any) -> "Reranker":
         return _function(self.loader)(checkpoint, **options)
@@ -253,7 +256,7 @@ def checked_model_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-TRAINED_MODELS = frozenset({"bert", "tk", "tkl"})  # weights from `rerank train`, so a --checkpoint is needed
+TRAINED_MODELS = frozenset({"bert", "tk", "tkl", "ctrn", "qrnn"})  # weights from `rerank train`, so a --checkpoint is needed
 
 
 def check_checkpoint_given(name: str, checkpoint: str | None) -> None:
