@@ -117,6 +117,25 @@ def one_set(name: str, seeds: list[int], only: set[str] | None) -> dict:
     return result
 
 
+def speed(seed: int) -> dict:
+    """Pairs per second of every model on the same pairs (trecqa-dev's 1,148), scored one after another, one thread,
+    no cache. BERT's weights are a one-step checkpoint: its speed does not depend on them (max_length 128, as the
+    recipes of bert_quality.md)."""
+    work = WORK / "trecqa"
+    bert = WORK / "bert-1step"
+    train = ["train", "bert", "--train", "trecqa-train", "--steps", "1", "--batch-groups", "1", "--negatives", "1",
+             "--max-length", "128", "--threads", "1", "-o", str(bert)]
+    if not (bert / "checkpoint.json").is_file():
+        run(train)
+    models = {"bert": ("bert", bert), "minilm-bi": ("minilm-bi", None), "overlap": ("overlap", None),
+              "qrnn": ("qrnn", work / f"qrnn-s{seed}"), "ctrn": ("ctrn", work / f"ctrn-s{seed}")}
+    out = {"commands": [f"rerank {shlex.join(train)}"], "pairs_per_second": {}}
+    for label, (model, checkpoint) in models.items():
+        out["commands"].append(shlex.join(score(work / "dev.run", WORK / f"speed-{label}.run", model, checkpoint)))
+        out["pairs_per_second"][label] = pairs_per_second(WORK / f"speed-{label}.run")
+    return out
+
+
 def mean_std(values: list[float]) -> str:
     if len(values) == 1:
         return f"{values[0]:.4f}"
@@ -163,6 +182,14 @@ def markdown(results: dict) -> str:
         for label, row in result["rows"].items():
             lines += [f"    {line}" for line in row["command"].splitlines()]
         lines.append("")
+    if "speed" in results:
+        fast = results["speed"]["pairs_per_second"]
+        lines += ["## Scoring speed on the same pairs", "",
+                  "trecqa-dev's 1,148 pairs, one model after another, one thread, no cache, on the shared 2-core "
+                  "machine (other developers' jobs ran meanwhile: ratios are rough).", "",
+                  "| model | pairs/s | × BERT |", "|---|---|---|"]
+        lines += [f"| {label} | {value:.0f} | {value / fast['bert']:.1f} |" for label, value in fast.items()]
+        lines += ["", "Commands:", ""] + [f"    {line}" for line in results["speed"]["commands"]] + [""]
     return "\n".join(lines) + "\n"
 
 
@@ -170,6 +197,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="42,43,44,45,46")
     parser.add_argument("--sets", default="trecqa,wikiqa")
+    parser.add_argument("--speed", action="store_true", help="also time every model on trecqa-dev's pairs")
     parser.add_argument("--only", default=None, help="rows to (re)compute: overlap, minilm-bi, qrnn, ctrn, ...")
     options = parser.parse_args()
     seeds = [int(s) for s in options.seeds.split(",")]
@@ -178,6 +206,8 @@ def main() -> None:
     for name in options.sets.split(","):
         results["sets"][name] = one_set(name, seeds, only)
         results["sets"][name]["leaderboard"] = leaderboard(name, seeds[0])
+    if options.speed:
+        results["speed"] = speed(seeds[0])
     write_results("ctrn", results, markdown(results))
 
 
