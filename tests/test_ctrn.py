@@ -9,7 +9,8 @@ import json
 import pytest
 import torch
 
-from rerank.errors import DataError, UsageError
+from in_process import in_process_home  # noqa: F401  (fixture)
+from rerank.errors import UsageError
 from rerank.models.base import load_model
 from rerank.models.ctrn import aligned_steps, fo_pool, new_ctrn, new_qrnn, overlap_features
 from rerank.train import group_loss, write_checkpoint
@@ -120,6 +121,19 @@ def test_pointwise_loss_is_two_class_cross_entropy():
     pairs = torch.stack([torch.zeros(3), scores[0]], 1)
     expected = torch.nn.functional.cross_entropy(pairs, torch.tensor([1, 0, 0]))
     assert group_loss(scores, "pointwise").item() == pytest.approx(expected.item())
+
+
+@pytest.mark.data
+def test_training_counts_the_questions_it_skips(in_process_home, tmp_path):
+    from rerank.train import TrainArgs, train
+
+    said: list[str] = []
+    args = TrainArgs(train="wikiqa-train", output=str(tmp_path / "ck"), steps=1, batch_groups=1, negatives=1,
+                     loss="pointwise", model_options=dict(TINY))
+    train("qrnn", args, log=said.append)
+    # WikiQA's judged questions have a right answer; 16 of them have no wrong one
+    assert "note: 16 of the 873 training queries have no relevant or no non-relevant candidate; skipped" in said
+    assert json.loads((tmp_path / "ck" / "checkpoint.json").read_text())["model"] == "qrnn"
 
 
 # ------------------------------------------------------------------------------------------- the real CLI
