@@ -30,7 +30,7 @@ from torch import nn
 
 from ..errors import DataError, ParameterError, UsageError
 from .base import Reranker, model_spec, set_threads
-from .tk import STOPWORDS, UNK, WORD, ContextualVocabulary, pad_ids, vocabulary
+from .tk import MINILM_TOKENS, STOPWORDS, UNK, WORD, ContextualVocabulary, pad_ids, vocabulary
 
 WEIGHTS_FILE = "weights.pt"
 OVERLAP_FEATURES = 4
@@ -70,10 +70,18 @@ class CTRNConfig:
                 raise ParameterError(key, f"must be at least {least}, not {value}", variant)
         if checked.get("dropout", 0) >= 1:
             raise ParameterError("dropout", f"must be below 1, not {checked['dropout']}", variant)
-        return cls(variant=variant, **({key: option.default for key, option in declared.items()} | checked))
+        config = cls(variant=variant, **({key: option.default for key, option in declared.items()} | checked))
+        for key in ("max_query", "max_answer"):  # MiniLM's encoder reads each text whole, as [CLS] text [SEP]
+            if config.embeddings == "minilm-context" and getattr(config, key) > MINILM_TOKENS:
+                raise ParameterError(key, f"must be at most {MINILM_TOKENS} with embeddings=minilm-context", variant)
+        return config
 
     @classmethod
-    def from_checkpoint(cls, config: dict) -> "CTRNConfig":
+    def from_checkpoint(cls, folder: Path, config: dict) -> "CTRNConfig":
+        missing = [f.name for f in fields(cls) if f.name not in config]
+        if missing:
+            raise DataError(f"checkpoint {folder}: its checkpoint.json config lacks {', '.join(missing)}; was it "
+                            "edited?")
         return cls(**{f.name: config[f.name] for f in fields(cls)})
 
 
@@ -239,7 +247,7 @@ def trained_module(folder: Path, variant: str) -> CTRNModule:
     from ..train import read_checkpoint
 
     manifest = read_checkpoint(folder, variant)
-    module = CTRNModule(CTRNConfig.from_checkpoint(manifest["config"]))
+    module = CTRNModule(CTRNConfig.from_checkpoint(folder, manifest["config"]))
     state = torch.load(Path(folder) / WEIGHTS_FILE, map_location="cpu", weights_only=True)
     try:
         module.load_state_dict(state)
