@@ -1,6 +1,7 @@
 """CTRN and QRNN against word overlap, the zero-shot bi-encoder and BERT on trecqa-dev and wikiqa-dev.
 
-    python benchmarks/ctrn.py [--seeds 42,43,44,45,46] [--sets trecqa,wikiqa] [--only NAME,...] [--report]
+    python benchmarks/ctrn.py [--seeds 42,43,44,45,46] [--set-seeds wikiqa=42,43] [--sets trecqa,wikiqa]
+                              [--only NAME,...] [--speed]
 
 Every figure comes from the real CLI (`rerank train`, `rerank score`, `rerank eval`), one thread each; the
 commands are written into the results. Early stopping uses a share of the *training* questions held out
@@ -78,7 +79,7 @@ def score(dev_run: Path, out: Path, model: str, checkpoint: Path | None = None) 
     return ["rerank", *args]
 
 
-def one_set(name: str, seeds: list[int], only: set[str] | None) -> dict:
+def one_set(name: str, seeds: list[int], only: set[str] | None, skip: set[str]) -> dict:
     work = WORK / name
     work.mkdir(parents=True, exist_ok=True)
     dev_run = work / "dev.run"
@@ -86,13 +87,13 @@ def one_set(name: str, seeds: list[int], only: set[str] | None) -> dict:
         run(["retrieve", f"{name}-dev", "--candidates", "candidates"], stdout=dev_run)
     result: dict = {"dev_run": f"rerank retrieve {name}-dev --candidates candidates > dev.run", "rows": {}}
     for model in ("overlap", "minilm-bi"):
-        if only and model not in only:
+        if only and model not in only or f"{name}:{model}" in skip:
             continue
         command = score(dev_run, work / f"{model}.run", model)
         result["rows"][model] = {"seeds": None, "figures": [figures(work / f"{model}.run")], "command": shlex.join(command),
                                  "pairs_per_second": pairs_per_second(work / f"{model}.run")}
     for label, (model, options, seeded) in TRAINED.items():
-        if only and label not in only:
+        if only and label not in only or f"{name}:{label}" in skip:
             continue
         row = {"seeds": seeds if seeded else seeds[:1], "figures": [], "train_seconds": [], "best_step": [],
                "pairs_per_second": []}
@@ -197,15 +198,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="42,43,44,45,46")
     parser.add_argument("--sets", default="trecqa,wikiqa")
+    parser.add_argument("--set-seeds", action="append", default=[], metavar="SET=SEEDS",
+                        help="other seeds for one set, e.g. wikiqa=42,43")
+    parser.add_argument("--skip", default="", help="SET:ROW,... not to compute, e.g. wikiqa:minilm-bi")
     parser.add_argument("--speed", action="store_true", help="also time every model on trecqa-dev's pairs")
     parser.add_argument("--only", default=None, help="rows to (re)compute: overlap, minilm-bi, qrnn, ctrn, ...")
     options = parser.parse_args()
     seeds = [int(s) for s in options.seeds.split(",")]
     only = set(options.only.split(",")) if options.only else None
-    results = {"seeds": seeds, "training": TRAINING, "sets": {}}
+    own = {name: [int(s) for s in given.split(",")] for name, _, given in (o.partition("=") for o in options.set_seeds)}
+    results = {"seeds": seeds, "set_seeds": own, "skipped": options.skip, "training": TRAINING, "sets": {}}
     for name in options.sets.split(","):
-        results["sets"][name] = one_set(name, seeds, only)
-        results["sets"][name]["leaderboard"] = leaderboard(name, seeds[0])
+        results["sets"][name] = one_set(name, own.get(name, seeds), only, set(options.skip.split(",")))
+        results["sets"][name]["leaderboard"] = leaderboard(name, own.get(name, seeds)[0])
     if options.speed:
         results["speed"] = speed(seeds[0])
     write_results("ctrn", results, markdown(results))
