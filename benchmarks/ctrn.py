@@ -161,8 +161,9 @@ def markdown(results: dict) -> str:
     lines = ["# CTRN and QRNN answer rankers (Tay et al., AAAI 2018)", "",
              "Dev figures: trecqa-dev (65 judged questions, the clean protocol) and wikiqa-dev (126 questions with a "
              "right answer), every candidate re-ranked. Trained models stop early on held-out *training* questions "
-             "(`--dev-fraction`); the architecture defaults were chosen by a few trecqa-dev runs (see the notes), so "
-             "these are dev figures, not test figures. `python benchmarks/ctrn.py` made this file.", ""]
+             "(`--dev-fraction`); the architecture's defaults were set before these runs and checked by one CTRN run on "
+             "trecqa-dev (see the notes), so these are dev figures, not test figures. `python benchmarks/ctrn.py` made "
+             "this file (paths below are relative to the repository).", ""]
     for name, result in results["sets"].items():
         lines += [f"## {name}-dev", "", "| run | seeds | MAP | MRR | P@1 | training wall s | best step | pairs/s |",
                   "|---|---|---|---|---|---|---|---|"]
@@ -191,7 +192,7 @@ def markdown(results: dict) -> str:
                   "| model | pairs/s | × BERT |", "|---|---|---|"]
         lines += [f"| {label} | {value:.0f} | {value / fast['bert']:.1f} |" for label, value in fast.items()]
         lines += ["", "Commands:", ""] + [f"    {line}" for line in results["speed"]["commands"]] + [""]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines).replace(f"{HERE.parent}/", "") + "\n"
 
 
 def main() -> None:
