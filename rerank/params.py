@@ -29,6 +29,8 @@ class Option:
 
     def check(self, value: Any, owner: str) -> Any:
         """`value` as this option's type; a wrong type or a value outside `choices` is refused, naming both."""
+        if self.type is bool and not isinstance(value, bool):  # bool("false") is True
+            raise ParameterError(f"{{{self.name}}} of {owner} must be true or false, not {value!r}", self.name)
         try:
             typed = value if isinstance(value, self.type) else self.type(value)
         except (TypeError, ValueError):

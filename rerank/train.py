@@ -151,8 +151,8 @@ class TrainArgs:
         check_writable(self.output)
 
     def check(self) -> None:
-        if self.loss not in ("listwise", "pairwise"):
-            raise UsageError(f"--loss must be listwise or pairwise, not {self.loss!r}")
+        if self.loss not in LOSSES:
+            raise UsageError(f"--loss must be one of {', '.join(LOSSES)}, not {self.loss!r}")
         if self.teacher is None:
             given = [f"--{key.replace('_', '-')}" for key in (*DISTILL_DEFAULTS, "teacher_min_score")
                      if getattr(self, key) is not None]
@@ -805,6 +805,9 @@ def init_trained_on_dev(base: str, model_name: str, dev: DevSet) -> list[str]:
     return sorted(overlap)
 
 
+LOSSES = ("listwise", "pairwise", "pointwise")
+
+
 def group_loss(scores, loss: str):
     """Label loss for groups whose first column is the positive."""
     import torch
@@ -812,6 +815,10 @@ def group_loss(scores, loss: str):
 
     if loss == "listwise":
         return F.cross_entropy(scores, torch.zeros(scores.shape[0], dtype=torch.long, device=scores.device))
+    if loss == "pointwise":  # each pair alone: binary cross-entropy, the score a logit of relevance
+        labels = torch.zeros_like(scores)
+        labels[:, 0] = 1.0
+        return F.binary_cross_entropy_with_logits(scores, labels)
     return F.softplus(scores[:, 1:] - scores[:, :1]).mean()  # pairwise logistic (RankNet)
 
 
@@ -941,6 +948,10 @@ def prepare(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Pre
                 f"{some_ids(seen)}")
     if not any(q.positives and q.negatives for q in queries):
         raise DataError(f"{training.name} has no training query with both relevant and non-relevant candidates")
+    one_sided = sum(1 for q in queries if not (q.positives and q.negatives))
+    if one_sided:
+        log(f"note: {one_sided} of the {counted(len(queries), 'training query', 'training queries')} "
+            f"{verb(one_sided, 'has', 'have')} no relevant or no non-relevant candidate; skipped")
     most = max(len(q.negatives) for q in queries)
     if args.negatives > most:  # groups of repeated negatives only; a huge count would fill memory sampling them
         raise UsageError(f"--negatives {args.negatives}: no training query of {training.name} has more than "

@@ -30,6 +30,7 @@ TEXTS = [
 ]
 TINY_TK = {"layers": 1, "heads": 2, "feedforward": 16, "dropout": 0.0, "max_doc": 60}
 TINY_TKL = {**TINY_TK, "window": 8, "stride": 2, "chunk": 10, "overlap": 2, "regions": 2}
+TINY_CTRN = {"projection": 8, "filters": 8, "hidden": 8, "dropout": 0.0}
 
 # configuration -> (the scores version recorded with, its scores: each query's TEXTS in order)
 RECORDED: dict[str, tuple[int, list[float]]] = {
@@ -39,6 +40,10 @@ RECORDED: dict[str, tuple[int, list[float]]] = {
     'tk, minilm-context': (1, [-7.641547, -19.02916, -38.652622, -38.013527, -5.800934, -11.426371, -11.410784, -28.80632, -43.746441, -53.859215, -53.642197, -34.18697, -38.547249, -25.954103]),
     'tk, idf gate': (1, [-3.750671, -4.326197, -34.848465, -11.148323, -9.89825, -2.238982, -3.12562, -26.311508, -30.859463, -55.074661, -35.01289, -32.439785, -25.261021, -24.827095]),
     'tkl': (1, [0.255017, 0.240591, 0.0, 0.24485, 0.360969, 0.424643, 0.120441, 0.650864, 0.426142, 0.124984, 0.495072, 0.216687, 0.527235, 0.575912]),
+    'ctrn': (1, [-0.215564, -0.216471, -0.21615, -0.214749, -0.204977, -0.206476, -0.215574, -0.21806, -0.219337, -0.216121, -0.21473, -0.217914, -0.219416, -0.212577]),
+    'ctrn, minilm-context, no overlap': (1, [0.035927, 0.036177, 0.036403, 0.035794, 0.035451, 0.03628, 0.036032, 0.035449, 0.035703, 0.035961, 0.03528, 0.03502, 0.035757, 0.035548]),
+    'qrnn': (1, [-0.21095, -0.21718, -0.215861, -0.210812, -0.195179, -0.207211, -0.213293, -0.211878, -0.218243, -0.214597, -0.209548, -0.206308, -0.215312, -0.208735]),
+    'overlap': (1, [0.293526, 0.293526, 0.0, 0.0, 0.53112, 0.53112, 0.0, 0.235981, 0.235981, 0.0, 0.0, 0.235981, 0.235981, 0.370591]),
 }
 
 # configuration -> the options its fresh weights are made with (the model's trainer's, as `rerank train -O` gives them)
@@ -50,6 +55,10 @@ CONFIGURATIONS = {
     "tk, idf gate": {**TINY_TK, "term_weights": "idf", "query_stopwords": False, "fold_plurals": True,
                      "oov_buckets": 4},
     "tkl": TINY_TKL,
+    "ctrn": TINY_CTRN,
+    "ctrn, minilm-context, no overlap": {**TINY_CTRN, "embeddings": "minilm-context", "overlap": False},
+    "qrnn": TINY_CTRN,
+    "overlap": {},
 }
 
 

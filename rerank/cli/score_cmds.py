@@ -130,7 +130,8 @@ def _training_takes(option_or_device: str) -> list[str]:
 @click.option("--steps", default=300, show_default=True, help="Optimiser steps at most.")
 @click.option("--batch-groups", default=4, show_default=True, help="Groups (one positive + negatives) per step.")
 @click.option("--negatives", default=7, show_default=True, help="Negatives per group.")
-@click.option("--loss", type=click.Choice(["listwise", "pairwise"]), default="listwise", show_default=True)
+@click.option("--loss", type=click.Choice(["listwise", "pairwise", "pointwise"]), default=None,
+              help="Loss over a group (default: the model's; listwise, pointwise for ctrn/qrnn as in their paper).")
 @click.option("--lr", type=float, default=None,
               help="Peak learning rate (linear warm-up and decay); default: the model's ("
                    f"{', '.join(f'{name} {spec.lr:g}' for name, spec in registered().items() if spec.trainer)}).")
@@ -201,7 +202,8 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
                      dev_fold=dev_fold, candidates=candidates, qrels=qrels, topics=topics, corpus=corpus,
                      min_rel=min_rel, dev_qrels=dev_qrels, dev_topics=dev_topics,
                      steps=steps, batch_groups=batch_groups, negatives=negatives,
-                     lr=lr if lr is not None else model_spec(model_name).lr, head_lr_scale=head_lr_scale, loss=loss,
+                     lr=lr if lr is not None else model_spec(model_name).lr, head_lr_scale=head_lr_scale,
+                     loss=loss or model_spec(model_name).loss,
                      eval_every=eval_every, patience=patience, eval_on_start=eval_on_start, dev_depth=dev_depth,
                      metric=metric, seed=seed,
                      teacher=teacher, distill=distill, distill_weight=distill_weight, teacher_scale=teacher_scale,

@@ -37,6 +37,7 @@ class ModelSpec:
     stored_vectors: str = ""
     precheck: str | None = None  # "module:function"(checkpoint, options): what loading would refuse, told unloaded
     train_example: str = "--train trec-dl-2020 --dev-fraction 0.2"  # what `rerank train NAME` needs, for remedies
+    loss: str = "listwise"  # default `rerank train --loss` (CTRN's paper trains pointwise)
 
     def load(self, checkpoint: str | None = None, **options: Any) -> "Reranker":
         return resolved(self.loader)(checkpoint, **options)
