@@ -200,6 +200,15 @@ def _answer_selection(kind: type[AnswerSelectionDataset], name: str, description
     return make
 
 
+def _sessions(split: str) -> Callable[[Path], Dataset]:
+    def make(root: Path) -> Dataset:
+        from .session_sets import aol_missions  # its module imports this one
+
+        return aol_missions(split)(root)
+
+    return make
+
+
 DATASETS: dict[str, Callable[[Path], Dataset]] = {
     "vaswani": _vaswani,
     "cacm": _cacm,
@@ -211,6 +220,7 @@ DATASETS: dict[str, Callable[[Path], Dataset]] = {
                                             f"trecqa/jacana/{split.upper()}.xml") for split in ("train", "dev", "test")},
     **{f"wikiqa-{split}": _answer_selection(WikiQADataset, f"wikiqa-{split}", f"WikiQA answer selection ({split} split)",
                                             f"wikiqa/official/WikiQASent-{split}.txt") for split in ("train", "dev", "test")},
+    **{f"aol-missions{'' if split == 'train' else '-' + split}": _sessions(split) for split in ("train", "dev", "test")},
 }
 
 
