@@ -103,3 +103,15 @@ def aol_missions(split: str | None):
 def sessions_file_dataset(path: str) -> SessionDataset:
     """One's own log (`--sessions FILE`): every session of it, the pool from the same log."""
     return SessionDataset("custom", f"sessions of {path}", Path(path), None, Path(path))
+
+
+def session_dataset(header) -> SessionDataset | None:
+    """The session data set a run's header names (a data set's name, or `sessions`: one's own log), if any."""
+    from .registry import dataset_names, get_dataset
+
+    if header.get("sessions"):
+        return sessions_file_dataset(header.get("sessions"))
+    if header.dataset in dataset_names():
+        dataset = get_dataset(header.dataset)
+        return dataset if isinstance(dataset, SessionDataset) else None
+    return None

@@ -28,7 +28,7 @@ class TextMeasure:
 
     NAME: str
     order: int | None = None  # n of an n-gram precision; None: BLEU
-    params: dict = field(default_factory=dict, compare=False, hash=False)
+    params: dict = field(default_factory=lambda: {"cutoff": 1}, compare=False, hash=False)  # reads rank 1 alone
     SUPPORTED_PARAMS = {}
 
     def aggregator(self) -> MeanAgg:

@@ -12,6 +12,7 @@ Loaders are listed as "module:function" strings so that naming a model imports o
 from __future__ import annotations
 
 import abc
+import collections.abc
 import importlib
 import re
 from dataclasses import dataclass
@@ -243,7 +244,7 @@ def checked_model_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-TRAINED_MODELS = frozenset({"bert", "tk", "tkl"})  # weights from `rerank train`, so a --checkpoint is needed
+TRAINED_MODELS = frozenset({"bert", "tk", "tkl", "mtn", "transformer", "seq2seq"})  # weights from `rerank train`, so a --checkpoint is needed
 
 
 def check_checkpoint_given(name: str, checkpoint: str | None) -> None:
@@ -262,5 +263,19 @@ def load_model(name: str, checkpoint: str | None = None, **options: Any) -> Rera
 
 # Transitional, until the tables' migration onto the specs lands: the old tables, derived from the specs, so that
 # today's readers of them work. Drop at merge.
-MODELS: dict[str, str] = {name: spec.loader for name, spec in registered().items()}
-SCORES_VERSIONS: dict[str, int] = {name: spec.scores_version for name, spec in registered().items()}
+class _FromSpecs(collections.abc.Mapping):
+    def __init__(self, field: str):
+        self.field = field
+
+    def __getitem__(self, name: str) -> Any:
+        return getattr(registered()[name], self.field)
+
+    def __iter__(self):
+        return iter(registered())
+
+    def __len__(self) -> int:
+        return len(registered())
+
+
+MODELS = _FromSpecs("loader")
+SCORES_VERSIONS = _FromSpecs("scores_version")
