@@ -216,6 +216,15 @@ def enclosing_checkpoint(path: str) -> Path | None:
     return next((folder for folder in Path(path).resolve().parents if (folder / CHECKPOINT_FILE).is_file()), None)
 
 
+def check_output(output: str, overwrite: bool) -> None:
+    """A folder training may write its checkpoint to: checked now, not after the first dev evaluation."""
+    check_replaceable(output, CHECKPOINT_FILE)
+    refuse_output_inside_a_checkpoint(output)
+    if (Path(output) / CHECKPOINT_FILE).is_file() and not overwrite:  # runs name it by its hash
+        raise UsageError(f"{output} holds a checkpoint already; pass --overwrite to replace it, or choose another -o")
+    check_writable(output)
+
+
 def refuse_output_inside_a_checkpoint(output: str) -> None:
     """An -o inside a checkpoint folder (`-o A/soup`) is deleted with it when that checkpoint is replaced (`train -o A
     --overwrite`), and adds files to the content hash of one written before checkpoints listed their files, which
@@ -466,12 +475,7 @@ class TrainArgs:
         base = self.model_options.get("base")
         if base:
             refuse_output_in(self.output, base, "the checkpoint training starts from (--init)")
-        check_replaceable(self.output, CHECKPOINT_FILE)  # now, not after the first dev evaluation
-        refuse_output_inside_a_checkpoint(self.output)
-        if (Path(self.output) / CHECKPOINT_FILE).is_file() and not self.overwrite:  # runs name it by its hash
-            raise UsageError(f"{self.output} holds a checkpoint already; pass --overwrite to replace it, or choose "
-                             "another -o")
-        check_writable(self.output)
+        check_output(self.output, self.overwrite)
         if sum(map(bool, (self.dev, self.dev_fraction, self.dev_fold))) > 1:
             raise UsageError("give only one of --dev DATASET, --dev-fraction and --dev-fold")
         if self.eval_on_start and not (self.dev or self.dev_fraction or self.dev_fold):
@@ -1187,6 +1191,17 @@ def distill_loss(scores, teacher, kind: str):
                     reduction="batchmean")
 
 
+def optimiser(parameter_groups: list[dict], weight_decay: float, steps: int, warmup_fraction: float) -> tuple:
+    """AdamW and its schedule: linear warm-up over `warmup_fraction` of the steps, then linear decay to 0."""
+    import torch
+
+    optimizer = torch.optim.AdamW(parameter_groups, weight_decay=weight_decay)
+    warmup = max(1, int(steps * warmup_fraction))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup))))
+    return optimizer, schedule
+
+
 def diverged(args: TrainArgs, step: int, best_step: int | None) -> str:
     """Why training stopped at a non-finite loss or gradient, what to lower, and what is left of it: the
     step is checked before it changes the weights, so no checkpoint ever holds a diverged model."""
@@ -1275,10 +1290,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     parameter_groups = [{"params": body, "lr": args.lr}]
     if head:
         parameter_groups.append({"params": head, "lr": args.lr * args.head_lr_scale})
-    optimizer = torch.optim.AdamW(parameter_groups, weight_decay=args.weight_decay)
-    warmup = max(1, int(args.steps * args.warmup))
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / max(1, args.steps - warmup))))
+    optimizer, schedule = optimiser(parameter_groups, args.weight_decay, args.steps, args.warmup)
     record = asdict(args)
     del record["overwrite"]  # how -o was written, not how the model was trained
     files = ["qrels", "topics", "corpus", "teacher", *(["candidates"] if args.candidate_file else []),

@@ -182,10 +182,15 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
           teacher_scale, teacher_min_score, max_minutes, max_length, threads, precision, device, model_option,
           init_from) -> None:
     """Train MODEL on judged candidates (a data set's, or a run file's) and write the best checkpoint to OUTPUT."""
-    from ..models.base import checked_model_options
+    from ..models.base import checked_model_options, registered
     from ..train import TrainArgs, check_trainable, read_checkpoint
     from ..train import train as run_training
 
+    spec = registered().get(model_name)
+    if spec is not None and spec.kind == "generator":  # next-query suggesters: rerank/train_generator.py
+        from .suggest_cmds import train_suggester
+
+        return train_suggester(spec, click.get_current_context().params)
     check_trainable(model_name)
     dev_options = [f"--{name.replace('_', '-')}" for name in typed("eval_every", "patience", "dev_depth")]
     if dev_options and not (dev_set or dev_fraction or dev_fold):  # they would be ignored: no dev evaluation runs

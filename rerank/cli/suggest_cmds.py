@@ -61,3 +61,40 @@ def suggest(model_name, checkpoint, dataset_name, split, sessions, k, beam, thre
     note = f"; {counted(model.truncated, 'query', 'queries')} cut to the model's length" if model.truncated else ""
     click.echo(f"rerank: suggested for {counted(written, 'session prefix', 'session prefixes')} of "
                f"{dataset.log().summary()}{note}", err=True)
+
+
+# `rerank train`'s options that a generator's training reads; the rest are the rankers'
+_GENERATOR_OPTIONS = {"model_name", "train_set", "dev_set", "output", "overwrite", "steps", "batch_groups", "lr", "eval_every",
+                      "patience", "seed", "max_minutes", "threads", "model_option"}
+
+
+def train_suggester(spec, params: dict) -> None:
+    """`rerank train mtn|transformer|seq2seq`: teacher forcing on session pairs (rerank/train_generator.py)."""
+    import os
+    import shlex
+    import sys
+
+    from ..train_generator import GeneratorArgs, train_generator
+    from .io import typed
+    from .score_cmds import parse_model_options
+
+    if spec.trainer is None:
+        raise UsageError(f"{spec.name} has nothing to train: use it directly (rerank suggest --model {spec.name})")
+    ignored = [f"--{p.replace('_', '-')}" for p in typed(*(set(params) - _GENERATOR_OPTIONS))]
+    if ignored:
+        raise UsageError(f"{', '.join(sorted(ignored))}: options of the rankers' training, not of {spec.name}'s")
+    if not params["train_set"]:
+        raise UsageError(f"rerank train {spec.name} needs --train (e.g. {spec.train_example})")
+    args = GeneratorArgs(
+        train=params["train_set"], output=params["output"], dev=params["dev_set"], steps=params["steps"],
+        batch=params["batch_groups"] if "batch_groups" in typed("batch_groups") else 32,
+        lr=params["lr"] if params["lr"] is not None else spec.lr, eval_every=params["eval_every"],
+        patience=params["patience"], seed=params["seed"], max_minutes=params["max_minutes"],
+        threads=params["threads"] or 1, overwrite=params["overwrite"],
+        command=f"cd {shlex.quote(os.getcwd())} && {shlex.join(['rerank', *sys.argv[1:]])}",
+        model_options=parse_model_options(params["model_option"]))
+    result = train_generator(spec.name, args, log=lambda message: click.echo(f"rerank: {message}", err=True))
+    best = (f"best dev cross-entropy {result.best:.4f} at step {result.best_step}" if result.best is not None
+            else "no dev pairs")
+    click.echo(f"rerank: trained {spec.name} for {counted(result.steps, 'step')} in {result.seconds:.0f} s "
+               f"({result.stopped}); {best}; checkpoint in {args.output}", err=True)

@@ -1,0 +1,185 @@
+"""Training of next-query generators (`rerank train mtn|transformer|seq2seq`): teacher forcing on the (session
+prefix, next query) pairs of the training users, label-smoothed cross-entropy, and the ranker loop's parts
+(train.py): the seed, AdamW with linear warm-up and decay (`train.optimiser`), checkpoint folders written
+atomically with their content hash (`train.write_checkpoint`), one writer per folder, and early stopping on the dev
+users' token cross-entropy (evaluated every `eval_every` steps; the best is kept; `patience` evaluations without
+improvement stop it).
+
+The training data: a session data set (`aol-missions`: its train users; dev: the data set's dev users,
+`aol-missions-dev`) or one's own session file (its users split by the same seeded rule).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .atomic import atomic_dir
+from .data.sessions import Pair, SessionLog
+from .errors import DataError, UsageError, counted
+from .locks import exclusive
+from .train import (CHECKPOINT_FILE, PASSIVE_THREADS, TrainResult, check_output, optimiser, package_versions,
+                    record_ending, write_checkpoint)
+
+
+@dataclass
+class GeneratorArgs:
+    train: str
+    output: str
+    dev: str | None = None  # default: the training data set's dev users
+    steps: int = 2000
+    batch: int = 32
+    lr: float = 1e-3
+    warmup: float = 0.05
+    weight_decay: float = 0.01
+    smoothing: float = 0.1
+    eval_every: int = 100
+    patience: int = 3
+    seed: int = 42
+    max_minutes: float | None = None
+    threads: int | None = 1
+    overwrite: bool = False
+    command: str = ""
+    model_options: dict[str, Any] = field(default_factory=dict)
+
+
+def _logs(args: GeneratorArgs) -> tuple[SessionLog, SessionLog, dict]:
+    """The training and dev logs, and what to record of their sources."""
+    from .data import dataset_names, get_dataset, unknown_dataset
+    from .data.session_sets import SessionDataset, sessions_file_dataset
+
+    if args.train in dataset_names():
+        dataset = get_dataset(args.train)
+        if not isinstance(dataset, SessionDataset) or dataset.split != "train":
+            raise UsageError(f"--train {args.train}: generators train on a data set of search sessions' training "
+                             "users (aol-missions)")
+        dev = get_dataset(args.dev or f"{args.train}-dev")
+        train_log, dev_log = dataset.log(), dev.log()
+        source = {"train": args.train, "dev": dev.name}
+    elif Path(args.train).is_file():
+        whole = sessions_file_dataset(args.train)
+        train_log, dev_log = whole.log().split("train"), whole.log().split("dev")
+        source = {"train": str(Path(args.train).resolve()), "dev": "its dev users"}
+    else:
+        raise unknown_dataset(args.train, "; or a session file (TSV or JSONL)", option="--train")
+    if not train_log.pairs():
+        raise DataError(f"--train {args.train}: the training users leave no (prefix, next query) pair "
+                        f"({train_log.summary()}); a session needs two different queries in a row")
+    return train_log, dev_log, source
+
+
+def train_generator(model_name: str, args: GeneratorArgs, log: Callable[[str], None]) -> TrainResult:
+    from .models.base import model_spec
+
+    spec = model_spec(model_name)
+    options = {o.name: o.check(args.model_options[o.name], model_name)
+               for o in spec.architecture if o.name in args.model_options}
+    unknown = sorted(set(args.model_options) - {o.name for o in spec.architecture})
+    if unknown:
+        raise UsageError(f"-O {unknown[0]}: {model_name} has no such option; its options: "
+                         f"{', '.join(o.name for o in spec.architecture)}")
+    check_output(args.output, args.overwrite)
+    train_log, dev_log, source = _logs(args)
+    with exclusive(args.output, f"{args.output} is being written by another process (rerank train with the same "
+                                "-o); wait for it to finish, or choose another folder"):
+        return _train(model_name, spec, options, args, train_log, dev_log, source, log)
+
+
+def _batches(pairs: list[Pair], size: int, rng: random.Random):
+    while True:
+        order = pairs[:]
+        rng.shuffle(order)
+        for start in range(0, len(order) - size + 1 if len(order) >= size else 1, size):
+            yield order[start: start + size]
+
+
+def _train(model_name: str, spec: Any, options: dict, args: GeneratorArgs, train_log: SessionLog,
+           dev_log: SessionLog, source: dict, log: Callable[[str], None]) -> TrainResult:
+    os.environ.setdefault(*PASSIVE_THREADS)
+    import torch
+
+    from .models.base import set_threads
+
+    set_threads(args.threads)
+    random.seed(args.seed)
+    rng = random.Random(args.seed)
+    torch.manual_seed(args.seed)
+    pairs, dev_pairs = train_log.pairs(), dev_log.pairs()
+    log(f"training on {train_log.summary()}; dev: {dev_log.summary()}")
+    texts = [q for p in pairs for q in (*p.source, p.target)]
+    model = spec.new_trainable(texts=texts, **options)
+    optimizer, schedule = optimiser([{"params": list(model.parameters()), "lr": args.lr}], args.weight_decay,
+                                    args.steps, args.warmup)
+    record = {**asdict(args), **source, "model_options": options, "versions": package_versions(),
+              "torch_threads": torch.get_num_threads(), "train_pairs": len(pairs), "dev_pairs": len(dev_pairs),
+              "vocabulary": len(model.vocab.words)}
+    del record["overwrite"]
+    began = time.perf_counter()
+    history: list[dict] = []
+    best, best_step, since_best, stopped, step, losses = None, None, 0, "steps", 0, []
+
+    def dev_loss() -> float:
+        model.eval()
+        with torch.no_grad():
+            total = sum(model.loss([list(p.source) for p in dev_pairs[i: i + 64]], [p.target for p in dev_pairs[i: i + 64]])
+                        .item() * len(dev_pairs[i: i + 64]) for i in range(0, len(dev_pairs), 64))
+        model.train()
+        return total / len(dev_pairs)
+
+    def save(value: float | None) -> None:
+        with atomic_dir(args.output, CHECKPOINT_FILE) as tmp:
+            config = model.save(tmp)
+            write_checkpoint(tmp, model_name, config, {
+                **record, "step": step, "dev_measure": "dev cross-entropy" if dev_pairs else None,
+                "dev_value": value, "history": history, "seconds": round(time.perf_counter() - began, 1),
+                "ended": None})
+
+    model.train()
+    batches = _batches(pairs, min(args.batch, len(pairs)), rng)
+    try:
+        while step < args.steps:
+            batch = next(batches)
+            loss = model.loss([list(p.source) for p in batch], [p.target for p in batch], args.smoothing)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            step += 1
+            losses.append(loss.item())
+            out_of_time = args.max_minutes is not None and time.perf_counter() - began > args.max_minutes * 60
+            if dev_pairs and (step % args.eval_every == 0 or step == args.steps or out_of_time):
+                value = dev_loss()
+                recent = losses[-args.eval_every:]
+                history.append({"step": step, "dev_loss": round(value, 4), "loss": round(sum(recent) / len(recent), 4),
+                                "seconds": round(time.perf_counter() - began, 1)})
+                log(f"step {step}: train loss {history[-1]['loss']:.4f}, dev cross-entropy {value:.4f}")
+                if best is None or value < best:
+                    save(value)
+                    best, best_step, since_best = value, step, 0
+                else:
+                    since_best += 1
+                    if since_best >= args.patience:
+                        stopped = "early stopping"
+                        break
+            if out_of_time:
+                stopped = "time budget"
+                break
+        if not dev_pairs:
+            save(None)
+            best_step = step
+    except (KeyboardInterrupt, SystemExit):
+        if best_step is not None:
+            record_ending(Path(args.output), ended=f"interrupted at step {step}", last_step=step, history=history)
+        log(f"training interrupted at step {step}")
+        raise
+    seconds = time.perf_counter() - began
+    if model.vocab.truncated:
+        log(f"note: {counted(model.vocab.truncated, 'query text', 'query texts')} longer than "
+            f"{model.config['max_query_tokens']} tokens were cut while training")
+    record_ending(Path(args.output), ended=stopped, last_step=step, history=history, total_seconds=round(seconds, 1))
+    return TrainResult(step, best, best_step, history, seconds, stopped)
