@@ -47,7 +47,8 @@ def query_text(docid_: str) -> str:
 
 
 def session_of(topic: str) -> list[str]:
-    return topic.split(SEPARATOR.strip()) if SEPARATOR.strip() in topic else [topic]
+    """A prefix's queries from its topic text (one query: the text itself)."""
+    return [normalised(q) for q in topic.split(SEPARATOR.strip())]
 
 
 def normalised(query: str) -> str:
