@@ -5,6 +5,11 @@ atomically with their content hash (`train.write_checkpoint`), one writer per fo
 users' token cross-entropy (evaluated every `eval_every` steps; the best is kept; `patience` evaluations without
 improvement stop it).
 
+With `pretrain` files of queries (the MS MARCO train queries), the vocabulary takes in their words seen at least
+twice, and the model first learns for `pretrain_steps` to restore each query from a copy with every word dropped with
+probability 0.25 (a denoising language model of queries, which teaches it to copy words of its input), then trains
+on the session pairs as above.
+
 The training data: a session data set (`aol-missions`: its train users; dev: the data set's dev users,
 `aol-missions-dev`) or one's own session file (its users split by the same seeded rule).
 """
@@ -42,6 +47,8 @@ class GeneratorArgs:
     seed: int = 42
     max_minutes: float | None = None
     threads: int | None = 1
+    pretrain: tuple[str, ...] = ()  # query files (qid<TAB>query, gzip or not) to pretrain on first
+    pretrain_steps: int = 1000
     overwrite: bool = False
     command: str = ""
     model_options: dict[str, Any] = field(default_factory=dict)
@@ -97,6 +104,45 @@ def _batches(pairs: list[Pair], size: int, rng: random.Random):
             yield order[start: start + size]
 
 
+def _pretraining_queries(files: tuple[str, ...], log: Callable[[str], None]) -> list[str]:
+    from .data.formats import read_topics
+    from .data.sessions import normalised
+
+    queries = [normalised(q) for path in files for q in read_topics(path).values()]
+    queries = [q for q in queries if q]
+    if files:
+        log(f"pretraining on {counted(len(queries), 'query', 'queries')} of {', '.join(files)}")
+    return queries
+
+
+def _noised(query: str, rng: random.Random) -> str:
+    words = query.split()
+    kept = [w for w in words if rng.random() >= 0.25]
+    return " ".join(kept or [rng.choice(words)])
+
+
+def _pretrain(model: Any, queries: list[str], args: GeneratorArgs, rng: random.Random,
+              log: Callable[[str], None]) -> None:
+    """Restore each query from a copy with words dropped, for `pretrain_steps` steps (its own warm-up and decay)."""
+    import torch
+
+    optimizer, schedule = optimiser([{"params": list(model.parameters()), "lr": args.lr}], args.weight_decay,
+                                    args.pretrain_steps, args.warmup)
+    model.train()
+    losses = []
+    for step in range(1, args.pretrain_steps + 1):
+        batch = rng.sample(queries, min(args.batch, len(queries)))
+        loss = model.loss([[_noised(q, rng)] for q in batch], batch, args.smoothing)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+        if step % 100 == 0:
+            log(f"pretraining step {step}: loss {sum(losses[-100:]) / len(losses[-100:]):.4f}")
+
+
 def _train(model_name: str, spec: Any, options: dict, args: GeneratorArgs, train_log: SessionLog,
            dev_log: SessionLog, source: dict, log: Callable[[str], None]) -> TrainResult:
     os.environ.setdefault(*PASSIVE_THREADS)
@@ -111,7 +157,10 @@ def _train(model_name: str, spec: Any, options: dict, args: GeneratorArgs, train
     pairs, dev_pairs = train_log.pairs(), dev_log.pairs()
     log(f"training on {train_log.summary()}; dev: {dev_log.summary()}")
     texts = [q for p in pairs for q in (*p.source, p.target)]
-    model = spec.new_trainable(texts=texts, **options)
+    extra = _pretraining_queries(args.pretrain, log)
+    model = spec.new_trainable(texts=texts, extra=extra, **options)
+    if extra:
+        _pretrain(model, extra, args, rng, log)
     optimizer, schedule = optimiser([{"params": list(model.parameters()), "lr": args.lr}], args.weight_decay,
                                     args.steps, args.warmup)
     record = {**asdict(args), **source, "model_options": options, "versions": package_versions(),
@@ -178,8 +227,8 @@ def _train(model_name: str, spec: Any, options: dict, args: GeneratorArgs, train
         log(f"training interrupted at step {step}")
         raise
     seconds = time.perf_counter() - began
-    if model.vocab.truncated:
-        log(f"note: {counted(model.vocab.truncated, 'query text', 'query texts')} longer than "
+    if model.vocab.cut:
+        log(f"note: {counted(len(model.vocab.cut), 'query text', 'query texts')} longer than "
             f"{model.config['max_query_tokens']} tokens were cut while training")
     record_ending(Path(args.output), ended=stopped, last_step=step, history=history, total_seconds=round(seconds, 1))
     return TrainResult(step, best, best_step, history, seconds, stopped)

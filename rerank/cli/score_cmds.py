@@ -173,6 +173,9 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
               help="Architecture option (tk/tkl), e.g. -O embeddings=minilm-context (MiniLM's frozen encoder as "
                    "token vectors: the best TK here), -O projection=64; for GloVe the lexical ones "
                    "-O term_weights=query-idf -O exact_sigma=0.01 -O oov_buckets=50000 (see README).")
+@click.option("--pretrain", multiple=True, type=click.Path(dir_okay=False),
+              help="Generators: query files (qid<TAB>query) to pretrain on first, e.g. the MS MARCO train queries.")
+@click.option("--pretrain-steps", default=1000, show_default=True, help="Generators: steps of pretraining.")
 @click.option("--init", "init_from", type=click.Path(), default=None,
               help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")
 def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwrite, candidates, qrels, dev_qrels,
@@ -180,7 +183,7 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
           loss, lr, head_lr_scale, eval_every, patience, eval_on_start, dev_depth, metric, seed, teacher, distill,
           distill_weight,
           teacher_scale, teacher_min_score, max_minutes, max_length, threads, precision, device, model_option,
-          init_from) -> None:
+          pretrain, pretrain_steps, init_from) -> None:
     """Train MODEL on judged candidates (a data set's, or a run file's) and write the best checkpoint to OUTPUT."""
     from ..models.base import checked_model_options, registered
     from ..train import TrainArgs, check_trainable, read_checkpoint
@@ -191,6 +194,8 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
         from .suggest_cmds import train_suggester
 
         return train_suggester(spec, click.get_current_context().params)
+    if pretrain:
+        raise UsageError(f"--pretrain: an option of the next-query generators' training, not of {model_name}'s")
     check_trainable(model_name)
     dev_options = [f"--{name.replace('_', '-')}" for name in typed("eval_every", "patience", "dev_depth")]
     if dev_options and not (dev_set or dev_fraction or dev_fold):  # they would be ignored: no dev evaluation runs

@@ -65,7 +65,7 @@ def suggest(model_name, checkpoint, dataset_name, split, sessions, k, beam, thre
 
 # `rerank train`'s options that a generator's training reads; the rest are the rankers'
 _GENERATOR_OPTIONS = {"model_name", "train_set", "dev_set", "output", "overwrite", "steps", "batch_groups", "lr", "eval_every",
-                      "patience", "seed", "max_minutes", "threads", "model_option"}
+                      "patience", "seed", "max_minutes", "threads", "model_option", "pretrain", "pretrain_steps"}
 
 
 def train_suggester(spec, params: dict) -> None:
@@ -90,7 +90,8 @@ def train_suggester(spec, params: dict) -> None:
         batch=params["batch_groups"] if "batch_groups" in typed("batch_groups") else 32,
         lr=params["lr"] if params["lr"] is not None else spec.lr, eval_every=params["eval_every"],
         patience=params["patience"], seed=params["seed"], max_minutes=params["max_minutes"],
-        threads=params["threads"] or 1, overwrite=params["overwrite"],
+        threads=params["threads"] or 1, overwrite=params["overwrite"], pretrain=tuple(params["pretrain"]),
+        pretrain_steps=params["pretrain_steps"],
         command=f"cd {shlex.quote(os.getcwd())} && {shlex.join(['rerank', *sys.argv[1:]])}",
         model_options=parse_model_options(params["model_option"]))
     result = train_generator(spec.name, args, log=lambda message: click.echo(f"rerank: {message}", err=True))

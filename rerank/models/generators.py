@@ -41,17 +41,20 @@ class Vocabulary:
     def __init__(self, words: list[str]):
         self.words = list(words)
         self.index = {w: i for i, w in enumerate(self.words)}
-        self.truncated = 0
+        self.cut: set[str] = set()  # the texts cut to the length limit
 
     @classmethod
-    def build(cls, texts: list[str], min_count: int) -> "Vocabulary":
+    def build(cls, texts: list[str], min_count: int, extra: list[str] = ()) -> "Vocabulary":
+        """The words of `texts` seen `min_count` times, and those of `extra` (pretraining queries) seen twice."""
         counts = collections.Counter(w for t in texts for w in t.split())
-        return cls(SPECIALS + sorted(w for w, n in counts.items() if n >= min_count))
+        words = {w for w, n in counts.items() if n >= min_count}
+        words |= {w for w, n in collections.Counter(w for t in extra for w in t.split()).items() if n >= 2}
+        return cls(SPECIALS + sorted(words))
 
     def encode(self, text: str, limit: int) -> list[int]:
         words = text.split()
         if len(words) > limit:
-            self.truncated += 1
+            self.cut.add(text)
             words = words[:limit]
         return [self.index.get(w, UNK) for w in words]
 
@@ -223,21 +226,21 @@ class Seq2Seq(Generator):
 FAMILIES = {cls.family: cls for cls in (MTN, FlatTransformer, Seq2Seq)}
 
 
-def new_generator(family: str, texts: list[str], **options: Any) -> Generator:
+def new_generator(family: str, texts: list[str], extra: list[str] = (), **options: Any) -> Generator:
     config = {**DEFAULTS, **options}
-    return FAMILIES[family](Vocabulary.build(texts, config["min_count"]), **config)
+    return FAMILIES[family](Vocabulary.build(texts, config["min_count"], extra), **config)
 
 
-def new_mtn(texts: list[str], **options: Any) -> Generator:
-    return new_generator("mtn", texts, **options)
+def new_mtn(texts: list[str], extra: list[str] = (), **options: Any) -> Generator:
+    return new_generator("mtn", texts, extra, **options)
 
 
-def new_transformer(texts: list[str], **options: Any) -> Generator:
-    return new_generator("transformer", texts, **options)
+def new_transformer(texts: list[str], extra: list[str] = (), **options: Any) -> Generator:
+    return new_generator("transformer", texts, extra, **options)
 
 
-def new_seq2seq(texts: list[str], **options: Any) -> Generator:
-    return new_generator("seq2seq", texts, **options)
+def new_seq2seq(texts: list[str], extra: list[str] = (), **options: Any) -> Generator:
+    return new_generator("seq2seq", texts, extra, **options)
 
 
 @torch.no_grad()
@@ -284,7 +287,7 @@ class TrainedSuggester(Suggester):
 
     @property
     def truncated(self) -> int:
-        return self.model.vocab.truncated
+        return len(self.model.vocab.cut)
 
     def suggest(self, session: list[str], k: int) -> list[tuple[str, float]]:
         return beam_search(self.model, session, max(self.beam, k if self.beam > 1 else 1), k)
