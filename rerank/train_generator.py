@@ -157,6 +157,7 @@ def _train(model_name: str, spec: Any, options: dict, args: GeneratorArgs, train
     pairs, dev_pairs = train_log.pairs(), dev_log.pairs()
     log(f"training on {train_log.summary()}; dev: {dev_log.summary()}")
     texts = [q for p in pairs for q in (*p.source, p.target)]
+    began = time.perf_counter()  # pretraining included
     extra = _pretraining_queries(args.pretrain, log)
     model = spec.new_trainable(texts=texts, extra=extra, **options)
     if extra:
@@ -167,7 +168,6 @@ def _train(model_name: str, spec: Any, options: dict, args: GeneratorArgs, train
               "torch_threads": torch.get_num_threads(), "train_pairs": len(pairs), "dev_pairs": len(dev_pairs),
               "vocabulary": len(model.vocab.words)}
     del record["overwrite"]
-    began = time.perf_counter()
     history: list[dict] = []
     best, best_step, since_best, stopped, step, losses = None, None, 0, "steps", 0, []
 
@@ -188,6 +188,7 @@ def _train(model_name: str, spec: Any, options: dict, args: GeneratorArgs, train
                 "ended": None})
 
     model.train()
+    tuned_from = time.perf_counter()  # --max-minutes counts the training on sessions alone
     batches = _batches(pairs, min(args.batch, len(pairs)), rng)
     try:
         while step < args.steps:
@@ -200,7 +201,7 @@ def _train(model_name: str, spec: Any, options: dict, args: GeneratorArgs, train
             schedule.step()
             step += 1
             losses.append(loss.item())
-            out_of_time = args.max_minutes is not None and time.perf_counter() - began > args.max_minutes * 60
+            out_of_time = args.max_minutes is not None and time.perf_counter() - tuned_from > args.max_minutes * 60
             if dev_pairs and (step % args.eval_every == 0 or step == args.steps or out_of_time):
                 value = dev_loss()
                 recent = losses[-args.eval_every:]
