@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import json
 import random
 import re
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from typing import Iterator
 from urllib.parse import quote_plus, unquote_plus
 
 from ..errors import DataError, FormatError, counted
-from .formats import Document, Qrels, open_text
+from .formats import Document, Qrels, _json_records, open_text
 
 SEPARATOR = " ||| "  # between a prefix's queries in its topic text
 SPLIT_SEED = 42
@@ -158,26 +157,19 @@ def read_missions_tsv(path: Path) -> SessionLog:
 def read_sessions_jsonl(path: Path) -> SessionLog:
     raw: list[tuple[str, str, list[str]]] = []
     seen: set[str] = set()
-    with open_text(path) as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise FormatError(str(path), line_no, f"not JSON: {exc.msg}") from None
-            if not isinstance(record, dict) or "session" not in record or "queries" not in record:
-                raise FormatError(str(path), line_no, 'expected {"session": ID, "queries": [...]}')
-            queries = record["queries"]
-            if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-                raise FormatError(str(path), line_no, '"queries" must be a list of strings')
-            if any(not normalised(q) for q in queries):
-                raise FormatError(str(path), line_no, "empty query")
-            sid = str(record["session"])
-            if sid in seen:
-                raise FormatError(str(path), line_no, f"session {sid} appears twice")
-            seen.add(sid)
-            raw.append((str(record.get("user", sid)), sid, [normalised(q) for q in queries]))
+    for line_no, record in _json_records(path):
+        if "session" not in record or "queries" not in record:
+            raise FormatError(str(path), line_no, 'expected {"session": ID, "queries": [...]}')
+        queries = record["queries"]
+        if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+            raise FormatError(str(path), line_no, '"queries" must be a list of strings')
+        if any(not normalised(q) for q in queries):
+            raise FormatError(str(path), line_no, "empty query")
+        sid = str(record["session"])
+        if sid in seen:
+            raise FormatError(str(path), line_no, f"session {sid} appears twice")
+        seen.add(sid)
+        raw.append((str(record.get("user", sid)), sid, [normalised(q) for q in queries]))
     return _sessions(raw, str(path))
 
 
