@@ -57,6 +57,7 @@ STAGE_KINDS: dict[str, str] = {
     "candidates": "rerank.retrieve.api:candidates_stage",
     "score": "rerank.score:score_stage",
     "fuse": "rerank.retrieve.fusion:fuse_stage",
+    "suggest": "rerank.suggest:suggest_stage",
 }
 StageKind = Callable[[str, dict, Stream | None], Stream]
 LOCAL_BACKENDS = ("lucene", "dense")  # indexes under indexes/ (an Elasticsearch index lives on its server)
@@ -69,6 +70,7 @@ STAGE_CHECKS: dict[str, str] = {
     "candidates": "rerank.retrieve.api:check_candidates_stage",
     "score": "rerank.score:check_score_stage",
     "fuse": "rerank.retrieve.fusion:check_fuse_stage",
+    "suggest": "rerank.suggest:check_suggest_stage",
 }
 
 # The parameters each kind takes, with their TOML types (a float also takes an integer): a misspelt or
@@ -82,6 +84,7 @@ STAGE_PARAMETERS: dict[str, dict[str, type]] = {
     "score": {"model": str, "checkpoint": str, "depth": int, "cache": bool, "skip_missing": bool, "topics": str,
               "corpus": str, "interpolate": float, **MODEL_OPTIONS},
     "fuse": {"inputs": list, "method": str, "k": int, "norm": str, "depth": int},
+    "suggest": {"model": str, "checkpoint": str, "k": int, "beam": int, "threads": int},
 }
 EVERY_STAGE = {"name": str, "kind": str, "input": str, "evaluate": bool}
 # The keys that make the leaderboard alone (no stage's run depends on them): rerank run's options override them.

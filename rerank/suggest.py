@@ -35,3 +35,42 @@ def suggest_stream(dataset: SessionDataset, model: Suggester, k: int, stage: str
                                            timings=[Timing(stage, ms, len(found))])
 
     return Stream(header, rankings())
+
+
+def _suggester(dataset: str, params: dict) -> tuple[SessionDataset, Suggester | None]:
+    from .data import get_dataset
+    from .errors import UsageError
+    from .models.base import model_spec
+
+    sessions = get_dataset(dataset)
+    if not isinstance(sessions, SessionDataset):
+        raise UsageError(f"a suggest stage needs a data set of search sessions (aol-missions-dev), not {dataset}")
+    if "model" not in params:
+        raise UsageError("a suggest stage needs `model`")
+    spec = model_spec(params["model"])
+    if spec.kind != "generator":
+        raise UsageError(f"a suggest stage's model writes queries; {params['model']} ranks passages")
+    if spec.needs_checkpoint and "checkpoint" not in params:
+        raise UsageError(f"a suggest stage with model {spec.name} needs `checkpoint` (rerank train {spec.name} "
+                         f"{spec.train_example} -o DIR)")
+    return sessions, spec
+
+
+def check_suggest_stage(dataset: str, params: dict) -> None:
+    """What a pipeline's suggest stage can get wrong, before any stage runs: the data set, model and checkpoint."""
+    from .train import read_checkpoint
+
+    _, spec = _suggester(dataset, params)
+    if spec.needs_checkpoint:
+        read_checkpoint(params["checkpoint"], spec.name)
+
+
+def suggest_stage(dataset: str, params: dict, input: Stream | None) -> Stream:
+    """Pipeline stage `kind = "suggest"`: `model`, `checkpoint`, `k` (10), `beam` (5), `threads` (1)."""
+    from .models.base import set_threads
+
+    sessions, spec = _suggester(dataset, params)
+    set_threads(int(params.get("threads", 1)))
+    options = {"beam": int(params.get("beam", 5))} if spec.needs_checkpoint else {}
+    model = spec.load(params.get("checkpoint"), **options)
+    return suggest_stream(sessions, model, int(params.get("k", 10)), params.get("name") or spec.name, options)
