@@ -16,11 +16,9 @@ def session_set(dataset_name: str, split: str, sessions: str | None):
 
     if sessions:
         return sessions_file_dataset(sessions)
-    name = dataset_name if split == "train" else f"{dataset_name}-{split}"
-    dataset = get_dataset(name)
-    if not isinstance(dataset, SessionDataset):
+    if not isinstance(get_dataset(dataset_name), SessionDataset):
         raise UsageError(f"--dataset {dataset_name}: not a data set of search sessions (aol-missions is one)")
-    return dataset
+    return get_dataset(dataset_name if split == "train" else f"{dataset_name.removesuffix('-' + split)}-{split}")
 
 
 @cli.command()

@@ -250,7 +250,7 @@ TRAINED_MODELS = frozenset({"bert", "tk", "tkl", "mtn", "transformer", "seq2seq"
 def check_checkpoint_given(name: str, checkpoint: str | None) -> None:
     if name in TRAINED_MODELS and not checkpoint:
         raise UsageError(f"--model {name} needs --checkpoint DIR (train one with: rerank train {name} "
-                         "--train trec-dl-2020 --dev-fraction 0.2 -o DIR)")
+                         f"{model_spec(name).train_example} -o DIR)")
 
 
 def load_model(name: str, checkpoint: str | None = None, **options: Any) -> Reranker:
