@@ -6,7 +6,7 @@ per-prefix timings), `rerank score` of the candidate pool (`rerank retrieve aol-
 `rerank eval` of both. Writes benchmarks/results/mtn.md and mtn.json with every command. One thread, `nice`; the
 trainings take minutes each on a shared 2-core machine.
 
-    python benchmarks/mtn.py [--seeds 42 43 44] [--recipe pretrained|plain]
+    python benchmarks/mtn.py [--seeds 42 43 44] [--recipe pretrained|plain] [--name mtn]
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ HOME = Path(os.environ.get("RERANK_HOME", ".")).resolve()
 OUT = HOME / "checkpoints" / "aol"
 DATA = Path(os.environ.get("RERANK_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 MSMARCO = sorted(str(p) for p in (DATA / "msmarco-train-queries").glob("*.tsv.gz"))
-TRAINED = ("mtn", "transformer", "seq2seq")
+TRAINED = ("mtn", "transformer", "seq2seq", "hred")
 BASELINES = ("last-query", "cooccurrence")
 GENERATION = ("BLEU", "1gram", "2gram", "3gram", "4gram", "MRR", "HITS@10")
 RANKING = ("MRR", "HITS@1", "HITS@10")
-COMMON = ["--steps", "1200", "--eval-every", "100", "--patience", "2", "--max-minutes", "8", "--threads", "1"]
-RECIPES = {"plain": [], "pretrained": ["--pretrain-steps", "600", *(x for f in MSMARCO for x in ("--pretrain", f))]}
+COMMON = ["--steps", "1200", "--eval-every", "100", "--patience", "2", "--max-minutes", "6", "--threads", "1"]
+RECIPES = {"plain": [], "pretrained": ["--pretrain-steps", "300", *(x for f in MSMARCO for x in ("--pretrain", f))]}
 
 commands: list[str] = []
 
@@ -72,14 +72,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
     parser.add_argument("--recipe", choices=tuple(RECIPES), default="pretrained")
-    parser.add_argument("--seq2seq-seeds", type=int, default=1, help="seq2seq trains for the first N seeds only")
+    parser.add_argument("--rnn-seeds", type=int, default=1, help="seq2seq and hred train for the first N seeds only")
+    parser.add_argument("--name", default="mtn", help="results file name (benchmarks/results/NAME.md)")
     options = parser.parse_args()
     runs = OUT / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     pool = runs / "pool.run"
     rerank("retrieve", "aol-missions-dev", "--candidates", "pool", "-o", str(pool))
     def seeds_of(model: str) -> list[int | None]:
-        return [None] if model in BASELINES else options.seeds[: options.seq2seq_seeds] if model == "seq2seq" \
+        return [None] if model in BASELINES else options.seeds[: options.rnn_seeds] if model in ("seq2seq", "hred") \
             else options.seeds
 
     for seed in options.seeds:  # every model's first seed before any model's second
@@ -113,7 +114,7 @@ def main() -> None:
         model: [{**{k: v for k, v in s.items() if k not in ("suggested", "ranked")},
                  "generation": generation[s["name"]], "ranking": ranking[s["name"]]} for s in group]
         for model, group in systems.items()}, "pool": ranking["pool"], "tests": tests, "commands": commands}
-    write_results("mtn", results, markdown(results))
+    write_results(options.name, results, markdown(results))
 
 
 def mean_sd(values: list[float]) -> str:

@@ -24,7 +24,7 @@ def log_file(tmp_path, sessions=SESSIONS):
     return path
 
 
-@pytest.mark.parametrize("family", ["mtn", "transformer", "seq2seq"])
+@pytest.mark.parametrize("family", ["mtn", "transformer", "seq2seq", "hred"])
 def test_likelihoods_are_the_teacher_forced_loss(family):
     torch.manual_seed(0)
     model = new_generator(family, [q for s in SESSIONS for q in s], **TINY).eval()
@@ -104,10 +104,11 @@ RECORDED: dict[str, tuple[int, list[float]]] = {
     'mtn': (1, [-7.64481, -3.92803, -13.04348]),
     'transformer': (1, [-8.01195, -4.37114, -13.47043]),
     'seq2seq': (1, [-7.35393, -4.9796, -12.15699]),
+    'hred': (1, [-7.44395, -4.99307, -12.27239]),
 }
 
 
-@pytest.mark.parametrize("family", ["mtn", "transformer", "seq2seq"])
+@pytest.mark.parametrize("family", ["mtn", "transformer", "seq2seq", "hred"])
 def test_scores_change_only_with_their_version(family, tmp_path):
     from rerank.train import write_checkpoint
 

@@ -244,7 +244,7 @@ def checked_model_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-TRAINED_MODELS = frozenset({"bert", "tk", "tkl", "mtn", "transformer", "seq2seq"})  # weights from `rerank train`, so a --checkpoint is needed
+TRAINED_MODELS = frozenset({"bert", "tk", "tkl", "mtn", "transformer", "seq2seq", "hred"})  # weights from `rerank train`, so a --checkpoint is needed
 
 
 def check_checkpoint_given(name: str, checkpoint: str | None) -> None:

@@ -8,7 +8,8 @@ to queries <= i) gives each query a session vector, which is added to each of th
 connection + layer norm); a Transformer decoder (`decoder_layers`) attends to every token so refined.
 `transformer` reads the session as one sequence (queries joined by a separator token) with
 query_layers + session_layers encoder layers, the same total depth. `seq2seq` is a bidirectional GRU encoder over
-that sequence and a GRU decoder with dot-product attention.
+that sequence and a GRU decoder with dot-product attention; `hred` a query-level GRU, a session-level GRU over the
+queries' last states, and that decoder reading the session state alone.
 
 Words are whitespace tokens of the lower-cased queries; the vocabulary is the training pairs' words with at least
 `min_count` occurrences, the rest `<unk>`. A query longer than `max_query_tokens` is cut (and counted); a session
@@ -223,7 +224,34 @@ class Seq2Seq(Generator):
         return self.out(torch.tanh(self.combine(torch.cat([hidden, context], dim=-1))))
 
 
-FAMILIES = {cls.family: cls for cls in (MTN, FlatTransformer, Seq2Seq)}
+class HRED(Seq2Seq):
+    """Hierarchical recurrent encoder-decoder (Sordoni et al. 2015): a GRU reads each query into its last state, a
+    session GRU reads those in order, and the GRU decoder starts from, and attends to, the session state alone."""
+
+    family = "hred"
+
+    def __init__(self, vocab: Vocabulary, **config: Any):
+        super().__init__(vocab, **config)
+        self.encoder = nn.GRU(self.d, self.d, batch_first=True)  # the query level
+        self.session_rnn = nn.GRU(self.d, self.d, batch_first=True)
+
+    def encode(self, sessions: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = self.session_ids(sessions)
+        queries = _padded([q for s in ids for q in s]).to(self.out.weight.device)
+        lengths = (queries != PAD).sum(1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(self.dropout(self.embed(queries)), lengths, batch_first=True,
+                                                   enforce_sorted=False)
+        _, last = self.encoder(packed)  # [1, N, d]: each query's vector
+        vectors = list(last[0].split([len(s) for s in ids]))
+        grid = nn.utils.rnn.pad_sequence(vectors, batch_first=True)
+        packed = nn.utils.rnn.pack_padded_sequence(grid, torch.tensor([len(s) for s in ids]), batch_first=True,
+                                                   enforce_sorted=False)
+        _, state = self.session_rnn(packed)
+        memory = state[0].unsqueeze(1)  # [B, 1, d]
+        return memory, torch.zeros(memory.shape[:2], dtype=torch.bool, device=memory.device)
+
+
+FAMILIES = {cls.family: cls for cls in (MTN, FlatTransformer, Seq2Seq, HRED)}
 
 
 def new_generator(family: str, texts: list[str], extra: list[str] = (), **options: Any) -> Generator:
@@ -323,6 +351,14 @@ def load_generator(name: str, checkpoint: str | None, beam: int = 5, batch_size:
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise DataError(f"checkpoint {checkpoint}: cannot load {name} from it ({str(exc).splitlines()[0]})") from None
     return TrainedSuggester(model, name, manifest["hash"], beam, batch_size or 64)
+
+
+def new_hred(texts: list[str], extra: list[str] = (), **options: Any) -> Generator:
+    return new_generator("hred", texts, extra, **options)
+
+
+def load_hred(checkpoint: str | None, **options: Any) -> TrainedSuggester:
+    return load_generator("hred", checkpoint, **options)
 
 
 def load_mtn(checkpoint: str | None, **options: Any) -> TrainedSuggester:

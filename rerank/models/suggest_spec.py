@@ -22,7 +22,8 @@ _ENCODERS = (Option("query_layers", int, 1, "query-level encoder layers (transfo
 
 for name, what in (("mtn", "Multiresolution Transformer Network: query, session and decoder levels"),
                    ("transformer", "flat Transformer encoder-decoder over the concatenated session, MTN's depth"),
-                   ("seq2seq", "GRU encoder-decoder with attention over the concatenated session")):
+                   ("seq2seq", "GRU encoder-decoder with attention over the concatenated session"),
+                   ("hred", "hierarchical recurrent encoder-decoder (query GRU, session GRU, GRU decoder)")):
     register(ModelSpec(
         name=name, help=f"{what} (next-query suggestion)", loader=f"rerank.models.generators:load_{name}",
         kind="generator", needs_checkpoint=True, trainer=f"rerank.models.generators:new_{name}", lr=1e-3,
