@@ -74,12 +74,15 @@ def main() -> None:
     parser.add_argument("--recipe", choices=tuple(RECIPES), default="pretrained")
     parser.add_argument("--rnn-seeds", type=int, default=1, help="seq2seq and hred train for the first N seeds only")
     parser.add_argument("--name", default="mtn", help="results file name (benchmarks/results/NAME.md)")
+    parser.add_argument("--models", nargs="+", choices=TRAINED, default=list(TRAINED), help="trained systems to run")
     options = parser.parse_args()
     runs = OUT / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     pool = runs / "pool.run"
     rerank("retrieve", "aol-missions-dev", "--candidates", "pool", "-o", str(pool))
     def seeds_of(model: str) -> list[int | None]:
+        if model in TRAINED and model not in options.models:
+            return []
         return [None] if model in BASELINES else options.seeds[: options.rnn_seeds] if model in ("seq2seq", "hred") \
             else options.seeds
 
@@ -89,11 +92,11 @@ def main() -> None:
                 train(model, seed, options.recipe)
     systems: dict[str, list[dict]] = {}
     for model in (*BASELINES, *TRAINED):
-        for seed in seeds_of(model):
+        for seed in seeds_of(model):  # (a model left out has none)
             checkpoint, seconds = train(model, seed, options.recipe) if seed is not None else (None, None)
             name = model if seed is None else f"{model}-s{seed}"
             ck = ["--checkpoint", str(checkpoint)] if checkpoint else []
-            suggested, ranked = runs / f"{name}.run", runs / f"{name}.pool.run"
+            suggested, ranked = runs / f"{name}.{options.recipe}.run", runs / f"{name}.{options.recipe}.pool.run"
             rerank("suggest", "--model", model, *ck, "--dataset", "aol-missions", "--split", "dev", "--beam", "5",
                    "-k", "10", "--name", name, "-o", str(suggested))
             rerank("score", str(pool), "--model", model, *ck, "--depth", "20", "--no-cache", "--name", name,
