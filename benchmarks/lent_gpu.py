@@ -24,7 +24,7 @@ def cast(precision: str, weights: Path, record: bool = False) -> None:
     save_file({k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in tensors.items()},
               str(weights), metadata={"format": "pt"})
     if record:  # the content hash changed with the bytes; say where the weights went through float16
-        from rerank.train import CHECKPOINT_FILE, content_hash
+        from rerank.checkpoint import CHECKPOINT_FILE, content_hash
 
         path = weights.parent / CHECKPOINT_FILE
         manifest = json.loads(path.read_text())

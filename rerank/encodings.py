@@ -5,7 +5,7 @@ Layout of `indexes/NAME/<model>-<checkpoint hash[:12]>/`:
     vectors.f16    every document's term vectors, float16, row-major [tokens, dim], documents in order
     lengths.i32    tokens per document (int32), so offsets are their running sum
     docids.txt     one docid per line, in the same order
-    manifest.json  model, checkpoint hash and path, the model's scores version (base.SCORES_VERSIONS), the
+    manifest.json  model, checkpoint hash and path, the model's scores version (its ModelSpec's), the
                    documents' source (data set or corpus file, with the files' states), the versions of the
                    packages that encoded them (`encoded_with`: the model's `packages`), dim, documents/tokens
                    written so far, complete flag, and at completion the sha256 of vectors.f16
@@ -29,7 +29,7 @@ from . import installed_versions
 from .atomic import atomic_output
 from .errors import DataError, MissingIndexError, UsageError
 from .locks import exclusive
-from .models.base import SCORES_VERSIONS
+from .models.base import scores_version_of
 from .paths import file_sha256, indexes_dir, read_json_object
 from .progress import Progress
 from .retrieve.store import described, made_from, origin, outdated, source_state
@@ -124,7 +124,7 @@ def check_files(folder: Path, manifest: dict, verify_checksum: bool = True) -> N
 def _other_computation(manifest: dict) -> str | None:
     """Why a store's vectors are not what this rerank computes for its model: encoded under another scores version.
     Stores written before versions were numbered are version 1, what TK's documents encoded to until then."""
-    recorded, current = manifest.get("scores_version", 1), SCORES_VERSIONS.get(str(manifest.get("model")))
+    recorded, current = manifest.get("scores_version", 1), scores_version_of(manifest.get("model"))
     if recorded == current:
         return None
     return (f"computed by a rerank whose {manifest.get('model')} is scores version {recorded}, and this one computes "

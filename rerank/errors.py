@@ -64,12 +64,18 @@ class BackendError(RerankError):
 
 
 class ParameterError(UsageError):
-    """A refused value of one parameter, named as the library names it (`max_length`); each front end words the
-    name its own way (`--max-length` on the command line, `max_length` in a pipeline file) with `worded`."""
+    """A refused value, its message naming the parameters by their library names in braces (`{max_length} must be
+    ...`). Each front end words them: `worded(spell)`; the message itself is the command line's (`--max-length`),
+    and a pipeline file says `max_length`."""
 
-    def __init__(self, parameter: str, problem: str, owner: str = ""):
-        self.parameter, self.problem, self.owner = parameter, problem, owner
-        super().__init__(self.worded(lambda name: name))
+    def __init__(self, template: str, *parameters: str):
+        self.template, self.parameters = template, parameters
+        super().__init__(self.worded(flag))
 
     def worded(self, spell) -> str:
-        return f"{spell(self.parameter)} {self.problem}"
+        return self.template.format(**{name: spell(name) for name in self.parameters})
+
+
+def flag(parameter: str) -> str:
+    """A parameter as the command line spells it: max_length -> --max-length."""
+    return "--" + parameter.replace("_", "-")

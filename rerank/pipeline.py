@@ -9,7 +9,7 @@
     backend = "lucene"           # or "dense", with index_name, encoder and hnsw as `rerank index` takes them
     [[stage]]
     name = "bm25"                # also the run's file name: runs/<pipeline>/<name>.run
-    kind = "retrieve"            # a kind registered in STAGE_KINDS
+    kind = "retrieve"            # a kind declared by a StageSpec (rerank/stages.py)
     k = 1000
     [[stage]]
     name = "bert"
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import importlib
 import json
 import re
 import tomllib
@@ -37,55 +36,21 @@ from typing import Callable
 
 from .atomic import atomic_output
 from .data import dataset_names, get_dataset
-from .errors import DataError, MissingIndexError, RerankError, UnknownDatasetError, UsageError
+from .errors import DataError, MissingIndexError, ParameterError, RerankError, UnknownDatasetError, UsageError
 from .evaluate import report
 from .evaluate.measures import label_among, parse_measures, sort_among
 from .evaluate.session import evaluate_runs, judgements_for
 from .evaluate.significance import CORRECTIONS, TESTS
-from .models.base import SCORES_VERSIONS
+from .models.base import scores_version_of
 from .paths import file_state, runs_dir
 from .retrieve import api
 from .retrieve.store import MANIFEST, IndexInfo, build_command, source_state
 from .runs import END_TEXT, PIPELINE_KEY, Run, RunReader, Stream, file_fields, load_run
-from .score import MODEL_OPTIONS
+from .stages import stage_specs
 
-# kind -> "module:function"; the function takes (dataset, stage parameters, input stream or None) and
-# returns the output stream. Resolved on use, so a pipeline only imports the stages it runs (no torch
-# for a BM25-only pipeline).
-STAGE_KINDS: dict[str, str] = {
-    "retrieve": "rerank.retrieve.api:retrieve_stage",
-    "candidates": "rerank.retrieve.api:candidates_stage",
-    "score": "rerank.score:score_stage",
-    "fuse": "rerank.retrieve.fusion:fuse_stage",
-    "suggest": "rerank.suggest:suggest_stage",
-}
-StageKind = Callable[[str, dict, Stream | None], Stream]
 LOCAL_BACKENDS = ("lucene", "dense")  # indexes under indexes/ (an Elasticsearch index lives on its server)
 INDEX_TABLE = {"backend": str, "index_name": str, "encoder": str, "hnsw": int}  # [index]: rerank index's options
 DENSE_INDEX_KEYS = ("index_name", "encoder", "hnsw")  # of those, the dense back end's alone
-# kind -> "module:function" taking (dataset, stage parameters): what the stage would refuse, refused before any
-# stage runs (a misspelt model must not wait for an hour of retrieval).
-STAGE_CHECKS: dict[str, str] = {
-    "retrieve": "rerank.retrieve.api:check_retrieve_stage",
-    "candidates": "rerank.retrieve.api:check_candidates_stage",
-    "score": "rerank.score:check_score_stage",
-    "fuse": "rerank.retrieve.fusion:check_fuse_stage",
-    "suggest": "rerank.suggest:check_suggest_stage",
-}
-
-# The parameters each kind takes, with their TOML types (a float also takes an integer): a misspelt or
-# mistyped one is refused when the file is read, before any stage runs, instead of being ignored.
-STAGE_PARAMETERS: dict[str, dict[str, type]] = {
-    "retrieve": {"backend": str, "k": int, "k1": float, "b": float, "topics": str, "threads": int, "ef_search": int,
-                 "exact": bool, "qld": bool, "mu": float, "rm3": bool, "fb_terms": int, "fb_docs": int,
-                 "original_query_weight": float, "encoder": str, "es_url": str, "index_name": str, "es_ca_certs": str,
-                 "es_verify_certs": bool},
-    "candidates": {"run": str, "k": int, "topics": str},
-    "score": {"model": str, "checkpoint": str, "depth": int, "cache": bool, "skip_missing": bool, "topics": str,
-              "corpus": str, "interpolate": float, **MODEL_OPTIONS},
-    "fuse": {"inputs": list, "method": str, "k": int, "norm": str, "depth": int},
-    "suggest": {"model": str, "checkpoint": str, "k": int, "beam": int, "threads": int},
-}
 EVERY_STAGE = {"name": str, "kind": str, "input": str, "evaluate": bool}
 # The keys that make the leaderboard alone (no stage's run depends on them): rerank run's options override them.
 LEADERBOARD_KEYS = ("measures", "baseline", "sort", "tests", "correction")
@@ -142,13 +107,8 @@ def _check_types(where: str, table: dict, schema: dict[str, type],
             table[key] = float(value)
 
 
-def _function(where: str) -> Callable:
-    module, _, function = where.partition(":")
-    return getattr(importlib.import_module(module), function)
-
-
-def stage_function(kind: str) -> StageKind:
-    return _function(STAGE_KINDS[kind])
+def stage_function(kind: str) -> Callable:
+    return stage_specs()[kind].run_function()
 
 
 def _index_table_backend(spec: dict) -> str | None:
@@ -194,7 +154,12 @@ _FLAG = re.compile(r"(?<![\w-])--(no-)?([a-z][a-z0-9-]*)")  # not inside a word:
 # Kept as written: a command line a message suggests (its flags stay flags), and text a message quotes from the
 # user's files (an id '--depth 1' in a topics file is no flag); a quote starts and ends outside a word ("run's").
 _KEPT = re.compile(r"""(rerank [a-z]+[^,;)]*|(?<!\w)'[^'\n]*'(?!\w)|(?<!\w)"[^"\n]*"(?!\w))""")
-_OFF_SWITCHES = {"es-insecure": "es_verify_certs"}  # flags that turn a key off under a name of their own
+
+
+def _off_switches(kind: str) -> dict[str, str]:
+    """Flags that turn a key off under a name of their own (--es-insecure sets es_verify_certs)."""
+    return {option.flag.removeprefix("--"): option.name for option in stage_specs()[kind].parameters
+            if option.flag_value is False and not option.flag.startswith("--no-")}
 
 
 def _in_pipeline_terms(message: str, kind: str) -> str:
@@ -203,11 +168,11 @@ def _in_pipeline_terms(message: str, kind: str) -> str:
     ("fb_terms ...: add rm3 = true", a switch to add or pass with its value), except in a command line the
     message suggests running or in text it quotes. A --no- switch always keeps its value: "pass cache" would say
     the opposite."""
-    keys = {**STAGE_PARAMETERS[kind], **EVERY_STAGE}
+    keys, off_switches = {**stage_specs()[kind].schema(), **EVERY_STAGE}, _off_switches(kind)
 
     def as_key(match: re.Match) -> str:
-        off = bool(match.group(1)) or match.group(2) in _OFF_SWITCHES
-        key = _OFF_SWITCHES.get(match.group(2), match.group(2).replace("-", "_"))
+        off = bool(match.group(1)) or match.group(2) in off_switches
+        key = off_switches.get(match.group(2), match.group(2).replace("-", "_"))
         if key not in keys:
             return match.group(0)
         if keys[key] is bool and (match.group(1) or match.string[:match.start()].endswith(("add ", "pass "))):
@@ -219,8 +184,11 @@ def _in_pipeline_terms(message: str, kind: str) -> str:
 
 
 def _stage_error(stage: dict, error: RerankError, hint: str = "") -> RerankError:
-    """A stage's error named by its stage, in the pipeline file's words, with the original's exit status."""
-    named = RerankError(f"stage {stage['name']!r}: {_in_pipeline_terms(str(error), stage['kind'])}{hint}")
+    """A stage's error named by its stage, in the pipeline file's words, with the original's exit status: an error
+    that names its parameters names them as keys; the words of others are rewritten (`_in_pipeline_terms`)."""
+    words = (error.worded(str) if isinstance(error, ParameterError)
+             else _in_pipeline_terms(str(error), stage["kind"]))
+    named = RerankError(f"stage {stage['name']!r}: {words}{hint}")
     named.exit_code = error.exit_code
     return named
 
@@ -235,7 +203,7 @@ def check_stages(spec: dict, pipeline_folder: Path) -> None:
     for stage in spec["stage"]:
         params = _stage_parameters(stage)
         try:
-            _function(STAGE_CHECKS[stage["kind"]])(spec["dataset"], params)
+            stage_specs()[stage["kind"]].check_function()(spec["dataset"], params)
             if stage["kind"] == "retrieve":
                 _check_index_there(spec, stage.get("backend", "lucene"), params)
         except UnknownDatasetError as error:
@@ -286,7 +254,7 @@ def _fingerprint(dataset: str, stage: dict, upstream: str) -> str:
     --data-root), the index rebuilt, or a model's scores version bumped must invalidate it."""
     blob = json.dumps({"dataset": dataset, "params": stage, "upstream": upstream}, sort_keys=True)
     if stage["kind"] == "score":  # a run scored by code that computed otherwise (its scores version bumped since)
-        blob += f"scores version {SCORES_VERSIONS.get(str(stage.get('model')))}"
+        blob += f"scores version {scores_version_of(stage.get('model'))}"
     for value in stage.values():
         if not isinstance(value, str):
             continue
@@ -334,7 +302,7 @@ def load_pipeline(path: str | Path, overrides: dict | None = None) -> dict:
         spec = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"{p}: not valid TOML ({exc})") from None
-    every_stage_key = {key: object for kind in STAGE_PARAMETERS.values() for key in kind} | EVERY_STAGE
+    every_stage_key = {key: object for kind in stage_specs().values() for key in kind.schema()} | EVERY_STAGE
     _check_types(str(p), spec, PIPELINE_KEYS, (every_stage_key, "{key} is a stage key; set it in each [[stage]] that "
                                                                 "takes it"))
     if "dataset" not in spec or not spec.get("stage"):
@@ -368,9 +336,10 @@ def load_pipeline(path: str | Path, overrides: dict | None = None) -> dict:
         if not isinstance(stage["name"], str) or not _STAGE_NAME.match(stage["name"]):
             raise DataError(f"{p}: stage {i}: name {stage['name']!r} must be one word of letters, digits and _ . + - "
                             "(it names the run file and tags its lines)")
-        if stage["kind"] not in STAGE_KINDS:
-            raise DataError(f"{p}: stage {stage['name']!r} has unknown kind {stage['kind']!r}; known: {', '.join(STAGE_KINDS)}")
-        _check_types(f"{p}: stage {stage['name']!r}", stage, {**EVERY_STAGE, **STAGE_PARAMETERS[stage["kind"]]},
+        if stage["kind"] not in stage_specs():
+            raise DataError(f"{p}: stage {stage['name']!r} has unknown kind {stage['kind']!r}; known: "
+                            f"{', '.join(stage_specs())}")
+        _check_types(f"{p}: stage {stage['name']!r}", stage, {**EVERY_STAGE, **stage_specs()[stage["kind"]].schema()},
                      (PIPELINE_KEYS, "{key} is a pipeline key, and TOML gives every key below a [[stage]] line to "
                                      "that stage; move it above the first [[stage]]"))
         _check_inputs(str(p), stage)

@@ -30,13 +30,15 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .docstore import TEXTS_BUILD_KEY, DocStore, IndexStore, doc_store_for, queries_for
-from .errors import DataError, UsageError, counted, verb
-from .models.base import Reranker, load_model
+from .errors import DataError, ParameterError, UsageError, counted, verb
+from .models.base import SCORE_OPTIONS, Reranker, load_model, registered
 from .normalise import zscores
+from .params import Option
 from .paths import cache_dir
 from .progress import Progress
 from .retrieve.store import described, origin
 from .runs import QueryRanking, Stream, Timing, descending, file_fields, stored_vectors_packages, used_packages
+from .stages import StageSpec, register_stage
 
 CACHE_FILE = "scores.sqlite"
 
@@ -221,18 +223,18 @@ def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Rer
 def seen_in_training(model: Reranker, dataset: str | None, store: DocStore,
                      queries: dict[str, str]) -> tuple[set[str], set[str]]:
     """The ids of the `queries` (id -> words, ranked over `dataset`'s documents, or else over those of `store`: as
-    training recorded its queries, `train.ranked_over`) the model's checkpoint
+    training recorded its queries, `checkpoint.ranked_over`) the model's checkpoint
     was trained on (`train tk --train trec-dl-2019`, then scored and evaluated on trec-dl-2019; or a test split of
     one's own collection that shares queries with the training split), and those its dev evaluation chose the best
     step by (`--dev trecqa-dev`, or the training queries `--dev-fraction` held out): figures on the first are not
     held out, those on the second are dev figures, so scoring them is said, as train says of such dev queries.
     Checkpoints from before train recorded its queries' words and documents (`query_space`) tell `dataset`'s alone.
-    A soup tells its ingredients' (`train.query_records`): a query one trained on is trained on, whoever held it out."""
+    A soup tells its ingredients' (`checkpoint.query_records`): a query one trained on is trained on, whoever held it out."""
     folder = model.provenance().get("checkpoint")
     manifest = Path(str(folder)) / "checkpoint.json" if folder else None
     if manifest is None or not manifest.is_file():
         return set(), set()
-    from .train import query_records, ranked_over
+    from .checkpoint import query_records, ranked_over
 
     documents = ranked_over(dataset, store)
     trained: set[str] = set()
@@ -248,7 +250,7 @@ def _seen_by(training: dict, dataset: str | None, documents: dict,
              queries: dict[str, str]) -> tuple[set[str], set[str]]:
     """seen_in_training for one training record (`checkpoint.json`'s `training`, or a soup ingredient's)."""
     from .data import dataset_names, get_dataset
-    from .train import queries_seen, trained_qids
+    from .checkpoint import queries_seen, trained_qids
 
     seen = queries_seen(training, documents, queries)
     if seen is not None:
@@ -264,9 +266,10 @@ def _seen_by(training: dict, dataset: str | None, documents: dict,
 
 def check_score_options(depth: int, interpolate: float | None) -> None:
     if depth <= 0:
-        raise UsageError(f"--depth must be a positive number of candidates, not {depth}")
+        raise ParameterError(f"{{depth}} must be a positive number of candidates, not {depth}", "depth")
     if interpolate is not None and not 0 <= interpolate <= 1:
-        raise UsageError(f"--interpolate is the first stage's weight, between 0 and 1, not {interpolate}")
+        raise ParameterError(f"{{interpolate}} is the first stage's weight, between 0 and 1, not {interpolate}",
+                             "interpolate")
 
 
 def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool = True,
@@ -347,17 +350,30 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
     return Stream(header, rankings())
 
 
-# Model options a pipeline's score stage passes to the model, with their TOML types.
-MODEL_OPTIONS = {"max_length": int, "batch_size": int, "threads": int, "quantize": bool, "precision": str, "compile": bool,
-                 "device": str, "on_the_fly": bool}
+SCORE_STAGE = register_stage(StageSpec(
+    kind="score", run="rerank.score:score_stage", check="rerank.score:check_score_stage",
+    parameters=(
+        Option("model", str, None, f"Re-ranker: {', '.join(registered())}."),
+        Option("checkpoint", str, None, "Checkpoint folder (from rerank train)."),
+        Option("depth", int, 100, "Candidates per query to re-score; the rest keep their order below."),
+        Option("cache", bool, True, "Use the score cache; off (--no-cache), every pair is scored by the model: to "
+               "measure latency.", cli_flag="--no-cache"),
+        Option("skip_missing", bool, False, "Leave candidates without text unscored (below the rest) instead of "
+               "failing."),
+        Option("topics", str, None, "Query texts (default: the data set named in the run header).", path="file"),
+        Option("corpus", str, None, "Document texts (default: the index / data set in the run header).", path="file"),
+        Option("interpolate", float, None, "Final score (1-ALPHA)·z(model) + ALPHA·z(first-stage score), z over the "
+               "re-scored candidates."),
+        *SCORE_OPTIONS)))
+MODEL_OPTIONS = [option.name for option in SCORE_OPTIONS]  # what of a score stage's table reaches the model
 
 
 def check_score_stage(_dataset: str, params: dict) -> None:
     """What a pipeline's score stage can get wrong, checked before any stage runs: the model, its options and
     checkpoint, depth, interpolation and the files it names."""
     from .data import files_dataset
-    from .models.base import check_checkpoint_given, checked_model_options
-    from .train import read_checkpoint
+    from .models.base import check_checkpoint_given, checked_model_options, model_spec
+    from .checkpoint import read_checkpoint
 
     if "model" not in params:
         raise UsageError("a score stage needs `model`")  # the pipeline names the stage
@@ -365,10 +381,7 @@ def check_score_stage(_dataset: str, params: dict) -> None:
     check_checkpoint_given(params["model"], params.get("checkpoint"))
     if "checkpoint" in params:
         read_checkpoint(params["checkpoint"], params["model"])
-    if params["model"] in ("bert", "minilm-bi"):
-        from .models.bert import check_unloaded
-
-        check_unloaded(params["model"], params.get("checkpoint"), options)
+    model_spec(params["model"]).check_unloaded(params.get("checkpoint"), options)
     check_score_options(int(params.get("depth", 100)), params.get("interpolate"))
     named = files_dataset(corpus=params.get("corpus"), topics=params.get("topics"))  # names a file that is not there
     # a file of another format fails at its first record here, not after the stages before this one have run:

@@ -14,8 +14,10 @@ from typing import Iterator
 from .data.session_sets import SessionDataset
 from .data.sessions import docid
 from .models.suggesters import Suggester
+from .params import Option
 from .runs import QueryRanking, RunHeader, Stream, Timing, file_fields
 from .score import stage_provenance
+from .stages import StageSpec, register_stage
 
 
 def suggest_stream(dataset: SessionDataset, model: Suggester, k: int, stage: str, options: dict) -> Stream:
@@ -58,7 +60,7 @@ def _suggester(dataset: str, params: dict) -> tuple[SessionDataset, Suggester | 
 
 def check_suggest_stage(dataset: str, params: dict) -> None:
     """What a pipeline's suggest stage can get wrong, before any stage runs: the data set, model and checkpoint."""
-    from .train import read_checkpoint
+    from .checkpoint import read_checkpoint
 
     _, spec = _suggester(dataset, params)
     if spec.needs_checkpoint:
@@ -74,3 +76,12 @@ def suggest_stage(dataset: str, params: dict, input: Stream | None) -> Stream:
     options = {"beam": int(params.get("beam", 5))} if spec.needs_checkpoint else {}
     model = spec.load(params.get("checkpoint"), **options)
     return suggest_stream(sessions, model, int(params.get("k", 10)), params.get("name") or spec.name, options)
+
+
+SUGGEST_STAGE = register_stage(StageSpec(
+    kind="suggest", run="rerank.suggest:suggest_stage", check="rerank.suggest:check_suggest_stage",
+    parameters=(Option("model", str, None, "Suggester: mtn, transformer, seq2seq, hred, cooccurrence, last-query."),
+                Option("checkpoint", str, None, "Checkpoint folder (from rerank train), for trained models."),
+                Option("k", int, 10, "Suggestions per session prefix."),
+                Option("beam", int, 5, "Beam width of trained models (1: greedy)."),
+                Option("threads", int, 1, "Torch threads."))))

@@ -2,7 +2,7 @@
 
 A trainable model is a `torch.nn.Module` adapter (see `TrainableRanker`) that scores groups of
 candidates, `score_batch(queries, docs) -> Tensor[B, n]`, and can `save(folder)` itself; models
-register a factory in `TRAINABLE` (`"module:function"`, called with the model options).
+name a factory as their spec's `trainer` (`"module:function"`, called with the model options).
 
 Training data come from judged candidates: a run the data set ships, or a run file of the user's (e.g.
 from `rerank retrieve`; its queries' and documents' texts found through its header, or `topics`/`corpus`,
@@ -27,8 +27,6 @@ runs give a cross-validated dev curve over every training query (benchmarks/tk_t
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import json
 import math
 import os
@@ -36,34 +34,29 @@ import random
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
-from .atomic import atomic_dir, atomic_output, check_replaceable, check_writable
+from .atomic import atomic_dir
+from .checkpoint import (CHECKPOINT_FILE, check_output, package_versions, queries_seen, query_digest, query_records,
+                         query_space, ranked_over, read_checkpoint, record_ending, refuse_output_in, trained_qids,
+                         write_checkpoint)
 from .data import dataset_names, get_dataset, unknown_dataset
 from .data.formats import Qrels
 from .errors import DataError, RerankError, UsageError, counted, verb
 from .locks import exclusive
-from .models.base import BF16_EMULATED, bf16_is_emulated, check_device, device_kind, on_cpu
-from .paths import file_sha256, read_json_object
+from .models.base import (BF16_EMULATED, bf16_is_emulated, check_device, device_kind, model_spec, on_cpu, registered,
+                          trainable_models)
+from .paths import file_sha256
 from .runs import QueryRanking, Run, RunHeader, load_run, open_run_file
 
 if TYPE_CHECKING:
     from .docstore import DocStore
 
-CHECKPOINT_FILE = "checkpoint.json"
-
 # OpenMP threads that sleep rather than spin while waiting. Must be set before torch is imported. On a
 # shared, oversubscribed 2-core machine spinning threads made a forward pass up to 10x slower; on an
 # idle one the difference is lost in the noise for BERT-sized matrix products.
 PASSIVE_THREADS = ("OMP_WAIT_POLICY", "PASSIVE")
-
-# model name -> "module:function"; function(**options) -> TrainableRanker (fresh, untrained weights)
-TRAINABLE: dict[str, str] = {
-    "bert": "rerank.models.bert:new_trainable",
-    "tk": "rerank.models.tk:new_tk",
-    "tkl": "rerank.models.tk:new_tkl",
-}
 
 
 class TrainableRanker(Protocol):
@@ -81,308 +74,10 @@ class TrainableRanker(Protocol):
     # head on pretrained weights) that train at `head_lr_scale` times the learning rate.
 
 
-# ------------------------------------------------------------------------------------------- checkpoints
-
-def checkpoint_files(folder: Path) -> list[str]:
-    """Every file under a folder but checkpoint manifests, as relative paths in the order the content hash reads
-    them: what a checkpoint is made of when it is written, and, for one written before checkpoints listed their
-    files, what it is taken to be made of."""
-    found = sorted(path.relative_to(folder) for path in Path(folder).rglob("*")
-                   if path.is_file() and path.name != CHECKPOINT_FILE)
-    return [path.as_posix() for path in found]
-
-
-def content_hash(folder: Path, files: list[str] | None = None) -> str:
-    """sha256 over the names and bytes of a checkpoint's `files` (relative paths; None: `checkpoint_files`), in
-    the order of their paths. A list of the files that are there gives what hashing them all gave before
-    checkpoints listed their files, so recorded hashes, and the caches keyed on them, stand."""
-    digest = hashlib.sha256()
-    for name in sorted(files, key=PurePosixPath) if files is not None else checkpoint_files(folder):
-        digest.update(str(PurePosixPath(name)).encode() + b"\x00")
-        with open(Path(folder) / name, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:16]
-
-
-def own_files(folder: Path, manifest: dict) -> list[str]:
-    """The files a checkpoint was written with, as its manifest lists them, so that what a user adds to the folder
-    later (a run scored with it, notes, .DS_Store) is no part of it; every file for a checkpoint written before
-    manifests listed them. A listed file that is gone is an error, as a changed one is."""
-    listed = manifest.get("files")
-    if listed is None:
-        return checkpoint_files(folder)
-    if not (isinstance(listed, list) and all(isinstance(name, str) and name and not PurePosixPath(name).is_absolute()
-                                             and ".." not in PurePosixPath(name).parts for name in listed)):
-        raise DataError(f"checkpoint {folder}: its {CHECKPOINT_FILE} lists its files as something other than paths "
-                        "inside it; retrain or copy it again")
-    missing = [name for name in listed if not (Path(folder) / name).is_file()]
-    if missing:
-        raise DataError(f"checkpoint {folder}: {', '.join(missing)} that {CHECKPOINT_FILE} lists "
-                        f"{'is' if len(missing) == 1 else 'are'} missing: changed or cut short since written; "
-                        "retrain or copy it again")
-    return listed
-
-
-def package_versions() -> dict[str, str | None]:
-    """What a rerun needs to match, besides the seed: the same data can train to other weights under another
-    torch or transformers (kernels, tokenizers, initialisation order)."""
-    import platform
-
-    from . import code_version, installed_versions
-
-    # rerank's own from the code that runs: an installed package's metadata may be another checkout's
-    return {"python": platform.python_version(), "rerank": code_version(),
-            **installed_versions("torch", "transformers", "tokenizers", "numpy")}
-
-
-def config_hash(config: dict) -> str:
-    """A digest of the config a model is built from: it lives in checkpoint.json, outside the content hash."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def write_checkpoint(folder: Path, model: str, config: dict, training: dict) -> dict:
-    files = checkpoint_files(folder)
-    manifest = {"model": model, "config": config, "training": training, "files": files,
-                "hash": content_hash(folder, files), "config_hash": config_hash(config)}
-    (Path(folder) / CHECKPOINT_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    return manifest
-
-
-def record_ending(folder: Path, **fields: Any) -> None:
-    """Add to a kept checkpoint's training record how its training ended and every dev evaluation, the ones
-    after the best too (as Hugging Face's trainer_state.json keeps its log). The manifest is outside the
-    content hash, so the hash, and the score cache keyed on it, stand."""
-    path = Path(folder) / CHECKPOINT_FILE
-    manifest = json.loads(path.read_text())
-    manifest["training"].update(fields)
-    with atomic_output(str(path)) as handle:
-        handle.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-
-
-def read_checkpoint(folder: str | Path, model: str | None) -> dict:
-    """The manifest of a checkpoint folder made for `model` (None: for any model); anything else is a
-    clear error."""
-    path = Path(folder)
-    how = f"train one with: rerank train {model or 'MODEL'} ..."
-    if path.is_file():  # a run or weights file given for the folder: training -o onto it would be refused too
-        raise UsageError(f"checkpoint {path} is a file, not a checkpoint folder; give the folder that rerank train "
-                         f"{model or 'MODEL'} -o wrote")
-    if not path.is_dir():
-        raise UsageError(f"checkpoint {path} does not exist; {how} -o {path}")
-    manifest_path = path / CHECKPOINT_FILE
-    if not manifest_path.is_file():
-        raise UsageError(f"{path} is not a checkpoint (no {CHECKPOINT_FILE}); {how}")
-    manifest = read_json_object(manifest_path, "retrain or copy it again")
-    if model is not None and manifest.get("model") != model:
-        raise UsageError(f"checkpoint {path} was trained for model {manifest.get('model')!r}, not {model!r}")
-    # The hash keys the score cache and goes into run headers: weights edited, copied in or cut short since it
-    # was written would otherwise get another model's cached scores (or a traceback from the weights loader).
-    actual = content_hash(path, own_files(path, manifest))
-    if manifest.get("hash") != actual:
-        raise DataError(f"checkpoint {path}: its files are not those {CHECKPOINT_FILE} describes (hash {actual}, "
-                        f"recorded {manifest.get('hash')}): changed or cut short since written; retrain or copy it again")
-    return _keyed_by_config(path, manifest)
-
-
-_EDITS_NOTED: set[Path] = set()
-
-
-def _keyed_by_config(path: Path, manifest: dict) -> dict:
-    """A config edited by hand since training (TK builds its model from it: `max_doc`, `chunk`...) makes the
-    same weights another model. It gets a hash of its own, so its scores and stored encodings never mix with the
-    trained config's, and a note once per process. Checkpoints written before configs were hashed keep theirs."""
-    recorded = manifest.get("config_hash")
-    edited = config_hash(manifest.get("config", {}))
-    if recorded is None or recorded == edited:
-        return manifest
-    keyed = hashlib.sha256(f"{manifest['hash']} {edited}".encode()).hexdigest()[:16]
-    if path.resolve() not in _EDITS_NOTED:
-        _EDITS_NOTED.add(path.resolve())
-        print(f"rerank: note: checkpoint {path}: the config in its {CHECKPOINT_FILE} was edited since training, so "
-              f"it is keyed as hash {keyed} (trained: {manifest['hash']}); its scores and encodings are kept apart",
-              file=sys.stderr)
-    return {**manifest, "hash": keyed}
-
-
-def refuse_output_in(output: str, checkpoint: str, is_it: str) -> None:
-    """An -o that is a checkpoint being read would lose the weights and record it was read for."""
-    if Path(output).resolve() == Path(checkpoint).resolve():
-        raise UsageError(f"{output} is {is_it}; write the result to a new folder")
-
-
-def enclosing_checkpoint(path: str) -> Path | None:
-    """The checkpoint folder that `path` would be written inside, if any."""
-    return next((folder for folder in Path(path).resolve().parents if (folder / CHECKPOINT_FILE).is_file()), None)
-
-
-def check_output(output: str, overwrite: bool) -> None:
-    """A folder training may write its checkpoint to: checked now, not after the first dev evaluation."""
-    check_replaceable(output, CHECKPOINT_FILE)
-    refuse_output_inside_a_checkpoint(output)
-    if (Path(output) / CHECKPOINT_FILE).is_file() and not overwrite:  # runs name it by its hash
-        raise UsageError(f"{output} holds a checkpoint already; pass --overwrite to replace it, or choose another -o")
-    check_writable(output)
-
-
-def refuse_output_inside_a_checkpoint(output: str) -> None:
-    """An -o inside a checkpoint folder (`-o A/soup`) is deleted with it when that checkpoint is replaced (`train -o A
-    --overwrite`), and adds files to the content hash of one written before checkpoints listed their files, which
-    refuses it as changed from then on: any checkpoint's, not only one being read (`rerank train tk -o CK/tk` spoiled
-    CK)."""
-    holder = enclosing_checkpoint(output)
-    if holder is not None:
-        raise UsageError(f"{output} is inside the checkpoint {holder}, which would delete it when replaced; write the "
-                         "result outside it")
-
-
-def refuse_spoiling_an_unlisted_checkpoint(output: str | None) -> None:
-    """A file written inside a checkpoint written before checkpoints listed their files (`score -o CK/scored.run`, a
-    budget report or plot there): its hash covers every file in its folder, so the file had it refused as "changed
-    or cut short" from then on. One that lists its files is not changed by it, and is left alone."""
-    folder = enclosing_checkpoint(output) if output not in (None, "-") else None
-    if folder is None:
-        return
-    try:
-        listed = "files" in read_json_object(folder / CHECKPOINT_FILE, "")
-    except (DataError, OSError):  # not readable as one: reading it as a checkpoint will say why
-        return
-    if not listed:
-        raise UsageError(f"{output} is inside the checkpoint {folder}, whose content hash covers every file in its "
-                         "folder (it was written before checkpoints listed their files): a file written there would "
-                         "make it refused as changed; write it outside")
-
-
-def refuse_a_checkpoint_twice(folders: list[str], manifests: list[dict]) -> None:
-    """`average CK CK` (or CK and a copy of it: the same files, by their content hash) wrote CK again as a "soup":
-    averaging a checkpoint with itself changes nothing, and beside others only weighs it twice."""
-    first: dict[str, int] = {}  # content hash -> where it was first given
-    for i, manifest in enumerate(manifests):
-        j = first.setdefault(manifest["hash"], i)
-        if j == i:
-            continue
-        once = "give each checkpoint once (averaging one with itself changes nothing)"
-        if Path(folders[j]).resolve() == Path(folders[i]).resolve():
-            raise UsageError(f"checkpoint {folders[i]} is given twice; {once}")
-        raise UsageError(f"checkpoints {folders[j]} and {folders[i]} are one checkpoint (the same files, hash "
-                         f"{manifest['hash']}); {once}")
-
-
-def average_checkpoints(folders: list[str], output: str, overwrite: bool = False) -> dict:
-    """A "model soup": the uniform average of the weights of checkpoints of one model and architecture
-    (e.g. continuations of one parent with other seeds), written as a checkpoint folder like a trained one.
-
-    Children fine-tuned from one parent stay in one basin of the loss, where the average of their weights
-    is a working model that can generalise better than each (Wortsman et al. 2022, "Model soups"; for the DL
-    BERT here it matched its children's mean: benchmarks/results/bert_quality.md). Weight files
-    are `*.safetensors` (BERT) or `*.pt` state dicts (TK); every other of the first checkpoint's own files
-    (tokenizer, config) is copied from it.
-    """
-    import shutil
-
-    if len(folders) < 2:
-        raise UsageError("give at least two checkpoints to average")
-    for folder in folders:
-        refuse_output_in(output, folder, "one of the checkpoints to average")
-    refuse_output_inside_a_checkpoint(output)
-    if (Path(output) / CHECKPOINT_FILE).is_file() and not overwrite:  # as train -o: runs name it by its hash
-        raise UsageError(f"{output} holds a checkpoint already; pass --overwrite to replace it, or choose another -o")
-    manifests = [read_checkpoint(f, None) for f in folders]
-    refuse_a_checkpoint_twice(folders, manifests)
-    model = manifests[0]["model"]
-
-    def architecture(manifest: dict) -> dict:  # the config less where its training started
-        return {k: v for k, v in manifest["config"].items() if k != "base"}
-
-    reference = architecture(manifests[0])
-    for folder, manifest in zip(folders, manifests):
-        if manifest.get("model") != model:  # said alone: every config key of one model differs from another's
-            raise UsageError(f"checkpoint {folder} is a {manifest.get('model')} checkpoint, {folders[0]} a {model} "
-                             "one; a soup averages checkpoints of one model")
-        this = architecture(manifest)
-        differ = [f"{key} {this.get(key)!r} vs {reference.get(key)!r}" for key in sorted({*reference, *this}, key=str)
-                  if this.get(key) != reference.get(key)]
-        if differ:  # named: a --max-length apart looked like another architecture
-            raise UsageError(f"checkpoint {folder} is not the same architecture as {folders[0]} "
-                             f"({', '.join(differ)})")
-    first = Path(folders[0])
-    # its own files at its top, as written: a run scored into its folder, or a notes.txt, is no part of the soup
-    first_files = [name for name in own_files(first, manifests[0]) if "/" not in name]
-    weight_files = sorted(name for name in first_files if Path(name).suffix in (".safetensors", ".pt"))
-    if not weight_files:
-        raise UsageError(f"{first} has no weight files (*.safetensors, *.pt) to average")
-    import torch  # only now, its import taking seconds: what is refused above is said without that wait
-    from safetensors.torch import load_file, save_file
-
-    def load(path: Path) -> dict:
-        if not path.is_file():
-            raise UsageError(f"checkpoint {path.parent} lacks {path.name}, which {first} has")
-        try:
-            if path.suffix == ".safetensors":
-                return load_file(path)
-            return torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as error:  # safetensors' and torch's unreadable-file errors are of many types
-            raise DataError(f"cannot read the weights {path} ({type(error).__name__}); is the checkpoint damaged?") from None
-
-    with atomic_dir(output, CHECKPOINT_FILE) as tmp:
-        for name in first_files:
-            if name not in weight_files:
-                shutil.copy2(first / name, Path(tmp) / name)
-        for name in weight_files:
-            states = [load(Path(f) / name) for f in folders]
-            if any(s.keys() != states[0].keys() or any(s[k].shape != states[0][k].shape for k in s) for s in states):
-                raise UsageError(f"{name} differs in its tensors between the checkpoints; they are not one architecture")
-            average = {k: (sum(s[k].double() for s in states) / len(states)).to(states[0][k].dtype)
-                       if states[0][k].is_floating_point() else states[0][k] for k in states[0]}
-            if name.endswith(".safetensors"):
-                save_file(average, Path(tmp) / name, metadata={"format": "pt"})
-            else:
-                torch.save(average, Path(tmp) / name)
-        soup = {"soup": [{"checkpoint": str(Path(f).resolve()), "hash": m["hash"]} for f, m in zip(folders, manifests)]}
-        train_sets = {m["training"].get("train") for m in manifests}
-        if len(train_sets) == 1 and None not in train_sets:  # the data the ingredients share, for reports
-            soup["train"] = train_sets.pop()
-        soup["ingredient_queries"] = ingredient_queries(manifests)
-        manifest = write_checkpoint(tmp, model, manifests[0]["config"], soup)
-    return manifest
-
-
-# What of a training record tells the queries a checkpoint trained on and chose its step by (`queries_seen`, and for
-# checkpoints from before `query_space`, `trained_qids`), and the weights it continued (`init_trained_on_dev`)
-QUERY_RECORD = ("query_space", "held_out_qids", "train_source", "dev_source", "train", "candidates", "qrels", "min_rel",
-                "file_sha256", "model_options", "init_hash")
-
-
-def query_records(training: dict) -> list[dict]:
-    """The training records that tell which queries a checkpoint trained on and chose its step by: its own, or a
-    soup's ingredients' (`ingredient_queries`); a soup from before they were recorded tells none, as before."""
-    return training.get("ingredient_queries", [training])
-
-
-def ingredient_queries(manifests: list[dict]) -> list[dict]:
-    """The soup's record of its ingredients' queries, in the soup's own checkpoint.json so that it outlives their
-    folders: each ingredient's QUERY_RECORD (a soup's, its ingredients'), once each, since children of one parent
-    mostly share theirs (a digest per training query)."""
-    records: list[dict] = []
-    for manifest in manifests:
-        for training in query_records(manifest["training"]):
-            record = {key: training[key] for key in QUERY_RECORD if key in training}
-            if record not in records:
-                records.append(record)
-    return records
-
-
 def check_trainable(name: str) -> None:
-    """Refuse a model with no factory in TRAINABLE (`rerank train` asks first, before any training data is read)."""
-    if name not in TRAINABLE:
-        raise UsageError(f"cannot train model {name!r}; trainable: {', '.join(sorted(TRAINABLE))}")
-
-
-def new_trainable(name: str, **options: Any) -> TrainableRanker:
-    check_trainable(name)
-    module, _, function = TRAINABLE[name].partition(":")
-    factory: Callable[..., TrainableRanker] = getattr(importlib.import_module(module), function)
-    return factory(**options)
+    """Refuse a model that cannot be trained (`rerank train` asks first, before any training data is read)."""
+    if not model_spec(name).trainer:
+        raise UsageError(f"cannot train model {name!r}; trainable: {', '.join(trainable_models())}")
 
 
 # ---------------------------------------------------------------------------------------------- the data
@@ -432,7 +127,7 @@ class TrainArgs:
     teacher_min_score: float | None = None  # unjudged teacher queries whose best score is lower are skipped
     max_minutes: float | None = None
     precision: str = "fp32"  # "bf16": forward passes under bfloat16 autocast (about 2x the steps on AVX512-BF16 CPUs)
-    device: str = "cpu"  # where the weights and batches live: "cuda" (bert only) trains on a GPU
+    device: str = "cpu"  # where the weights and batches live: "cuda" for models whose spec trains there
     overwrite: bool = False  # replace a checkpoint already at `output` (else refused, as index and encode refuse)
     eval_on_start: bool = False  # a dev evaluation before the first step (Hugging Face's eval_on_start)
     model_options: dict = field(default_factory=dict)
@@ -715,15 +410,6 @@ def judged_run_file(path: str, args: TrainArgs, log: Callable[[str], None], dev:
     queries = _judged(rankings, topics, texts, judgements.qrels, judgements.min_rel)
     return Judged(queries, texts, judgements.qrels, judgements.min_rel, judgements.measures, name, note,
                   ranked_over(header.dataset, store))
-
-
-def ranked_over(dataset: str | None, store: DocStore) -> dict:
-    """The documents a run's queries were ranked over, as a checkpoint's `query_space` records them and `score`
-    looks them up: a known data set its header names (its ids name its queries, whatever file --corpus gave their
-    texts from), else the texts' store's `origin` (an index or corpus file of one's own)."""
-    from .retrieve.store import origin
-
-    return {"dataset": dataset} if dataset in dataset_names() else origin(store.origin)
 
 
 def _run_file_option(args: TrainArgs, key: str, dev: bool) -> tuple[str, str | None]:
@@ -1076,70 +762,9 @@ def build_dev(args: TrainArgs, training: Judged,
     return train_queries, DevSet(dev_queries, judged.texts, dev_qrels, measure, source, judged.name, judged.documents)
 
 
-def trained_qids(training: dict) -> set[str] | None:
-    """The ids of the judged queries a checkpoint trained on, from its checkpoint.json's `training` record: those
-    of its training data less the ones it held out (`held_out_qids`); None where that data cannot be read again
-    (a candidate run file, or its --qrels, since moved or changed, or read from a pipe)."""
-    from .evaluate.session import judgements_for
-
-    files = training.get("file_sha256") or {}
-    candidates, name = training.get("candidates"), training.get("train")
-    if "candidates" in files:
-        path = Path(candidates)
-        if any(not Path(training[key]).is_file() or file_sha256(Path(training[key])) != files[key]
-               for key in ("candidates", "qrels") if key in files):
-            return None
-        with open_run_file(path) as handle:
-            run = load_run(handle, str(path))
-        try:  # judged as training judged it (judged_run_file): a query without judgements made no training group
-            qrels = judgements_for([run], training.get("qrels"), training.get("min_rel"), fallback_dataset=name).qrels
-        except RerankError:
-            return None
-        qids = {qid for qid in run.queries if qrels.get(qid)}
-    elif name in dataset_names() and (candidates is None or candidates in get_dataset(name).run_files):
-        qids = set(get_dataset(name).qrels())  # a run it ships holds its judged queries, or a subset of them
-    else:
-        return None
-    return qids - set(training.get("held_out_qids") or ())
-
-
 def resolved_run(name: str, path: str | None) -> str:
     """A training or dev set's name (`Judged.name`) with the run file `path` it names, where it names one, resolved."""
     return str(Path(path).resolve()) if path is not None and name == path else name
-
-
-def query_digest(text: str) -> str:
-    """A query's words by content (spacing aside), as a checkpoint records the queries it saw: an id alone names
-    other words in another topics file of one's own over the same documents (both numbered from 1)."""
-    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:16]
-
-
-def query_space(documents: dict, queries: dict[str, str]) -> dict:
-    """A checkpoint's record of a set of queries (id -> words): the documents they were ranked over, and each one's
-    words by id."""
-    return {"documents": documents, "text_sha256": {qid: query_digest(text) for qid, text in queries.items()}}
-
-
-def queries_seen(training: dict, documents: dict, texts: dict[str, str]) -> tuple[set[str], set[str]] | None:
-    """Of the queries `texts` (id -> words) ranked over `documents`, those the checkpoint whose training record is
-    `training` trained on, and those its dev evaluation chose its step by (held out of them, or --dev's): the same
-    id and words over the same documents, whether a data set names them or they are one's own collection's. None
-    for checkpoints from before that record (`query_space`)."""
-    spaces = training.get("query_space")
-    if spaces is None:
-        return None
-
-    def same(space: dict | None) -> set[str]:
-        if not space or not documents or space["documents"] != documents:
-            return set()
-        return {qid for qid, digest in space["text_sha256"].items()
-                if qid in texts and query_digest(texts[qid]) == digest}
-
-    in_training = same(spaces["train"])
-    held_out = in_training & set(training.get("held_out_qids") or ())
-    # a teacher run's unjudged queries were trained on too, by its scores (`distilled`: none before it was recorded)
-    trained = (in_training - held_out) | same(spaces.get("distilled"))
-    return trained, (held_out | same(spaces["dev"])) - trained
 
 
 def init_trained_on_dev(base: str, model_name: str, dev: DevSet) -> list[str]:
@@ -1191,17 +816,6 @@ def distill_loss(scores, teacher, kind: str):
                     reduction="batchmean")
 
 
-def optimiser(parameter_groups: list[dict], weight_decay: float, steps: int, warmup_fraction: float) -> tuple:
-    """AdamW and its schedule: linear warm-up over `warmup_fraction` of the steps, then linear decay to 0."""
-    import torch
-
-    optimizer = torch.optim.AdamW(parameter_groups, weight_decay=weight_decay)
-    warmup = max(1, int(steps * warmup_fraction))
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup))))
-    return optimizer, schedule
-
-
 def diverged(args: TrainArgs, step: int, best_step: int | None) -> str:
     """Why training stopped at a non-finite loss or gradient, what to lower, and what is left of it: the
     step is checked before it changes the weights, so no checkpoint ever holds a diverged model."""
@@ -1231,9 +845,11 @@ def _nothing_written(output: str) -> str:
 
 def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda _m: None) -> TrainResult:
     """Train `model_name` as `args` say and leave the best checkpoint in `args.output`."""
-    if not on_cpu(args.device) and model_name != "bert":
-        device_kind(args.device)  # `--device foo` is a misspelling, said as such, not a GPU that tk cannot use
-        raise UsageError(f"--device {args.device}: only bert trains on a GPU here; train {model_name} on --device cpu")
+    kind = "cpu" if on_cpu(args.device) else device_kind(args.device)  # `--device foo`: a misspelling, said so
+    if kind not in model_spec(model_name).train_devices:
+        on_gpus = [name for name, spec in registered().items() if kind in spec.train_devices]
+        raise UsageError(f"--device {args.device}: only {' and '.join(on_gpus)} trains on a GPU here; train "
+                         f"{model_name} on --device cpu")
     args.check()  # before torch's import, which takes seconds
     # Two trainings into one folder (the same -o in two shells) each replaced the other's checkpoint at their dev
     # evaluations, and each wrote how its training ended into whichever checkpoint was there: weights of one run
@@ -1243,10 +859,17 @@ def train(model_name: str, args: TrainArgs, log: Callable[[str], None] = lambda 
         return _train(model_name, args, log)
 
 
-def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> TrainResult:
-    """train, with the output folder's lock held."""
-    random.seed(args.seed)
-    rng = random.Random(args.seed)
+@dataclass
+class Prepared:
+    """The training data, read and checked before torch is imported: what a refusal of it is said without waiting for."""
+
+    queries: list[JudgedQuery]  # the training queries (less those held out for dev)
+    training: Judged
+    dev: DevSet | None
+    teacher: Teacher | None
+
+
+def prepare(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Prepared:
     training = training_set(args, log)
     queries, dev = build_dev(args, training, log)
     base = args.model_options.get("base")
@@ -1258,7 +881,6 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
             log(f"note: the dev figures are not held out for the starting weights: those of --init {base} were "
                 f"trained on {len(seen)} of the {counted(len(dev.queries), 'dev query', 'dev queries')} "
                 f"{some_ids(seen)}")
-    texts = training.texts
     if not any(q.positives and q.negatives for q in queries):
         raise DataError(f"{training.name} has no training query with both relevant and non-relevant candidates")
     most = max(len(q.negatives) for q in queries)
@@ -1272,25 +894,33 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     if args.batch_groups > epoch_size:
         log(f"note: an epoch has {counted(epoch_size, 'group')}, fewer than --batch-groups {args.batch_groups}: "
             "each step trains on a whole epoch")
-    # torch only now, its import taking seconds: what the training data is refused for is said without that wait
-    os.environ.setdefault(*PASSIVE_THREADS)
-    import torch
-    from tqdm import tqdm
+    return Prepared(queries, training, dev, teacher)
 
-    torch.manual_seed(args.seed)
-    model = new_trainable(model_name, **args.model_options)
-    device = torch.device(args.device)
-    model.to(device).train()
+
+def optimiser(model: Any, model_name: str, args: TrainArgs) -> tuple[Any, Any]:
+    """AdamW (a freshly initialised head at --head-lr-scale times the rate) with linear warm-up and decay."""
+    import torch
+
     head = list(model.head_parameters()) if hasattr(model, "head_parameters") else []
     if not head and args.head_lr_scale != 1:  # it would scale nothing, yet be recorded as the run's setting
-        raise UsageError(f"--head-lr-scale: {model_name} has no freshly initialised head to train faster (bert's "
-                         "classifier and pooler); leave it out")
+        raise UsageError(f"--head-lr-scale: {model_name} has no freshly initialised head to train faster (a new "
+                         "classifier on pretrained weights); leave it out")
     head_ids = {id(p) for p in head}
     body = [p for p in model.parameters() if p.requires_grad and id(p) not in head_ids]
     parameter_groups = [{"params": body, "lr": args.lr}]
     if head:
         parameter_groups.append({"params": head, "lr": args.lr * args.head_lr_scale})
-    optimizer, schedule = optimiser(parameter_groups, args.weight_decay, args.steps, args.warmup)
+    optimizer = torch.optim.AdamW(parameter_groups, weight_decay=args.weight_decay)
+    warmup = max(1, int(args.steps * args.warmup))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / max(1, args.steps - warmup))))
+    return optimizer, schedule
+
+
+def training_record(model_name: str, args: TrainArgs, data: Prepared) -> dict:
+    """What checkpoint.json records of how it was trained: the arguments, and the files and data it read."""
+    import torch
+
     record = asdict(args)
     del record["overwrite"]  # how -o was written, not how the model was trained
     files = ["qrels", "topics", "corpus", "teacher", *(["candidates"] if args.candidate_file else []),
@@ -1311,6 +941,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                                 for name in sorted({args.train, args.dev} & set(dataset_names()))}
     # --init's base by content too: its folder may be retrained later (train -o replaces a checkpoint), and the
     # path alone would then name other weights than the ones this run continued.
+    base = args.model_options.get("base")
     record["init_hash"] = (read_checkpoint(base, model_name)["hash"]
                            if base and (Path(base) / CHECKPOINT_FILE).is_file() else None)
     record["versions"] = package_versions()
@@ -1319,6 +950,7 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     record["torch_threads"] = torch.get_num_threads()
     # Which queries it trained on and chose its step by, over which documents, for `score` to say so when it
     # re-scores them (queries_seen), of a data set or of one's own collection
+    training, dev, teacher = data.training, data.dev, data.teacher
     record["query_space"] = {
         "train": query_space(training.documents, {q.qid: q.text for q in training.queries}),
         "dev": query_space(dev.documents, {q.qid: q.text for q in dev.queries}) if args.dev else None,
@@ -1327,130 +959,187 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
     # run files by their resolved paths, as the files above: the path as typed names another file from elsewhere
     record["train_source"] = resolved_run(training.name, args.candidates if args.candidate_file else None)
     record["dev_source"] = resolved_run(dev.source, args.dev if args.dev_file else None) if dev else None
-    began = time.perf_counter()
-    history: list[dict] = []
-    best, best_step, since_best, stopped = None, None, 0, "steps"
-    if args.precision == "bf16" and device.type == "cpu" and bf16_is_emulated():
-        log(f"warning: {BF16_EMULATED}")
+    return record
 
-    written: list[dict] = []  # the manifest of the checkpoint being saved
 
-    def save(step: int, metric: float | None) -> None:
-        written.clear()
+class Keeper:
+    """Checkpointing and early stopping: keeps in -o the checkpoint of the best dev evaluation (of the last step
+    without a dev set), and tells when patience has run out."""
+
+    def __init__(self, model: Any, model_name: str, args: TrainArgs, data: Prepared, record: dict,
+                 log: Callable[[str], None]):
+        self.model, self.model_name, self.args, self.data, self.record, self.log = model, model_name, args, data, record, log
+        self.began = time.perf_counter()
+        self.history: list[dict] = []
+        self.losses: list[float] = []
+        self.best: float | None = None
+        self.best_step: int | None = None
+        self.since_best = 0
+        self.written: list[dict] = []  # the manifest of the checkpoint being saved
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self.began
+
+    def save(self, step: int, metric: float | None) -> None:
+        args, dev = self.args, self.data.dev
+        self.written.clear()
         with atomic_dir(args.output, CHECKPOINT_FILE) as tmp:
-            config = model.save(tmp)
-            written.append(write_checkpoint(tmp, model_name, config, {
-                **record, "step": step,
+            config = self.model.save(tmp)
+            self.written.append(write_checkpoint(tmp, self.model_name, config, {
+                **self.record, "step": step,
                 "dev_measure": dev.measure.label if dev else None, "dev_value": metric,
                 # the training queries held out for dev, by id: the split is seeded, but a list needs no re-run
                 "held_out_qids": sorted(q.qid for q in dev.queries) if args.dev_fraction or args.dev_fold else None,
-                "history": history, "train_queries": len(queries),
-                "seconds": round(time.perf_counter() - began, 1),
+                "history": self.history, "train_queries": len(self.data.queries),
+                "seconds": round(self.seconds(), 1),
                 "ended": None}))  # until training ends: an interrupted run's checkpoint keeps None
 
-    def saved() -> bool:
+    def saved(self) -> bool:
         """Whether -o holds the checkpoint `save` wrote: an interrupt while the one it replaced is deleted comes
         after it took that one's place."""
         try:
-            held = json.loads((Path(args.output) / CHECKPOINT_FILE).read_text())
+            held = json.loads((Path(self.args.output) / CHECKPOINT_FILE).read_text())
         except (OSError, ValueError):
             return False
-        return bool(written) and json.dumps(held, sort_keys=True) == json.dumps(written[0], sort_keys=True)
+        return bool(self.written) and json.dumps(held, sort_keys=True) == json.dumps(self.written[0], sort_keys=True)
 
-    groups: list[Group] = []
-    step = 0
-    losses: list[float] = []
-
-    def dev_round(step: int) -> bool:
-        """Evaluate on the dev set, keep the checkpoint if it is the best so far; False once patience runs out."""
-        nonlocal since_best
-        value = dev.evaluate(model, args.dev_depth)
-        recent = losses[-args.eval_every:]
-        history.append({"step": step, dev.measure.label: round(value, 4),
-                        "loss": round(sum(recent) / len(recent), 4) if recent else None,
-                        "seconds": round(time.perf_counter() - began, 1)})
-        with tqdm.external_write_mode(file=sys.stderr):  # on a terminal, a line of its own above the bar
-            log(f"step {step}: dev {dev.measure.label} = {value:.4f} on {dev.source}")
-        if best is None or value > best:
-            keep(step, value)
-            since_best = 0
-        else:
-            since_best += 1
-        return since_best < args.patience
-
-    def keep(step: int, value: float | None) -> None:
+    def keep(self, step: int, value: float | None) -> None:
         """Save the checkpoint of `step`; best_step names what -o holds, also after an interrupt during the save."""
-        nonlocal best, best_step
         try:
-            save(step, value)
+            self.save(step, value)
         except BaseException:
-            if saved():  # interrupted while the checkpoint it replaced was deleted: -o holds the new one
-                best, best_step = value, step
+            if self.saved():  # interrupted while the checkpoint it replaced was deleted: -o holds the new one
+                self.best, self.best_step = value, step
             raise
-        best, best_step = value, step
+        self.best, self.best_step = value, step
 
+    def dev_round(self, step: int) -> bool:
+        """Evaluate on the dev set, keep the checkpoint if it is the best so far; False once patience runs out."""
+        from tqdm import tqdm
+
+        args, dev = self.args, self.data.dev
+        value = dev.evaluate(self.model, args.dev_depth)
+        recent = self.losses[-args.eval_every:]
+        self.history.append({"step": step, dev.measure.label: round(value, 4),
+                             "loss": round(sum(recent) / len(recent), 4) if recent else None,
+                             "seconds": round(self.seconds(), 1)})
+        with tqdm.external_write_mode(file=sys.stderr):  # on a terminal, a line of its own above the bar
+            self.log(f"step {step}: dev {dev.measure.label} = {value:.4f} on {dev.source}")
+        if self.best is None or value > self.best:
+            self.keep(step, value)
+            self.since_best = 0
+        else:
+            self.since_best += 1
+        return self.since_best < args.patience
+
+    def end(self, ended: str, step: int) -> None:
+        """Record in the kept checkpoint how training ended (-o holds nothing of this run before its first keep)."""
+        if self.best_step is not None:
+            record_ending(Path(self.args.output), ended=ended, last_step=step, history=self.history,
+                          total_seconds=round(self.seconds(), 1))
+
+    def interrupted(self, step: int) -> str:
+        args, dev = self.args, self.data.dev
+        self.end(f"interrupted at step {step}", step)
+        kept = (_nothing_written(args.output) if self.best_step is None
+                else f"{args.output} holds its checkpoint of step {self.best_step}" if dev is None
+                else f"{args.output} keeps the best checkpoint so far (step {self.best_step}, dev "
+                     f"{dev.measure.label} {self.best:.4f})")
+        return f"training interrupted at step {step}; {kept}"
+
+
+def batches(data: Prepared, args: TrainArgs, rng: random.Random) -> Iterator[list[Group]]:
+    """Steps' batches of groups, from epochs sampled anew (the teacher's unjudged queries among them)."""
+    groups: list[Group] = []
+    while True:
+        if len(groups) < args.batch_groups:
+            epoch = sample_groups(data.queries, data.training.texts, args.negatives, rng)
+            if data.teacher is not None:
+                epoch += data.teacher.groups(1 + args.negatives, rng)
+            rng.shuffle(epoch)
+            groups += epoch
+        batch, groups = groups[: args.batch_groups], groups[args.batch_groups :]
+        yield batch
+
+
+def batch_loss(model: Any, batch: list[Group], args: TrainArgs, teacher: Teacher | None, device: Any) -> Any:
+    """The group loss of the batch's labelled groups, plus the distillation loss where the teacher scores a group."""
+    import torch
+
+    # bf16 autocast: matmuls in bfloat16, weights, losses and optimiser state stay fp32
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+        scores = model.score_batch([g.query for g in batch], [g.passages for g in batch])
+    scores = scores.float()
+    labelled = [i for i, g in enumerate(batch) if g.labelled]
+    loss = group_loss(scores[labelled], args.loss) if labelled else scores.sum() * 0.0
+    if teacher is not None:
+        targets = [teacher.targets(g) for g in batch]
+        rows = [i for i, t in enumerate(targets) if t is not None]
+        if rows:
+            target = args.teacher_scale * torch.tensor([targets[i] for i in rows], device=device)
+            loss = loss + args.distill_weight * distill_loss(scores[rows], target, args.distill)
+    return loss
+
+
+def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> TrainResult:
+    """train, with the output folder's lock held: the data, the model, then the loop of steps."""
+    random.seed(args.seed)
+    rng = random.Random(args.seed)
+    data = prepare(model_name, args, log)
+    # torch only now, its import taking seconds: what the training data is refused for is said without that wait
+    os.environ.setdefault(*PASSIVE_THREADS)
+    import torch
+    from tqdm import tqdm
+
+    torch.manual_seed(args.seed)
+    model = model_spec(model_name).new_trainable(**args.model_options)
+    device = torch.device(args.device)
+    model.to(device).train()
+    optimizer, schedule = optimiser(model, model_name, args)
+    keeper = Keeper(model, model_name, args, data, training_record(model_name, args, data), log)
+    dev, step, stopped = data.dev, 0, "steps"
+    if args.precision == "bf16" and device.type == "cpu" and bf16_is_emulated():
+        log(f"warning: {BF16_EMULATED}")
     try:
         if dev is not None and args.eval_on_start:  # the weights it starts from compete for the best (--init's)
-            dev_round(0)
+            keeper.dev_round(0)
         with tqdm(total=args.steps, desc=f"training {model_name}", unit="step", disable=None) as bar:
-            while step < args.steps:
-                if len(groups) < args.batch_groups:
-                    epoch = sample_groups(queries, texts, args.negatives, rng)
-                    if teacher is not None:
-                        epoch += teacher.groups(1 + args.negatives, rng)
-                    rng.shuffle(epoch)
-                    groups += epoch
-                batch, groups = groups[: args.batch_groups], groups[args.batch_groups :]
-                # bf16 autocast: matmuls in bfloat16, weights, losses and optimiser state stay fp32
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16"):
-                    scores = model.score_batch([g.query for g in batch], [g.passages for g in batch])
-                scores = scores.float()
-                labelled = [i for i, g in enumerate(batch) if g.labelled]
-                loss = group_loss(scores[labelled], args.loss) if labelled else scores.sum() * 0.0
-                if teacher is not None:
-                    targets = [teacher.targets(g) for g in batch]
-                    rows = [i for i, t in enumerate(targets) if t is not None]
-                    if rows:
-                        target = args.teacher_scale * torch.tensor([targets[i] for i in rows], device=device)
-                        loss = loss + args.distill_weight * distill_loss(scores[rows], target, args.distill)
+            for batch in batches(data, args, rng):
+                if step >= args.steps:
+                    break
+                loss = batch_loss(model, batch, args, data.teacher, device)
                 optimizer.zero_grad()
                 loss.backward()
                 norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 if not (math.isfinite(loss.item()) and math.isfinite(norm)):  # before a step spreads it to the weights
-                    if best_step is not None:  # else -o holds nothing of this run (an older checkpoint, or nothing)
+                    if keeper.best_step is not None:  # else -o holds nothing of this run (an older checkpoint, or nothing)
                         record_ending(Path(args.output), ended=f"diverged at step {step + 1}", last_step=step,
-                                      history=history)
-                    raise DataError(diverged(args, step + 1, best_step))
+                                      history=keeper.history)
+                    raise DataError(diverged(args, step + 1, keeper.best_step))
                 optimizer.step()
                 schedule.step()
                 step += 1
+                losses = keeper.losses
                 losses.append(loss.item())
                 bar.update(1)
                 bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.4f}")
                 if bar.disable and step % 10 == 0:  # no terminal: a line now and then instead of the bar
                     log(f"step {step}/{args.steps}: mean loss of the last 10 steps {sum(losses[-10:]) / 10:.4f}, "
-                        f"{time.perf_counter() - began:.0f} s")
-                out_of_time = args.max_minutes is not None and time.perf_counter() - began > args.max_minutes * 60
+                        f"{keeper.seconds():.0f} s")
+                out_of_time = args.max_minutes is not None and keeper.seconds() > args.max_minutes * 60
                 if dev is not None and (step % args.eval_every == 0 or step == args.steps or out_of_time):
-                    if not dev_round(step):
+                    if not keeper.dev_round(step):
                         stopped = "early stopping"
                         break
                 if out_of_time:
                     stopped = "time budget"
                     break
         if dev is None:  # no dev set: the last step's weights are the checkpoint
-            keep(step, None)
+            keeper.keep(step, None)
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM (a scheduler's time limit)
-        if best_step is not None:
-            record_ending(Path(args.output), ended=f"interrupted at step {step}", last_step=step, history=history,
-                          total_seconds=round(time.perf_counter() - began, 1))
-        kept = (_nothing_written(args.output) if best_step is None
-                else f"{args.output} holds its checkpoint of step {best_step}" if dev is None
-                else f"{args.output} keeps the best checkpoint so far (step {best_step}, dev {dev.measure.label} "
-                     f"{best:.4f})")
-        log(f"training interrupted at step {step}; {kept}")
+        log(keeper.interrupted(step))
         raise
-
-    seconds = time.perf_counter() - began
-    record_ending(Path(args.output), ended=stopped, last_step=step, history=history, total_seconds=round(seconds, 1))
-    return TrainResult(step, best, best_step, history, seconds, stopped)
+    seconds = keeper.seconds()
+    record_ending(Path(args.output), ended=stopped, last_step=step, history=keeper.history,
+                  total_seconds=round(seconds, 1))
+    return TrainResult(step, keeper.best, keeper.best_step, keeper.history, seconds, stopped)

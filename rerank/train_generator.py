@@ -1,9 +1,8 @@
-"""Training of next-query generators (`rerank train mtn|transformer|seq2seq`): teacher forcing on the (session
-prefix, next query) pairs of the training users, label-smoothed cross-entropy, and the ranker loop's parts
-(train.py): the seed, AdamW with linear warm-up and decay (`train.optimiser`), checkpoint folders written
-atomically with their content hash (`train.write_checkpoint`), one writer per folder, and early stopping on the dev
-users' token cross-entropy (evaluated every `eval_every` steps; the best is kept; `patience` evaluations without
-improvement stop it).
+"""Training of next-query generators (`rerank train mtn|transformer|seq2seq|hred`): teacher forcing on the (session
+prefix, next query) pairs of the training users, label-smoothed cross-entropy, with the ranker loop's parts
+(train.py): the seed, `optimiser` (AdamW, linear warm-up and decay), and `Keeper` (checkpoint folders written
+atomically with their content hash, the best dev evaluation kept, `patience` evaluations without improvement stop
+it). The dev measure is the dev users' token cross-entropy, negated (the keeper keeps the highest).
 
 With `pretrain` files of queries (the MS MARCO train queries), the vocabulary takes in their words seen at least
 twice, and the model first learns for `pretrain_steps` to restore each query from a copy with every word dropped with
@@ -19,16 +18,15 @@ from __future__ import annotations
 import os
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from .atomic import atomic_dir
+from .checkpoint import check_output, package_versions, record_ending
 from .data.sessions import Pair, SessionLog
 from .errors import DataError, UsageError, counted
 from .locks import exclusive
-from .train import (CHECKPOINT_FILE, PASSIVE_THREADS, TrainResult, check_output, optimiser, package_versions,
-                    record_ending, write_checkpoint)
+from .train import PASSIVE_THREADS, Keeper, Prepared, TrainResult, optimiser
 
 
 @dataclass
@@ -52,6 +50,33 @@ class GeneratorArgs:
     overwrite: bool = False
     command: str = ""
     model_options: dict[str, Any] = field(default_factory=dict)
+    # what train.optimiser and train.Keeper read of a ranker's arguments, as a generator has them
+    head_lr_scale: float = 1.0
+    dev_fraction: float = 0.0
+    dev_fold: str | None = None
+    dev_depth: int = 0
+
+
+@dataclass
+class CrossEntropyDev:
+    """The dev users' pairs as train.Keeper evaluates a dev set: the negated mean token cross-entropy."""
+
+    queries: list[Pair]
+    source: str
+    measure: Any = None
+
+    def __post_init__(self) -> None:
+        self.measure = type("Measure", (), {"label": "-cross-entropy"})()
+
+    def evaluate(self, model: Any, _depth: int, chunk: int = 64) -> float:
+        import torch
+
+        model.eval()
+        with torch.no_grad():
+            total = sum(model.loss([list(p.source) for p in part], [p.target for p in part]).item() * len(part)
+                        for part in (self.queries[i: i + chunk] for i in range(0, len(self.queries), chunk)))
+        model.train()
+        return -total / len(self.queries)
 
 
 def _logs(args: GeneratorArgs) -> tuple[SessionLog, SessionLog, dict]:
@@ -83,12 +108,7 @@ def train_generator(model_name: str, args: GeneratorArgs, log: Callable[[str], N
     from .models.base import model_spec
 
     spec = model_spec(model_name)
-    options = {o.name: o.check(args.model_options[o.name], model_name)
-               for o in spec.architecture if o.name in args.model_options}
-    unknown = sorted(set(args.model_options) - {o.name for o in spec.architecture})
-    if unknown:
-        raise UsageError(f"-O {unknown[0]}: {model_name} has no such option; its options: "
-                         f"{', '.join(o.name for o in spec.architecture)}")
+    options = spec.checked_architecture(args.model_options)
     check_output(args.output, args.overwrite)
     train_log, dev_log, source = _logs(args)
     with exclusive(args.output, f"{args.output} is being written by another process (rerank train with the same "
@@ -121,13 +141,12 @@ def _noised(query: str, rng: random.Random) -> str:
     return " ".join(kept or [rng.choice(words)])
 
 
-def _pretrain(model: Any, queries: list[str], args: GeneratorArgs, rng: random.Random,
+def _pretrain(model: Any, model_name: str, queries: list[str], args: GeneratorArgs, rng: random.Random,
               log: Callable[[str], None]) -> None:
     """Restore each query from a copy with words dropped, for `pretrain_steps` steps (its own warm-up and decay)."""
     import torch
 
-    optimizer, schedule = optimiser([{"params": list(model.parameters()), "lr": args.lr}], args.weight_decay,
-                                    args.pretrain_steps, args.warmup)
+    optimizer, schedule = optimiser(model, model_name, replace(args, steps=args.pretrain_steps))
     model.train()
     losses = []
     for step in range(1, args.pretrain_steps + 1):
@@ -156,39 +175,20 @@ def _train(model_name: str, spec: Any, options: dict, args: GeneratorArgs, train
     torch.manual_seed(args.seed)
     pairs, dev_pairs = train_log.pairs(), dev_log.pairs()
     log(f"training on {train_log.summary()}; dev: {dev_log.summary()}")
-    texts = [q for p in pairs for q in (*p.source, p.target)]
     began = time.perf_counter()  # pretraining included
     extra = _pretraining_queries(args.pretrain, log)
-    model = spec.new_trainable(texts=texts, extra=extra, **options)
+    model = spec.new_trainable(texts=[q for p in pairs for q in (*p.source, p.target)], extra=extra, **options)
     if extra:
-        _pretrain(model, extra, args, rng, log)
-    optimizer, schedule = optimiser([{"params": list(model.parameters()), "lr": args.lr}], args.weight_decay,
-                                    args.steps, args.warmup)
+        _pretrain(model, model_name, extra, args, rng, log)
+    optimizer, schedule = optimiser(model, model_name, args)
     record = {**asdict(args), **source, "model_options": options, "versions": package_versions(),
               "torch_threads": torch.get_num_threads(), "train_pairs": len(pairs), "dev_pairs": len(dev_pairs),
               "vocabulary": len(model.vocab.words)}
     del record["overwrite"]
-    history: list[dict] = []
-    best, best_step, since_best, stopped, step, losses = None, None, 0, "steps", 0, []
-
-    def dev_loss() -> float:
-        model.eval()
-        with torch.no_grad():
-            total = sum(model.loss([list(p.source) for p in dev_pairs[i: i + 64]], [p.target for p in dev_pairs[i: i + 64]])
-                        .item() * len(dev_pairs[i: i + 64]) for i in range(0, len(dev_pairs), 64))
-        model.train()
-        return total / len(dev_pairs)
-
-    def save(value: float | None) -> None:
-        with atomic_dir(args.output, CHECKPOINT_FILE) as tmp:
-            config = model.save(tmp)
-            write_checkpoint(tmp, model_name, config, {
-                **record, "step": step, "dev_measure": "dev cross-entropy" if dev_pairs else None,
-                "dev_value": value, "history": history, "seconds": round(time.perf_counter() - began, 1),
-                "ended": None})
-
+    dev = CrossEntropyDev(dev_pairs, source["dev"]) if dev_pairs else None
+    keeper = Keeper(model, model_name, args, Prepared(pairs, None, dev, None), record, log)
+    step, stopped = 0, "steps"
     model.train()
-    tuned_from = time.perf_counter()  # --max-minutes counts the training on sessions alone
     batches = _batches(pairs, min(args.batch, len(pairs)), rng)
     try:
         while step < args.steps:
@@ -200,36 +200,24 @@ def _train(model_name: str, spec: Any, options: dict, args: GeneratorArgs, train
             optimizer.step()
             schedule.step()
             step += 1
-            losses.append(loss.item())
-            out_of_time = args.max_minutes is not None and time.perf_counter() - tuned_from > args.max_minutes * 60
-            if dev_pairs and (step % args.eval_every == 0 or step == args.steps or out_of_time):
-                value = dev_loss()
-                recent = losses[-args.eval_every:]
-                history.append({"step": step, "dev_loss": round(value, 4), "loss": round(sum(recent) / len(recent), 4),
-                                "seconds": round(time.perf_counter() - began, 1)})
-                log(f"step {step}: train loss {history[-1]['loss']:.4f}, dev cross-entropy {value:.4f}")
-                if best is None or value < best:
-                    save(value)
-                    best, best_step, since_best = value, step, 0
-                else:
-                    since_best += 1
-                    if since_best >= args.patience:
-                        stopped = "early stopping"
-                        break
+            keeper.losses.append(loss.item())
+            out_of_time = args.max_minutes is not None and keeper.seconds() > args.max_minutes * 60
+            if dev is not None and (step % args.eval_every == 0 or step == args.steps or out_of_time):
+                if not keeper.dev_round(step):
+                    stopped = "early stopping"
+                    break
             if out_of_time:
                 stopped = "time budget"
                 break
-        if not dev_pairs:
-            save(None)
-            best_step = step
+        if dev is None:
+            keeper.keep(step, None)
     except (KeyboardInterrupt, SystemExit):
-        if best_step is not None:
-            record_ending(Path(args.output), ended=f"interrupted at step {step}", last_step=step, history=history)
-        log(f"training interrupted at step {step}")
+        log(keeper.interrupted(step))
         raise
-    seconds = time.perf_counter() - began
     if model.vocab.cut:
         log(f"note: {counted(len(model.vocab.cut), 'query text', 'query texts')} longer than "
             f"{model.config['max_query_tokens']} tokens were cut while training")
-    record_ending(Path(args.output), ended=stopped, last_step=step, history=history, total_seconds=round(seconds, 1))
-    return TrainResult(step, best, best_step, history, seconds, stopped)
+    seconds = time.perf_counter() - began
+    record_ending(Path(args.output), ended=stopped, last_step=step, history=keeper.history,
+                  total_seconds=round(seconds, 1))
+    return TrainResult(step, keeper.best, keeper.best_step, keeper.history, seconds, stopped)

@@ -82,7 +82,7 @@ def tiny_tk(tmp_path_factory) -> str:
     import torch
 
     from rerank.models.tk import TKConfig, TKModule
-    from rerank.train import write_checkpoint
+    from rerank.checkpoint import write_checkpoint
 
     folder = tmp_path_factory.mktemp("tiny-tk")
     torch.manual_seed(0)
@@ -99,7 +99,7 @@ def tensor_checkpoints(tmp_path):
     def make(**values: float) -> None:
         import torch
 
-        from rerank.train import write_checkpoint
+        from rerank.checkpoint import write_checkpoint
 
         for name, value in values.items():
             (tmp_path / name).mkdir()

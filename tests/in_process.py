@@ -26,13 +26,13 @@ def train_tk(output: str | Path, *, init: str | Path | None = None, threads: int
     `candidates="all.run"`, `eval_every=1`) does: tk's learning rate unless given, `--init`'s folder resolved and
     `--threads` as model options. Returns what it says, as the command writes it ("rerank: " before each line), less
     the command's closing summary ("trained tk for N steps ..."), which is its own."""
-    from rerank.cli.score_cmds import SCRATCH_LR
+    from rerank.models.base import model_spec
     from rerank.train import TrainArgs, train
 
     options = {**({"threads": threads} if threads is not None else {}),
                **({"base": str(Path(init).resolve())} if init is not None else {})}
     said: list[str] = []
-    train("tk", TrainArgs(**{"train": None, "lr": SCRATCH_LR["tk"], **fields}, output=str(output),
+    train("tk", TrainArgs(**{"train": None, "lr": model_spec("tk").lr, **fields}, output=str(output),
                           model_options=options), log=lambda message: said.append(f"rerank: {message}\n"))
     return "".join(said)
 

@@ -21,7 +21,8 @@ from rerank.errors import DataError, UsageError  # noqa: E402
 from rerank.models.base import BF16_EMULATED, bf16_is_emulated, load_model  # noqa: E402
 from rerank.models.bert import CrossEncoderReranker, cls_logits, minilm_path, new_trainable, supports_cls_logits  # noqa: E402
 from rerank.runs import QueryRanking, RunHeader, RunWriter  # noqa: E402
-from rerank.train import TrainArgs, content_hash, read_checkpoint, train  # noqa: E402
+from rerank.checkpoint import content_hash, read_checkpoint  # noqa: E402
+from rerank.train import TrainArgs, train  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -803,7 +804,7 @@ def test_training_data_and_a_soup_are_refused_before_torch_loads(tmp_path, call,
 
     (tmp_path / "empty.run").write_text("")
     code = ("import sys; from rerank.errors import RerankError\n"
-            "from rerank.train import TrainArgs, average_checkpoints, train\n"
+            "from rerank.checkpoint import average_checkpoints\nfrom rerank.train import TrainArgs, train\n"
             f"try: {call}\n"
             "except RerankError as error: print(error, 'torch' in sys.modules, sep='|')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)

@@ -709,7 +709,7 @@ def test_an_output_inside_a_checkpoint_that_lists_no_files_is_refused(rerank, tm
     now, and the checkpoint still reads; one that lists its files takes the output and still reads too."""
     import json
 
-    from rerank.train import CHECKPOINT_FILE, read_checkpoint
+    from rerank.checkpoint import CHECKPOINT_FILE, read_checkpoint
 
     tensor_checkpoints(listed=1.0, unlisted=2.0)
     manifest = json.loads((tmp_path / "unlisted" / CHECKPOINT_FILE).read_text())

@@ -716,7 +716,7 @@ def test_vectors_embedded_by_another_version_of_the_code_are_neither_searched_no
     """A dense index records its encoder's weights; vectors embedded by code that embedded otherwise (minilm-bi's
     scores version bumped since) were searched with today's query vectors, looked up by score --model minilm-bi, and
     taken over by an --overwrite, as if comparable."""
-    from rerank.models.base import SCORES_VERSIONS
+    from rerank.models.base import model_spec
     from rerank.retrieve import dense
     from rerank.runs import RunHeader
 
@@ -727,7 +727,7 @@ def test_vectors_embedded_by_another_version_of_the_code_are_neither_searched_no
     info = dense.build("versioned", iter(docs), source, encoder=tiny_encoder)
     encoder_hash = info.source["encoder"]["hash"]
     assert dense.stored_passages(RunHeader({"index": "versioned"}), source, encoder_hash, dense.MAX_LENGTH) is not None
-    monkeypatch.setitem(SCORES_VERSIONS, "minilm-bi", SCORES_VERSIONS["minilm-bi"] + 1)
+    monkeypatch.setattr(model_spec("minilm-bi"), "scores_version", model_spec("minilm-bi").scores_version + 1)
     with pytest.raises(dense.BackendError, match="embedded by a rerank whose embedding is version 1, and this one "
                                                  "embeds as version 2: its vectors are not comparable; rebuild"):
         dense.open_index("versioned", encoder=tiny_encoder)

@@ -577,7 +577,7 @@ def test_each_stage_records_the_rerank_that_ran_it(tmp_path):
     from pathlib import Path
 
     from rerank import __version__, code_version
-    from rerank.train import package_versions
+    from rerank.checkpoint import package_versions
 
     header = RunHeader().with_stage({"name": "bm25"}).with_stage({"name": "tk"})
     assert [stage["rerank_version"] for stage in header.stages] == [code_version()] * 2

@@ -17,7 +17,7 @@ class OverlapReranker(Reranker):
 
     name = "overlap"
     checkpoint_hash = "overlap-v1"
-    scores_version = 1  # not a registered model, so not in SCORES_VERSIONS
+    scores_version = 1  # not a registered model, so no spec says its version
 
     def __init__(self):
         self.scored = 0
@@ -289,7 +289,7 @@ def test_cli_depth_and_batch_size_must_be_positive(rerank):
 def test_cli_help_says_which_models_take_max_length(rerank):
     """tk and tkl refuse --max-length; the help said nothing of it ("Truncate pairs to this many tokens")."""
     text = " ".join(rerank("score", "--help").stdout.split())
-    assert "bert and minilm-bi only" in text and "tk/tkl cap lengths as their checkpoint says" in text
+    assert "Tokens per text (default: the checkpoint's, else 256). (bert and minilm-bi only)" in text
 
 
 @pytest.mark.parametrize("option", [["--precision", "bf16"], ["--compile"]])

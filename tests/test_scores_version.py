@@ -1,4 +1,4 @@
-"""Each model's scores on fixed pairs, recorded with its scores version (`rerank.models.base.SCORES_VERSIONS`).
+"""Each model's scores on fixed pairs, recorded with its scores version (its `ModelSpec.scores_version`).
 
 The version keys the score cache, a pipeline score stage's fingerprint, TK's stored encodings and dense vectors:
 a change to what a model computes that leaves its number alone lets scores computed by the old code pass for the
@@ -15,10 +15,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rerank.models.base import SCORES_VERSIONS, load_model
-from rerank.models.bert import new_trainable
-from rerank.models.tk import TKConfig, TKModule
-from rerank.train import write_checkpoint
+from rerank.models.base import load_model, model_spec, registered
+from rerank.checkpoint import write_checkpoint
 
 QUERIES = ["how does kernel ranking work", "İzmir is the KERNEL of ranked models?"]
 TEXTS = [
@@ -30,8 +28,8 @@ TEXTS = [
     "bread and flour " * 13 + "kernel ranking",  # 41 tokens: TKL's 8-token windows by 2 reach the last only now
     "Istanbul kernels: the models were ranked",
 ]
-TINY_TK = {"layers": 1, "heads": 2, "feedforward": 16, "dropout": 0.0, "max_doc": 60, "window": 8, "stride": 2,
-           "chunk": 10, "overlap": 2, "regions": 2}
+TINY_TK = {"layers": 1, "heads": 2, "feedforward": 16, "dropout": 0.0, "max_doc": 60}
+TINY_TKL = {**TINY_TK, "window": 8, "stride": 2, "chunk": 10, "overlap": 2, "regions": 2}
 
 # configuration -> (the scores version recorded with, its scores: each query's TEXTS in order)
 RECORDED: dict[str, tuple[int, list[float]]] = {
@@ -43,13 +41,15 @@ RECORDED: dict[str, tuple[int, list[float]]] = {
     'tkl': (1, [0.255017, 0.240591, 0.0, 0.24485, 0.360969, 0.424643, 0.120441, 0.650864, 0.426142, 0.124984, 0.495072, 0.216687, 0.527235, 0.575912]),
 }
 
+# configuration -> the options its fresh weights are made with (the model's trainer's, as `rerank train -O` gives them)
 CONFIGURATIONS = {
-    "bert": {},
+    "bert": {"max_length": 64},
     "minilm-bi": {},
-    "tk": {},
-    "tk, minilm-context": {"embeddings": "minilm-context", "query_stopwords": False},
-    "tk, idf gate": {"term_weights": "idf", "query_stopwords": False, "fold_plurals": True, "oov_buckets": 4},
-    "tkl": {},
+    "tk": TINY_TK,
+    "tk, minilm-context": {**TINY_TK, "embeddings": "minilm-context", "query_stopwords": False},
+    "tk, idf gate": {**TINY_TK, "term_weights": "idf", "query_stopwords": False, "fold_plurals": True,
+                     "oov_buckets": 4},
+    "tkl": TINY_TKL,
 }
 
 
@@ -58,23 +58,28 @@ def model_of(configuration: str) -> str:
 
 
 def scorer(configuration: str, folder):
-    """The configuration's re-ranker, loaded as `rerank score` loads it, from weights made without training."""
+    """The configuration's re-ranker, loaded as `rerank score` loads it, from weights made without training: seeded
+    fresh weights of its trainer, a pretrained model's fresh head seeded here (not by transformers' initialisation,
+    which may change)."""
     model, options = model_of(configuration), CONFIGURATIONS[configuration]
-    if model == "minilm-bi":
+    spec = model_spec(model)
+    if not spec.needs_checkpoint:
         return load_model(model)
     folder.mkdir()
-    if model == "bert":
-        trainable = new_trainable(max_length=64)
-        with torch.no_grad():  # the head seeded here, not by transformers' initialisation, which may change
-            generator = torch.Generator().manual_seed(0)
-            for parameter in trainable.head_parameters():
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.05)
-        config = trainable.save(folder)
-    else:
-        torch.manual_seed(0)
-        config = TKModule(TKConfig.from_dict({**TINY_TK, **options, "variant": model})).eval().save(folder)
+    torch.manual_seed(0)
+    trainable = spec.new_trainable(**options)
+    with torch.no_grad():
+        generator = torch.Generator().manual_seed(0)
+        for parameter in getattr(trainable, "head_parameters", list)():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.05)
+    config = trainable.eval().save(folder)
     write_checkpoint(folder, model, config, {"note": "test_scores_version"})
     return load_model(model, str(folder))
+
+
+def test_every_registered_model_is_guarded():
+    """A model registered without a configuration here would change its scores unnoticed."""
+    assert set(registered()) <= {model_of(configuration) for configuration in CONFIGURATIONS}
 
 
 @pytest.mark.parametrize("configuration", CONFIGURATIONS)
@@ -83,15 +88,16 @@ def test_scores_change_only_with_their_version(configuration, tmp_path):
     reranker = scorer(configuration, tmp_path / "checkpoint")
     docids = [f"d{i}" for i in range(len(TEXTS))]
     scores = [round(s, 6) for query in QUERIES for s in reranker.score(query, docids, TEXTS)]
-    record = f"{configuration!r}: ({SCORES_VERSIONS[model]}, {scores}),"
+    current = model_spec(model).scores_version
+    record = f"{configuration!r}: ({current}, {scores}),"
     assert configuration in RECORDED, f"no scores recorded for {configuration}; record them: {record}"
     version, recorded = RECORDED[configuration]
-    assert version == SCORES_VERSIONS[model], (
-        f"{model}'s scores version is now {SCORES_VERSIONS[model]}, and the scores recorded are version {version}'s; "
+    assert version == current, (
+        f"{model}'s scores version is now {current}, and the scores recorded are version {version}'s; "
         f"record this version's: {record}")
     assert scores == pytest.approx(recorded, rel=1e-4, abs=1e-5), (
         f"{configuration}'s scores changed, and {model}'s scores version is still {version}: if the change is meant, "
-        f"bump {model}'s number in rerank.models.base.SCORES_VERSIONS, then record the new scores: {record}")
+        f"bump scores_version in {model}'s ModelSpec, then record the new scores: {record}")
 
 
 def test_a_bumped_version_keys_the_cache_the_header_and_a_pipeline_stage_apart(tmp_path, monkeypatch):
@@ -103,9 +109,10 @@ def test_a_bumped_version_keys_the_cache_the_header_and_a_pipeline_stage_apart(t
     reranker = scorer("tkl", tmp_path / "checkpoint")
     stage = {"kind": "score", "model": "tkl", "checkpoint": str(tmp_path / "checkpoint")}
     before = cache_namespace(reranker), _fingerprint("cacm", stage, "up")
-    assert stage_provenance(reranker)["scores_version"] == SCORES_VERSIONS["tkl"]
-    monkeypatch.setitem(SCORES_VERSIONS, "tkl", SCORES_VERSIONS["tkl"] + 1)
-    assert stage_provenance(reranker)["scores_version"] == SCORES_VERSIONS["tkl"]  # the run's header says which
+    spec = model_spec("tkl")
+    assert stage_provenance(reranker)["scores_version"] == spec.scores_version
+    monkeypatch.setattr(spec, "scores_version", spec.scores_version + 1)
+    assert stage_provenance(reranker)["scores_version"] == spec.scores_version  # the run's header says which
     assert cache_namespace(reranker) != before[0] and _fingerprint("cacm", stage, "up") != before[1]
 
 
@@ -124,7 +131,7 @@ def test_stored_encodings_of_another_scores_version_are_not_used(tmp_path, monke
     folder = store_folder("toy", "tk", reranker.checkpoint_hash)
     header = RunHeader({"index": "toy"})
     assert find_store(header, source, reranker.checkpoint_hash, "tk")[0] is not None
-    monkeypatch.setitem(SCORES_VERSIONS, "tk", SCORES_VERSIONS["tk"] + 1)
+    monkeypatch.setattr(model_spec("tk"), "scores_version", model_spec("tk").scores_version + 1)
     found, note = find_store(header, source, reranker.checkpoint_hash, "tk")
     assert found is None and note.startswith("on the fly") and "scores version 1" in note and "--overwrite" in note
     with pytest.raises(UsageError, match="not used: they were computed by a rerank whose tk is scores version 1"):
@@ -133,5 +140,5 @@ def test_stored_encodings_of_another_scores_version_are_not_used(tmp_path, monke
         encode_collection("toy", lambda: iter(documents), 3, reranker, progress=False, source=source)
     manifest = encode_collection("toy", lambda: iter(documents), 3, reranker, progress=False, source=source,
                                  overwrite=True)
-    assert manifest["scores_version"] == SCORES_VERSIONS["tk"]
+    assert manifest["scores_version"] == model_spec("tk").scores_version
     assert find_store(header, source, reranker.checkpoint_hash, "tk")[0] is not None

@@ -21,7 +21,7 @@ from rerank.errors import DataError, UsageError
 from rerank.models.base import load_model
 from rerank.models.tk import TKConfig, TKModule, load_tk, load_tkl, pad_ids
 from rerank.runs import load_run
-from rerank.train import average_checkpoints, content_hash, write_checkpoint
+from rerank.checkpoint import average_checkpoints, content_hash, write_checkpoint
 from retrieval_fixtures import cacm_slice  # noqa: F401  (fixture)
 
 TINY = {"layers": 1, "heads": 2, "feedforward": 16, "dropout": 0.0, "max_doc": 60, "window": 8, "stride": 2,
@@ -393,8 +393,8 @@ def test_encode_score_explain_budget(tmp_path, rerank, in_process_home):
     asked = rerank("score", "--model", "tk", "--checkpoint", ck, "--no-cache", "--on-the-fly", input=candidates).stdout
     assert _stage(asked)["encodings"] == "on the fly (asked for)" and _scores(asked) == a
     refused = rerank("score", "--model", "bert", "--checkpoint", ck, "--on-the-fly", input=candidates, check=False)
-    assert refused.returncode == 2 and refused.stderr.strip() == ("rerank: error: --on-the-fly is an option of tk and "
-                                                                  "tkl and minilm-bi only, not bert")
+    assert refused.returncode == 2 and refused.stderr.strip() == ("rerank: error: --on-the-fly is an option of "
+                                                                  "minilm-bi and tk and tkl only, not bert")
 
     plot = tmp_path / "explain.png"
     qid, docid = next(iter(a))
@@ -1033,7 +1033,7 @@ def test_the_queries_a_checkpoint_trained_on_are_the_judged_ones_of_its_candidat
     10 held out), yet `score` warned that it "was trained on 54 of the 64 queries": the 12 unjudged ones, which
     made no training group, were counted as trained on."""
     from rerank.paths import file_sha256
-    from rerank.train import trained_qids
+    from rerank.checkpoint import trained_qids
 
     run, qrels = tmp_path / "candidates.run", tmp_path / "qrels.txt"
     run.write_text("".join(f"{q} Q0 d{i} {i} {10 - i} bm25\n" for q in ("q1", "q2", "q3", "q4") for i in (1, 2)))

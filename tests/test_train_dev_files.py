@@ -76,7 +76,7 @@ def test_one_run_of_every_query_trains_and_stops_by_the_dev_split_s_own_judgemen
     assert record["train_queries"] == len(split["train"]) and sorted(record["query_space"]["dev"]["text_sha256"]) == sorted(split["dev"])
     assert (record["qrels"], record["dev_qrels"]) == (str(folder / "qrels/train.tsv"), str(folder / "qrels/dev.tsv"))
     assert record["file_sha256"]["dev_qrels"] == hashlib.sha256((folder / "qrels/dev.tsv").read_bytes()).hexdigest()
-    from rerank.train import trained_qids
+    from rerank.checkpoint import trained_qids
 
     assert trained_qids(record) == set(split["train"])  # judged as training judged them: by --qrels alone
 

@@ -91,7 +91,7 @@ def budget_command(runs, model_name, checkpoint, depths, interpolate, measures, 
         check_writable(plot_path)
     if output:  # before --model spends minutes scoring, which it followed
         check_writable(output)
-    from ..train import refuse_spoiling_an_unlisted_checkpoint
+    from ..checkpoint import refuse_spoiling_an_unlisted_checkpoint
 
     for path in (output, plot_path):
         refuse_spoiling_an_unlisted_checkpoint(path)

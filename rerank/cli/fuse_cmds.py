@@ -10,20 +10,15 @@ from ..errors import UsageError, counted, verb
 from ..evaluate.session import load_runs, some_ids
 from ..retrieve import fusion
 from . import cli
-from .io import open_run_inputs, run_output_options, write_stream
+from .io import declared_options, open_run_inputs, run_output_options, write_stream
 
 
 @cli.command()
 @click.argument("runs", nargs=-1, required=True)
-@click.option("--method", type=click.Choice(fusion.METHODS), default="rrf", show_default=True,
-              help="Reciprocal rank fusion, or CombSUM of normalised scores.")
-@click.option("--k", "rrf_k", type=int, default=None, help="RRF: the constant k in 1 / (k + rank)  [default: 60]")
-@click.option("--norm", type=click.Choice(fusion.NORMS), default=None,
-              help="CombSUM: per-query score normalisation  [default: minmax]")
-@click.option("--depth", default=1000, show_default=True, help="Documents kept per query after fusion.")
+@declared_options([option for option in fusion.FUSE_STAGE.parameters if option.name != "inputs"])
 @click.option("--name", "stage_name", default="fused", show_default=True, help="Run tag for the fused run.")
 @run_output_options
-def fuse(runs, method, rrf_k, norm, depth, stage_name, output, trec_only) -> None:
+def fuse(runs, method, k, norm, depth, stage_name, output, trec_only) -> None:
     """Fuse two or more RUNS of the same topics ('-' reads one of them from stdin).
 
     \b
@@ -34,7 +29,7 @@ def fuse(runs, method, rrf_k, norm, depth, stage_name, output, trec_only) -> Non
         raise UsageError("rerank fuse needs at least two runs")
     with contextlib.ExitStack() as stack:
         loaded = load_runs(open_run_inputs(stack, runs), strict=False)
-    fused = fusion.fuse(loaded, method, rrf_k, norm, depth, stage_name)  # refuses runs it cannot fuse, before the note
+    fused = fusion.fuse(loaded, method, k, norm, depth, stage_name)  # refuses runs it cannot fuse, before the note
     uneven = fusion.uneven_queries(loaded)
     if uneven:
         are = verb(len(uneven), "is", "are")

@@ -12,7 +12,32 @@ import click
 
 from ..atomic import atomic_output
 from ..errors import DataError, UsageError
+from ..params import Option
 from ..runs import RunReader, Stream, open_run_file
+
+
+def declared_options(options, suffix: Callable[[Option], str] = lambda _option: "",
+                     required: tuple[str, ...] = ()) -> Callable:
+    """Click options made from declared parameters (a stage's or the models'): flag, type, default, choices and help
+    said once, where the stage is declared. `suffix` adds to an option's help what the command knows of it."""
+    def decorate(command: Callable) -> Callable:
+        for option in reversed(list(options)):
+            command = click.option(option.flag, option.name, help=option.help + suffix(option),
+                                   required=option.name in required, **_click_kind(option))(command)
+        return command
+    return decorate
+
+
+def _click_kind(option: Option) -> dict:
+    if option.type is bool:  # a switch: given, it sets its flag_value (else the opposite of the default)
+        value = option.flag_value if option.flag_value is not None else option.default is not True
+        return {"flag_value": value, "default": option.default}
+    shown = {"default": option.default, "show_default": option.default is not None}
+    if option.choices:
+        return {"type": click.Choice(option.choices), **shown}
+    if option.path:
+        return {"type": click.Path(dir_okay=option.path == "folder", file_okay=option.path == "file"), **shown}
+    return {"type": option.type, **shown}
 
 
 def run_output_options(command: Callable) -> Callable:
@@ -129,8 +154,8 @@ def write_no_queries(reader: RunReader, source: str, output: str | None, trec_on
 
 def write_stream(stream: Stream, output: str | None, trec_only: bool = False) -> int:
     """Write to stdout or (atomically) to a file; returns the number of queries written."""
-    if output not in (None, "-"):  # rerank.train only then: a stream to stdout would wait for its import
-        from ..train import refuse_spoiling_an_unlisted_checkpoint
+    if output not in (None, "-"):  # rerank.checkpoint only then: a stream to stdout need not wait for its import
+        from ..checkpoint import refuse_spoiling_an_unlisted_checkpoint
 
         refuse_spoiling_an_unlisted_checkpoint(output)
     with atomic_output(output) as handle:

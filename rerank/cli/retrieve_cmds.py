@@ -11,30 +11,16 @@ from ..retrieve import api
 from ..retrieve.store import EMPTY_SKIPPED, REUSED
 from ..runs import RunReader, Stream, cut_stream
 from . import cli
-from .io import (open_run_input, refuse_replacing_an_input, run_output_options, typed, write_no_queries,
+from .io import (declared_options, open_run_input, refuse_replacing_an_input, run_output_options, typed, write_no_queries,
                  write_stream)
 
 
-def backend_options(command):
-    """Options of the Elasticsearch and dense back ends, shared by `index` and `retrieve`.
+backend_options = declared_options(api.BACKEND_OPTIONS)  # `index` and `retrieve` take them
 
-    Credentials never appear here: they come from RERANK_ES_API_KEY or RERANK_ES_USER/RERANK_ES_PASSWORD.
-    """
-    for option in reversed([
-        click.option("--es-url", default=None, help="Elasticsearch URL (default: $RERANK_ES_URL or http://127.0.0.1:9200)."),
-        click.option("--index-name", default=None,
-                     help="Elasticsearch index name (default: rerank-NAME). Dense: one of several dense indexes of NAME "
-                          "kept side by side, e.g. one per encoder (indexes/NAME/dense-INDEX_NAME; default: the unnamed "
-                          "indexes/NAME/dense)."),
-        click.option("--es-ca-certs", type=click.Path(dir_okay=False), default=None, help="Elasticsearch: CA bundle for TLS."),
-        click.option("--es-insecure", "es_verify_certs", flag_value=False, default=None,
-                     help="Elasticsearch: do not verify the server's TLS certificate."),
-        click.option("--encoder", type=click.Path(file_okay=False), default=None,
-                     help="Dense: sentence-transformers-style model folder (index: default the packaged "
-                          "all-MiniLM-L6-v2; retrieve: default the one the index was built with)."),
-    ]):
-        command = option(command)
-    return command
+
+def _with_candidates(option) -> str:
+    return " With --candidates, some of NAME's queries, whose candidates alone are replayed." \
+        if option.name == "topics" else ""
 
 
 @cli.command()
@@ -71,50 +57,31 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
 
 @cli.command()
 @click.argument("name")
-@click.option("--backend", "backend_name", default="lucene", show_default=True, help="Index back end.")
-@click.option("--k", default=1000, show_default=True, help="Documents per query.")
-@click.option("--k1", type=float, default=None, help="BM25 k1 (Anserini default 0.9).")
-@click.option("--b", type=float, default=None, help="BM25 b (Anserini default 0.4).")
-@click.option("--qld", flag_value=True, default=None,
-              help="Lucene: score by query likelihood with Dirichlet smoothing instead of BM25.")
-@click.option("--mu", type=float, default=None, help="Query likelihood: Dirichlet mu (Anserini default 1000).")
-@click.option("--rm3", flag_value=True, default=None,
-              help="Lucene: expand each query with RM3 pseudo-relevance feedback.")
-@click.option("--fb-terms", type=int, default=None, help="RM3: expansion terms (default 10).")
-@click.option("--fb-docs", type=int, default=None, help="RM3: feedback documents (default 10).")
-@click.option("--original-query-weight", type=float, default=None,
-              help="RM3: weight of the original query (default 0.5).")
-@click.option("--topics", type=click.Path(dir_okay=False),
-              help="Topics file (TSV, TREC <top> or <topic> XML, SGML, or JSONL: BEIR queries.jsonl, ir_datasets, "
-                   "PyTerrier); default: the data set NAME's topics. With --candidates, some of NAME's queries, "
-                   "whose candidates alone are replayed.")
+@declared_options([option for option in api.RETRIEVE_STAGE.parameters if option not in api.BACKEND_OPTIONS],
+                  _with_candidates)
 @click.option("--candidates", "candidate_run", is_flag=False, flag_value="", default=None, metavar="[RUN]",
               help="Replay a candidate run shipped with the data set (bm25, bm25-rm3; default its first) instead of searching.")
-@click.option("--threads", default=api.SEARCH_THREADS, show_default=True, help="Search threads.")
 @click.option("--name", "stage_name", default=None,
               help="Run tag for this stage (default bm25, bm25+rm3, qld or qld+rm3; dense for --backend dense; "
                    "the candidate run's name for --candidates).")
 @run_output_options
 @backend_options
-@click.option("--ef-search", type=int, default=None, help="Dense HNSW: candidates explored per query (faiss efSearch; at least --k).")
-@click.option("--exact", flag_value=True, default=None,
-              help="Dense: compare every stored vector, also in an index built with --hnsw (its exact reference).")
-def retrieve(name, backend_name, k, topics, candidate_run, threads, stage_name, output, trec_only,
+def retrieve(name, backend, k, topics, candidate_run, threads, stage_name, output, trec_only,
              **search_args) -> None:
     """Retrieve candidates for every topic of NAME and write a run stream."""
     refuse_replacing_an_input("-o", output, "run", [("the --topics file", topics),
                                                     ("the --es-ca-certs file", search_args.get("es_ca_certs"))])
     if candidate_run is not None:
-        given = {"backend": backend_name != "lucene" or None, "threads": typed("threads") or None, **search_args}
+        given = {"backend": backend != "lucene" or None, "threads": typed("threads") or None, **search_args}
         ignored = [api.option_flag(key) for key, value in given.items() if value is not None]
         if ignored:
             raise UsageError(f"--candidates replays the run shipped with {name}; {', '.join(ignored)} "
                              "would be ignored: drop them, or search instead")
         stream = api.candidates(name, candidate_run or None, k if k != 1000 else None, stage_name, topics)
     else:
-        api.refuse_threads_for_a_server(backend_name, typed("threads"))
+        api.refuse_threads_for_a_server(backend, typed("threads"))
         options = {key: value for key, value in search_args.items() if value is not None}
-        stream = api.retrieve(name, backend_name, k=k, topics=topics, stage_name=stage_name, threads=threads, **options)
+        stream = api.retrieve(name, backend, k=k, topics=topics, stage_name=stage_name, threads=threads, **options)
     write_stream(stream, output, trec_only)
 
 

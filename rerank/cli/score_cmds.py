@@ -12,66 +12,46 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError, counted
-from ..models.base import BF16_EMULATED, MODELS, bf16_is_emulated, on_cpu
+from ..models.base import BF16_EMULATED, EVERY_MODEL_TAKES, bf16_is_emulated, models_taking, on_cpu, registered
+from ..params import Option
+from ..score import MODEL_OPTIONS, SCORE_STAGE
 from ..runs import RunReader, Stream
 from . import cli
-from .io import (check_dataset_option, open_run_input, refuse_replacing_an_input, run_output_options, typed,
+from .io import (check_dataset_option, declared_options, open_run_input, refuse_replacing_an_input, run_output_options, typed,
                  write_no_queries, write_stream)
+
+
+def _which_models(option: Option) -> str:
+    """A model option's help says which models take it."""
+    if option.name not in MODEL_OPTIONS or option.name in EVERY_MODEL_TAKES:
+        return ""
+    return f" ({' and '.join(models_taking(option.name))} only)"
 
 
 @cli.command()
 @click.argument("run", required=False)
-@click.option("--model", "model_name", required=True, help=f"Re-ranker: {', '.join(sorted(MODELS))}.")
-@click.option("--checkpoint", type=click.Path(), default=None, help="Checkpoint folder (from rerank train).")
-@click.option("--depth", default=100, show_default=True, help="Candidates per query to re-score; the rest keep their order below.")
-@click.option("--no-cache", is_flag=True, help="Score every pair with the model (use this to measure latency).")
-@click.option("--skip-missing", is_flag=True, help="Leave candidates without text unscored (below the rest) instead of failing.")
-@click.option("--topics", type=click.Path(dir_okay=False), help="Query texts (default: the data set named in the run header).")
-@click.option("--corpus", type=click.Path(dir_okay=False), help="Document texts (default: the index / data set in the run header).")
 @click.option("--dataset", "dataset_name", default=None, metavar="NAME",
               help="The data set a run without a header is of (Pyserini's run of trec-dl-2019): its texts, and for "
                    "eval its qrels.")
-@click.option("--batch-size", type=int, default=None, help="Pairs per forward pass (default: the model's; 16 for bert, 32 otherwise).")
-@click.option("--max-length", type=int, default=None,
-              help="Tokens per text, bert and minilm-bi only (bert: per query-passage pair, default the checkpoint's; "
-                   "minilm-bi: per query or passage, default 256); tk/tkl cap lengths as their checkpoint says.")
-@click.option("--threads", type=int, default=None, help="Torch threads (default: torch's choice, one per core; 1 for tk/tkl).")
-@click.option("--quantize", is_flag=True, help="Dynamic int8 quantisation of the linear layers (bert only).")
-@click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
-              help="bert: bfloat16 is 1.9-3x faster on CPUs with AMX/AVX512-BF16, slower without AVX512; "
-                   "scores move by about 1e-2.")
-@click.option("--compile", "compile_model", is_flag=True,
-              help="bert: torch.compile with frozen weights: same scores, no faster than the default (as fast on "
-                   "AVX512 CPUs, slower on AVX2-only ones), 12-26 s to start; needs a C++ compiler.")
-@click.option("--device", default=None,
-              help="bert: cpu (the default), or cuda (cuda:N) to score on a GPU; use fp32 there (bf16 measured 5x slower "
-                   "on an H200) and a larger --batch-size.")
-@click.option("--on-the-fly", is_flag=True,
-              help="Compute document vectors while scoring (tk, tkl, minilm-bi), not from stored encodings or a dense "
-                   "index: what storing them saves, measured.")
-@click.option("--interpolate", type=float, default=None, metavar="ALPHA",
-              help="Final score (1-ALPHA)·z(model) + ALPHA·z(first-stage score), z over the re-scored candidates.")
+@declared_options(SCORE_STAGE.parameters, _which_models, required=("model",))
 @click.option("--name", "stage_name", default=None, help="Stage name and run tag (default: the model name).")
 @run_output_options
-def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, corpus, dataset_name, batch_size,
-          max_length, threads, quantize, precision, compile_model, device, on_the_fly, interpolate, stage_name,
-          output, trec_only) -> None:
+def score(run, model, checkpoint, depth, cache, skip_missing, topics, corpus, dataset_name, interpolate, stage_name,
+          output, trec_only, **given) -> None:
     """Re-score the top DEPTH candidates of each query in RUN (default stdin) with a model."""
     refuse_replacing_an_input("-o", output, "run", [("the --topics file", topics), ("the --corpus file", corpus)])
     from ..docstore import doc_store_for, queries_for
     from ..models.base import checked_model_options, load_model
     from ..score import ScoreStats, check_score_options, score_stream
 
-    given = {"threads": threads, "batch_size": batch_size, "max_length": max_length, "quantize": quantize,
-             "precision": precision, "compile": compile_model, "device": device, "on_the_fly": on_the_fly}
-    options = checked_model_options(model_name, {k: v for k, v in given.items() if v is not None})
+    options = checked_model_options(model, {k: v for k, v in given.items() if v is not None})
     check_score_options(depth, interpolate)
     with open_run_input(run) as (handle, source):
         reader = RunReader(handle, source)
         rankings = iter(reader)
         first = next(rankings, None)
         if first is None:  # still check the model, and replace an -o file rather than leave an older run there
-            load_model(model_name, checkpoint, **options)
+            load_model(model, checkpoint, **options)
             write_no_queries(reader, source, output, trec_only, "nothing to score")
             return
         if dataset_name is not None:  # texts found, and eval's qrels, as for the data set's own runs
@@ -80,15 +60,15 @@ def score(run, model_name, checkpoint, depth, no_cache, skip_missing, topics, co
         remedy = "pass --dataset NAME (a run of a data set's queries), or --topics/--corpus"
         queries = queries_for(reader.header, topics, remedy)  # fail on a header naming nothing before loading a model
         store = doc_store_for(reader.header, corpus, remedy)
-        model = load_model(model_name, checkpoint, **options)
-        if precision == "bf16" and on_cpu(device or "cpu") and bf16_is_emulated():
+        reranker = load_model(model, checkpoint, **options)
+        if given["precision"] == "bf16" and on_cpu(given["device"] or "cpu") and bf16_is_emulated():
             click.echo(f"rerank: warning: {BF16_EMULATED}", err=True)
         stats = ScoreStats()
-        stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), model, depth,
-                              cache=not no_cache, skip_missing=skip_missing, stage=stage_name, store=store,
+        stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), reranker, depth,
+                              cache=cache, skip_missing=skip_missing, stage=stage_name, store=store,
                               queries=queries, stats=stats, interpolate=interpolate, topics=topics, corpus=corpus)
         write_stream(stream, output, trec_only)
-    click.echo(f"rerank: {stats.summary(stage_name or model_name, depth)}", err=True)
+    click.echo(f"rerank: {stats.summary(stage_name or model, depth)}", err=True)
 
 
 def parse_model_options(items: tuple[str, ...]) -> dict:
@@ -105,7 +85,9 @@ def parse_model_options(items: tuple[str, ...]) -> dict:
     return options
 
 
-SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need a far larger step
+def _training_takes(option_or_device: str) -> list[str]:
+    return [name for name, spec in registered().items()
+            if option_or_device in spec.train_options or option_or_device in spec.train_devices]
 
 
 @cli.command()
@@ -142,7 +124,8 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--negatives", default=7, show_default=True, help="Negatives per group.")
 @click.option("--loss", type=click.Choice(["listwise", "pairwise"]), default="listwise", show_default=True)
 @click.option("--lr", type=float, default=None,
-              help="Peak learning rate (linear warm-up and decay); default 3e-5, 2e-3 for tk/tkl (trained from scratch).")
+              help="Peak learning rate (linear warm-up and decay); default: the model's ("
+                   f"{', '.join(f'{name} {spec.lr:g}' for name, spec in registered().items() if spec.trainer)}).")
 @click.option("--head-lr-scale", type=float, default=1.0, show_default=True,
               help="Learning-rate factor for a model's freshly initialised head (bert: classifier + pooler).")
 @click.option("--eval-every", default=50, show_default=True, help="Steps between dev evaluations.")
@@ -162,17 +145,19 @@ SCRATCH_LR = {"tk": 2e-3, "tkl": 2e-3}  # models without pretrained weights need
 @click.option("--teacher-min-score", type=float, default=None,
               help="Distil on an unjudged teacher query only if its best teacher score reaches this.")
 @click.option("--max-minutes", type=float, default=None, help="Stop (after a last dev evaluation) when this much time has passed.")
-@click.option("--max-length", type=int, default=None, help="Tokens per (query, passage) pair (bert only; default --init's, else 256).")
+@click.option("--max-length", type=int, default=None,
+              help=f"Tokens per (query, passage) pair ({' and '.join(_training_takes('max_length'))} only; default "
+                   "--init's, else 256).")
 @click.option("--threads", type=int, default=None, help="Torch threads.")
 @click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
               help="bf16: forward passes under bfloat16 autocast, about 2x the steps per minute on CPUs with "
                    "AVX512-BF16/AMX, slower without AVX512.")
 @click.option("--device", default="cpu", show_default=True,
-              help="Where to train: cpu, or cuda (cuda:N) for bert on a GPU (with --precision bf16: bfloat16 autocast).")
+              help=f"Where to train: cpu, or cuda (cuda:N) for {' and '.join(_training_takes('cuda'))} on a GPU (with "
+                   "--precision bf16: bfloat16 autocast).")
 @click.option("-O", "--model-option", "model_option", multiple=True, metavar="KEY=VALUE",
-              help="Architecture option (tk/tkl), e.g. -O embeddings=minilm-context (MiniLM's frozen encoder as "
-                   "token vectors: the best TK here), -O projection=64; for GloVe the lexical ones "
-                   "-O term_weights=query-idf -O exact_sigma=0.01 -O oov_buckets=50000 (see README).")
+              help="Architecture option of the model (its config), e.g. -O embeddings=minilm-context, -O "
+                   "projection=64 for TK; an unknown key is refused with the known ones (see README).")
 @click.option("--pretrain", multiple=True, type=click.Path(dir_okay=False),
               help="Generators: query files (qid<TAB>query) to pretrain on first, e.g. the MS MARCO train queries.")
 @click.option("--pretrain-steps", default=1000, show_default=True, help="Generators: steps of pretraining.")
@@ -185,8 +170,9 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
           teacher_scale, teacher_min_score, max_minutes, max_length, threads, precision, device, model_option,
           pretrain, pretrain_steps, init_from) -> None:
     """Train MODEL on judged candidates (a data set's, or a run file's) and write the best checkpoint to OUTPUT."""
-    from ..models.base import checked_model_options, registered
-    from ..train import TrainArgs, check_trainable, read_checkpoint
+    from ..models.base import checked_model_options, model_spec, registered
+    from ..checkpoint import read_checkpoint
+    from ..train import TrainArgs, check_trainable
     from ..train import train as run_training
 
     spec = registered().get(model_name)
@@ -209,14 +195,15 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
                      dev_fold=dev_fold, candidates=candidates, qrels=qrels, topics=topics, corpus=corpus,
                      min_rel=min_rel, dev_qrels=dev_qrels, dev_topics=dev_topics,
                      steps=steps, batch_groups=batch_groups, negatives=negatives,
-                     lr=lr if lr is not None else SCRATCH_LR.get(model_name, 3e-5), head_lr_scale=head_lr_scale, loss=loss,
+                     lr=lr if lr is not None else model_spec(model_name).lr, head_lr_scale=head_lr_scale, loss=loss,
                      eval_every=eval_every, patience=patience, eval_on_start=eval_on_start, dev_depth=dev_depth,
                      metric=metric, seed=seed,
                      teacher=teacher, distill=distill, distill_weight=distill_weight, teacher_scale=teacher_scale,
                      teacher_min_score=teacher_min_score,
                      max_minutes=max_minutes, precision=precision, device=device, overwrite=overwrite,
                      command=f"cd {shlex.quote(os.getcwd())} && {shlex.join(['rerank', *sys.argv[1:]])}",
-                     model_options={**options, **parse_model_options(model_option),
+                     model_options={**options, **model_spec(model_name).checked_architecture(
+                                        parse_model_options(model_option)),
                                     **({"base": str(Path(init_from).resolve())} if init_from else {})})
     result = run_training(model_name, args, log=lambda message: click.echo(f"rerank: {message}", err=True))
     best = f"best dev value {result.best:.4f} at step {result.best_step}" if result.best is not None else "no dev set"
@@ -231,7 +218,7 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
 def average(checkpoints, output, overwrite) -> None:
     """Average the weights of CHECKPOINTS of one model (a "model soup", e.g. of continuations of one
     parent with other seeds) into a new checkpoint, which scores like any trained one."""
-    from ..train import average_checkpoints
+    from ..checkpoint import average_checkpoints
 
     manifest = average_checkpoints(list(checkpoints), output, overwrite)
     click.echo(f"rerank: averaged {len(checkpoints)} {manifest['model']} checkpoints into {output} "

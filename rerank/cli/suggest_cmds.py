@@ -93,7 +93,7 @@ def train_suggester(spec, params: dict) -> None:
         command=f"cd {shlex.quote(os.getcwd())} && {shlex.join(['rerank', *sys.argv[1:]])}",
         model_options=parse_model_options(params["model_option"]))
     result = train_generator(spec.name, args, log=lambda message: click.echo(f"rerank: {message}", err=True))
-    best = (f"best dev cross-entropy {result.best:.4f} at step {result.best_step}" if result.best is not None
+    best = (f"best dev cross-entropy {-result.best:.4f} at step {result.best_step}" if result.best is not None
             else "no dev pairs")
     click.echo(f"rerank: trained {spec.name} for {counted(result.steps, 'step')} in {result.seconds:.0f} s "
                f"({result.stopped}); {best}; checkpoint in {args.output}", err=True)

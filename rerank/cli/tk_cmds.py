@@ -8,17 +8,20 @@ import click
 
 from ..atomic import plot_format
 from ..errors import DataError, MissingIndexError, UsageError
+from ..models.base import registered
 from . import cli
 
-ENCODABLE = ("tk", "tkl")
+def encodable() -> list[str]:
+    """The models whose document encodings `rerank encode` stores (and `rerank explain` takes apart)."""
+    return [name for name, spec in registered().items() if spec.stored_vectors == "encode"]
 
 
 def _load(model_name: str, checkpoint: str | None, threads: int | None, batch_size: int = 32):
     from ..models.base import load_model
 
-    if model_name not in ENCODABLE:
+    if model_name not in encodable():
         raise UsageError(f"--model {model_name!r} has no query-independent document encodings; use one of "
-                         f"{', '.join(ENCODABLE)}")
+                         f"{', '.join(encodable())}")
     return load_model(model_name, checkpoint, threads=threads, batch_size=batch_size)
 
 
@@ -73,10 +76,10 @@ def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads)
 
     check_batch_size(batch_size, "documents")  # before load_model, whose check counts scoring's pairs
     index_folder(name)  # its name checked before a model loads (store_folder checks it too, for every caller)
-    if model_name == "minilm-bi":  # Pyserini's `encode` is this; its vectors are query-independent, stored elsewhere
-        raise UsageError(f"--model minilm-bi's passage vectors are stored by a dense index: rerank index {name} "
-                         f"--backend dense (score --model minilm-bi and retrieve --backend dense use them); encode "
-                         f"stores those of {', '.join(ENCODABLE)}")
+    if registered().get(model_name) and registered()[model_name].stored_vectors == "dense":  # Pyserini's `encode`
+        raise UsageError(f"--model {model_name}'s passage vectors are stored by a dense index: rerank index {name} "
+                         f"--backend dense (score --model {model_name} and retrieve --backend dense use them); "
+                         f"encode stores those of {', '.join(encodable())}")
     collection, source = _collection(name, corpus)
     reranker = _load(model_name, checkpoint, threads, batch_size)
     folder = store_folder(name, reranker.name, reranker.checkpoint_hash)
@@ -117,7 +120,7 @@ def _explained(dataset: str | None, index: str | None, corpus: str | None):
 
 
 @cli.command()
-@click.option("--model", "model_name", required=True, type=click.Choice(ENCODABLE),
+@click.option("--model", "model_name", required=True, type=click.Choice(encodable()),
               help="The model whose score to take apart.")
 @click.option("--checkpoint", required=True, type=click.Path(), help="Checkpoint folder.")
 @click.option("--dataset", default=None, help="Data set that holds the query and the document.")
@@ -149,7 +152,7 @@ def explain(model_name, checkpoint, dataset, index_name, topics, corpus, qid, qu
     if query_text is not None and topics is not None:  # a file never read, even one that is not there
         raise UsageError("--topics gives the texts of --qid; with --query, leave it out")
     if plot_path:
-        from ..train import refuse_spoiling_an_unlisted_checkpoint
+        from ..checkpoint import refuse_spoiling_an_unlisted_checkpoint
 
         plot_format(plot_path)  # before the model loads
         refuse_spoiling_an_unlisted_checkpoint(plot_path)

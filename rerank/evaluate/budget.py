@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import DataError, UsageError
-from ..models.base import RESTRICTED_OPTIONS
+from ..models.base import EVERY_MODEL_TAKES, SCORE_OPTIONS
 from ..runs import CUT_KEY, Run, nested_stages
 from .measures import is_count, parse_measure
 from .report import markdown_table, text_table
@@ -225,7 +225,7 @@ def run_depth(run: Run) -> int:
 # that change its scores or speed (a stage writes the device only off the CPU: an option it leaves out had its default).
 # Not what describes the run: the rerank and the package versions that made it (`rerank_version`, `packages`).
 MODEL_IDENTITY = {"stage": None, "model": None, "checkpoint_hash": None, "scores_version": None, "interpolate": None,
-                  **{option: default for option, (_models, default) in RESTRICTED_OPTIONS.items()}}
+                  **{option.name: option.default for option in SCORE_OPTIONS if option.name not in EVERY_MODEL_TAKES}}
 
 
 def _document_vectors(stage: dict) -> str:

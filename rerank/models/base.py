@@ -1,47 +1,22 @@
-"""The interface every re-ranker implements, and the registry of models by name.
+"""The interface every re-ranker implements, and the declarations models are known by.
 
 A re-ranker only scores (query, document) pairs, batching its own forward passes; the score stage
-(rerank/score.py) does truncation to a depth, text lookup, timing, caching and the output ranking. Models are
-registered by name in MODELS, each with its loader:
-
-    "bert": "rerank.models.bert:load_bert",  # load_bert(checkpoint: str | None, **options) -> Reranker
-
-Loaders are listed as "module:function" strings so that naming a model imports only that model.
+(rerank/score.py) does truncation to a depth, text lookup, timing, caching and the output ranking. Each model is
+declared once by a `ModelSpec` (its options, scores version, checkpoint, training and stored encodings), in a light
+module beside it that `register`s it; the CLI, pipelines, training and tests read everything from the specs.
 """
 
 from __future__ import annotations
 
 import abc
-import collections.abc
-import importlib
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import ParameterError, UsageError, counted
+from ..params import Option, Registry, resolved
 
-@dataclass(frozen=True)
-class Option:
-    """A parameter a model declares, as ir_measures' ParamInfo: its type, default, allowed values and help."""
-
-    name: str
-    type: type = str
-    default: Any = None
-    help: str = ""
-    choices: tuple = ()
-
-    def check(self, value: Any, owner: str) -> Any:
-        """`value` as this option's type; a wrong type or a value outside `choices` is refused, naming both."""
-        try:
-            typed = value if isinstance(value, self.type) else self.type(value)
-        except (TypeError, ValueError):
-            raise ParameterError(self.name, f"must be {self.type.__name__}, not {value!r}", owner) from None
-        if self.choices and typed not in self.choices:
-            raise ParameterError(self.name, f"must be one of {', '.join(map(str, self.choices))}, not {value!r}", owner)
-        return typed
-
-
-@dataclass(frozen=True)
+@dataclass
 class ModelSpec:
     """Everything the CLI, pipelines, training and tests need to know of a model, declared once beside it."""
 
@@ -58,46 +33,61 @@ class ModelSpec:
     train_devices: tuple[str, ...] = ("cpu",)  # device kinds it trains on
     train_options: frozenset[str] = frozenset()  # shared score options training also takes (bert: max_length)
     architecture: tuple[Option, ...] = ()  # `rerank train -O KEY=VALUE`; empty: not checked here (the trainer does)
-    encodable: bool = False  # `rerank encode` stores its query-independent document encodings
+    # where its query-independent document vectors are stored: "encode" (`rerank encode`), "dense" (a dense index)
+    stored_vectors: str = ""
+    precheck: str | None = None  # "module:function"(checkpoint, options): what loading would refuse, told unloaded
     train_example: str = "--train trec-dl-2020 --dev-fraction 0.2"  # what `rerank train NAME` needs, for remedies
 
     def load(self, checkpoint: str | None = None, **options: Any) -> "Reranker":
-        return _function(self.loader)(checkpoint, **options)
+        return resolved(self.loader)(checkpoint, **options)
+
+    def check_unloaded(self, checkpoint: str | None, options: dict[str, Any]) -> None:
+        """What loading with `options` would refuse, told before any stage of a pipeline runs."""
+        if self.precheck:
+            resolved(self.precheck)(checkpoint, options)
+
+    def checked_architecture(self, given: dict[str, Any]) -> dict[str, Any]:
+        """`rerank train -O KEY=VALUE` options as its declared `architecture` types them; unknown keys are refused,
+        naming the known. A model that declares none checks its own (TK, against its config's fields)."""
+        if not self.architecture:
+            return given
+        known = {option.name: option for option in self.architecture}
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise ParameterError(f"{{model_option}} {', '.join(unknown)}: no option of {self.name}; known: "
+                                 f"{', '.join(known)}", "model_option")
+        return {key: known[key].check(value, self.name) for key, value in given.items()}
 
     def new_trainable(self, **options: Any) -> Any:
         if self.trainer is None:
             raise UsageError(f"cannot train model {self.name!r}; trainable: {', '.join(trainable_models())}")
-        return _function(self.trainer)(**options)
+        return resolved(self.trainer)(**options)
 
 
-def _function(path: str) -> Callable[..., Any]:
-    """A "module:function" string, imported only when called: naming a model imports only that model."""
-    module, _, function = path.partition(":")
-    return getattr(importlib.import_module(module), function)
-
-
-_REGISTRY: dict[str, ModelSpec] = {}
+_MODELS: Registry[ModelSpec] = Registry("model", ("rerank.models",))  # whose __init__ imports the declarations
 
 
 def register(spec: ModelSpec) -> ModelSpec:
     """The one call that makes a model known to the CLI, pipelines, training and the scores-version test."""
-    if spec.name in _REGISTRY:
-        raise ValueError(f"model {spec.name!r} is registered twice")
-    _REGISTRY[spec.name] = spec
-    return spec
+    return _MODELS.add(spec.name, spec)
 
 
 def registered() -> dict[str, ModelSpec]:
-    """Every model's spec, by name (the light declaration modules listed in rerank.models import them)."""
-    importlib.import_module("rerank.models")
-    return dict(sorted(_REGISTRY.items()))
+    """Every model's spec, by name."""
+    return dict(sorted(_MODELS.all().items()))
 
 
 def model_spec(name: str) -> ModelSpec:
     specs = registered()
     if name not in specs:
-        raise ParameterError("model", f"unknown model {name!r}; known: {', '.join(specs)}")
+        raise ParameterError(f"unknown model {name!r}; known: {', '.join(specs)}")
     return specs[name]
+
+
+def scores_version_of(name: Any) -> int | None:
+    """The scores version of a model named in a record (a manifest, a stage); None for a name no model has."""
+    spec = registered().get(str(name))
+    return spec.scores_version if spec else None
 
 
 def trainable_models() -> list[str]:
@@ -122,7 +112,7 @@ MAX_THREADS = 1024
 
 def check_threads(threads: Any) -> None:
     if threads is not None and not 1 <= int(threads) <= MAX_THREADS:
-        raise UsageError(f"--threads must be between 1 and {MAX_THREADS}, not {threads}")
+        raise ParameterError(f"{{threads}} must be between 1 and {MAX_THREADS}, not {threads}", "threads")
 
 
 def set_threads(threads: int | None, default: int | None = None) -> None:
@@ -157,7 +147,7 @@ def device_kind(device: str) -> str:
     except (RuntimeError, ValueError):
         kind = None
     if kind not in ("cpu", "cuda"):
-        raise UsageError(f"--device must be cpu or cuda (cuda:N), not {device!r}")
+        raise ParameterError(f"{{device}} must be cpu or cuda (cuda:N), not {device!r}", "device")
     return kind
 
 
@@ -204,78 +194,73 @@ class Reranker(abc.ABC):
 
     @property
     def scores_version(self) -> int:
-        return SCORES_VERSIONS[self.name]
+        return model_spec(self.name).scores_version
 
     def forget(self) -> None:
         """Drop what earlier queries left in memory (embedded passages), so that the next timed pass pays for
         all of its work: the budget report scores the same candidates at several depths. Default: nothing."""
 
 
-# Options that only some models take, with the value that means "not asked for". TK/TKL cap query and
-# document lengths apart, as their checkpoint says, so --max-length would be ignored there.
-RESTRICTED_OPTIONS = {"quantize": (("bert",), False), "precision": (("bert",), "fp32"), "compile": (("bert",), False),
-                      "max_length": (("bert", "minilm-bi"), None), "device": (("bert",), "cpu"),
-                      "on_the_fly": (("tk", "tkl", "minilm-bi"), False)}
+# The options of a score stage that reach the model, declared once for `rerank score`, pipelines and budget. Every
+# model takes the first two; a spec's `score_options` names the others it takes. A default means "not asked for".
+SCORE_OPTIONS = (
+    Option("batch_size", int, None, "Pairs per forward pass (default: the model's)."),
+    Option("threads", int, None, "Torch threads (default: the model's; torch's choice is one per core)."),
+    Option("max_length", int, None, "Tokens per text (default: the checkpoint's, else 256)."),
+    Option("quantize", bool, False, "Dynamic int8 quantisation of the linear layers."),
+    Option("precision", str, "fp32", "bf16 is 1.9-3x faster on CPUs with AMX/AVX512-BF16, slower without AVX512; "
+           "scores move by about 1e-2.", choices=("fp32", "bf16")),
+    Option("compile", bool, False, "torch.compile with frozen weights: same scores, no faster than the default (as "
+           "fast on AVX512 CPUs, slower on AVX2-only ones), 12-26 s to start; needs a C++ compiler."),
+    Option("device", str, "cpu", "cpu (the default), or cuda (cuda:N) to score on a GPU; use fp32 there (bf16 "
+           "measured 5x slower on an H200) and a larger --batch-size."),
+    Option("on_the_fly", bool, False, "Compute document vectors while scoring, not from stored encodings or a dense "
+           "index: what storing them saves, measured."),
+)
+EVERY_MODEL_TAKES = ("batch_size", "threads")
+
+
+def models_taking(option: str) -> list[str]:
+    """The models whose spec takes a score option, for its help and for the refusal of the others."""
+    return [name for name, spec in registered().items()
+            if option in EVERY_MODEL_TAKES or option in spec.score_options]
 
 
 def check_batch_size(value: Any, unit: str = "pairs") -> None:
     """--batch-size counts what one forward pass takes: (query, passage) pairs when scoring, documents for
     `rerank encode`, which says so."""
     if int(value) <= 0:
-        raise UsageError(f"--batch-size must be a positive number of {unit}, not {value}")
+        raise ParameterError(f"{{batch_size}} must be a positive number of {unit}, not {value}", "batch_size")
 
 
 def checked_model_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Options valid for model `name` (the CLI, pipelines and budget all pass them); restricted ones left at
-    their defaults are dropped for the models whose loaders do not take them."""
-    if name not in MODELS:
-        raise UsageError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS)) or 'none yet'}")
+    """Options valid for model `name` (the CLI, pipelines and budget all pass them); those its spec does not take,
+    left at their defaults, are dropped, so that its loader is not given them."""
+    spec = model_spec(name)
     if options.get("batch_size") is not None:
         check_batch_size(options["batch_size"])
     check_threads(options.get("threads"))  # a pipeline's score stage: before its earlier stages run
     kept = dict(options)
-    for key, (models, default) in RESTRICTED_OPTIONS.items():
-        if name not in models:
-            if kept.pop(key, None) not in (None, default):
-                raise UsageError(f"--{key.replace('_', '-')} is an option of {' and '.join(models)} only, not {name}")
+    for option in SCORE_OPTIONS:
+        if option.name not in EVERY_MODEL_TAKES and option.name not in spec.score_options:
+            if kept.pop(option.name, None) not in (None, option.default):
+                raise ParameterError(f"{{{option.name}}} is an option of {' and '.join(models_taking(option.name))} "
+                                     f"only, not {name}", option.name)
     # after the models that take it: TK asked for 0 tokens was told to ask for more, then that it takes none
     if kept.get("max_length") is not None and int(kept["max_length"]) <= 0:  # the upper bound: at load
-        raise UsageError(f"--max-length must be a positive number of tokens, not {kept['max_length']}")
+        raise ParameterError(f"{{max_length}} must be a positive number of tokens, not {kept['max_length']}",
+                             "max_length")
     return kept
 
 
-TRAINED_MODELS = frozenset({"bert", "tk", "tkl", "mtn", "transformer", "seq2seq", "hred"})  # weights from `rerank train`, so a --checkpoint is needed
-
-
 def check_checkpoint_given(name: str, checkpoint: str | None) -> None:
-    if name in TRAINED_MODELS and not checkpoint:
-        raise UsageError(f"--model {name} needs --checkpoint DIR (train one with: rerank train {name} "
-                         f"{model_spec(name).train_example} -o DIR)")
+    spec = model_spec(name)
+    if spec.needs_checkpoint and not checkpoint:
+        raise ParameterError(f"{{model}} {name} needs {{checkpoint}} DIR (train one with: rerank train {name} "
+                             f"{spec.train_example} -o DIR)", "model", "checkpoint")
 
 
 def load_model(name: str, checkpoint: str | None = None, **options: Any) -> Reranker:
     options = checked_model_options(name, options)
     check_checkpoint_given(name, checkpoint)
-    module, _, function = MODELS[name].partition(":")
-    loader: Callable[..., Reranker] = getattr(importlib.import_module(module), function)
-    return loader(checkpoint, **options)
-
-
-# Transitional, until the tables' migration onto the specs lands: the old tables, derived from the specs, so that
-# today's readers of them work. Drop at merge.
-class _FromSpecs(collections.abc.Mapping):
-    def __init__(self, field: str):
-        self.field = field
-
-    def __getitem__(self, name: str) -> Any:
-        return getattr(registered()[name], self.field)
-
-    def __iter__(self):
-        return iter(registered())
-
-    def __len__(self) -> int:
-        return len(registered())
-
-
-MODELS = _FromSpecs("loader")
-SCORES_VERSIONS = _FromSpecs("scores_version")
+    return model_spec(name).load(checkpoint, **options)

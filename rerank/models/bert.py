@@ -34,7 +34,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..errors import BackendError, UsageError
-from ..train import CHECKPOINT_FILE, content_hash, read_checkpoint
+from ..checkpoint import CHECKPOINT_FILE, content_hash, read_checkpoint
 from .base import TRANSFORMER_PACKAGES, Reranker, check_device, on_cpu, set_threads
 
 DEFAULT_MAX_LENGTH = 256
@@ -86,18 +86,23 @@ def check_cross_encoder_options(precision: str, quantize: bool, compile: bool, d
             raise UsageError(f"--{'quantize' if quantize else 'compile'} is for the CPU; drop it with --device {device}")
 
 
-def check_unloaded(model_name: str, checkpoint: str | None, options: dict[str, Any]) -> None:
-    """What loading bert or minilm-bi with `options` would refuse, told from the options and the model's config
-    file alone: a pipeline's score stage is checked so before any stage runs (its model loads only after the
-    stages before it)."""
+def check_cross_encoder_unloaded(checkpoint: str | None, options: dict[str, Any]) -> None:
+    """What loading bert with `options` would refuse, told from the options and its config file alone: a pipeline's
+    score stage is checked so before any stage runs (its model loads only after the stages before it)."""
+    check_cross_encoder_options(options.get("precision", "fp32"), bool(options.get("quantize")),
+                                bool(options.get("compile")), options.get("device", "cpu"))
+    _check_unloaded_length(checkpoint, options)
+
+
+def check_bi_encoder_unloaded(_checkpoint: str | None, options: dict[str, Any]) -> None:
+    _check_unloaded_length(minilm_path(), options)
+
+
+def _check_unloaded_length(model_folder: str | None, options: dict[str, Any]) -> None:
     from transformers import AutoConfig
 
-    if model_name == "bert":
-        check_cross_encoder_options(options.get("precision", "fp32"), bool(options.get("quantize")),
-                                    bool(options.get("compile")), options.get("device", "cpu"))
     if options.get("max_length") is not None:
-        config = AutoConfig.from_pretrained(checkpoint if model_name == "bert" else minilm_path())
-        check_max_length(options["max_length"], config)
+        check_max_length(options["max_length"], AutoConfig.from_pretrained(model_folder))
 
 
 def length_batches(lengths: list[int], batch_size: int) -> Iterator[list[int]]:

@@ -337,7 +337,7 @@ class TrainedSuggester(Suggester):
 
 def load_generator(name: str, checkpoint: str | None, beam: int = 5, batch_size: int | None = None,
                    threads: int | None = None) -> TrainedSuggester:
-    from ..train import read_checkpoint
+    from ..checkpoint import read_checkpoint
     from .base import set_threads
 
     set_threads(threads, 1)

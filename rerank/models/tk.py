@@ -617,7 +617,7 @@ def new_trainable(variant: str = "tk", threads: int | None = None, base: str | N
     if unknown:
         raise UsageError(f"unknown {variant} option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     if base:
-        from ..train import read_checkpoint
+        from ..checkpoint import read_checkpoint
 
         if options:
             raise UsageError(f"--init {base}: the model options come from that checkpoint; drop --model-option")
@@ -856,7 +856,7 @@ def trained_module(folder: Path, manifest: dict) -> TKModule:
 
 
 def load(variant: str, checkpoint: str, **options: Any) -> TKReranker:
-    from ..train import read_checkpoint
+    from ..checkpoint import read_checkpoint
 
     folder = Path(checkpoint).resolve()
     return TKReranker(folder, read_checkpoint(folder, variant), **options)

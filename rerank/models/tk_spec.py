@@ -8,4 +8,4 @@ for name, what in (("tk", "transformer-kernel ranker over stored document encodi
         name=name, help=what, loader=f"rerank.models.tk:load_{name}", needs_checkpoint=True,
         score_options=frozenset({"on_the_fly"}), trainer=f"rerank.models.tk:new_{name}",
         lr=2e-3,  # trained from scratch: a far larger step than fine-tuning takes
-        encodable=True))
+        stored_vectors="encode"))

@@ -17,7 +17,9 @@ from pathlib import Path
 from ..data import Dataset, dataset_names, files_dataset, get_dataset, unknown_dataset
 from ..data.formats import distinct_ids, read_topics
 from ..errors import DataError, MissingIndexError, UsageError
+from ..params import Option
 from ..runs import RunHeader, Stream, file_fields
+from ..stages import StageSpec, register_stage
 from .store import IndexInfo, build_lock, documents_recorded, index_folder, origin_recorded_in, outdated
 
 JAVA_FLOAT_MAX = 3.4028234663852886e38  # Lucene and Anserini read k1, b and mu as Java floats: above, Infinity
@@ -73,8 +75,8 @@ def _check_options(options: dict) -> None:
 
 
 def option_flag(key: str) -> str:
-    """The command-line flag of a back-end option (its name, but --es-insecure sets es_verify_certs)."""
-    return "--es-insecure" if key == "es_verify_certs" else "--" + key.replace("_", "-")
+    """The command-line flag of a retrieve option (its name, but --es-insecure sets es_verify_certs)."""
+    return RETRIEVE_STAGE.parameter(key).flag
 
 
 def _check_backend_options(backend_name: str, options: dict, allowed: frozenset[str]) -> None:
@@ -252,3 +254,48 @@ def candidates_stage(dataset: str, params: dict, _input: Stream | None) -> Strea
     """Pipeline stage `kind = "candidates"`: replay the data set's run `run` (for the queries of `topics`, some of
     the data set's), cut at `k`, tagged with the stage's name."""
     return candidates(dataset, params.get("run"), params.get("k"), params.get("name"), params.get("topics"))
+
+
+TOPICS_HELP = ("Topics file (TSV, TREC <top> or <topic> XML, SGML, or JSONL: BEIR queries.jsonl, ir_datasets, "
+               "PyTerrier); default: the data set NAME's topics.")
+
+# Options of the Elasticsearch and dense back ends, which `rerank index` takes too. Credentials are none of them:
+# they come from RERANK_ES_API_KEY or RERANK_ES_USER/RERANK_ES_PASSWORD.
+BACKEND_OPTIONS = (
+    Option("es_url", str, None, "Elasticsearch URL (default: $RERANK_ES_URL or http://127.0.0.1:9200)."),
+    Option("index_name", str, None, "Elasticsearch index name (default: rerank-NAME). Dense: one of several dense "
+           "indexes of NAME kept side by side, e.g. one per encoder (indexes/NAME/dense-INDEX_NAME; default: the "
+           "unnamed indexes/NAME/dense)."),
+    Option("es_ca_certs", str, None, "Elasticsearch: CA bundle for TLS.", path="file"),
+    Option("es_verify_certs", bool, None, "Elasticsearch: do not verify the server's TLS certificate.",
+           cli_flag="--es-insecure", flag_value=False),
+    Option("encoder", str, None, "Dense: sentence-transformers-style model folder (index: default the packaged "
+           "all-MiniLM-L6-v2; retrieve: default the one the index was built with).", path="folder"),
+)
+
+RETRIEVE_STAGE = register_stage(StageSpec(
+    kind="retrieve", run="rerank.retrieve.api:retrieve_stage", check="rerank.retrieve.api:check_retrieve_stage",
+    parameters=(
+        Option("backend", str, "lucene", "Index back end."),
+        Option("k", int, 1000, "Documents per query."),
+        Option("k1", float, None, "BM25 k1 (Anserini default 0.9)."),
+        Option("b", float, None, "BM25 b (Anserini default 0.4)."),
+        Option("qld", bool, None, "Lucene: score by query likelihood with Dirichlet smoothing instead of BM25."),
+        Option("mu", float, None, "Query likelihood: Dirichlet mu (Anserini default 1000)."),
+        Option("rm3", bool, None, "Lucene: expand each query with RM3 pseudo-relevance feedback."),
+        Option("fb_terms", int, None, "RM3: expansion terms (default 10)."),
+        Option("fb_docs", int, None, "RM3: feedback documents (default 10)."),
+        Option("original_query_weight", float, None, "RM3: weight of the original query (default 0.5)."),
+        Option("topics", str, None, TOPICS_HELP, path="file"),
+        Option("threads", int, SEARCH_THREADS, "Search threads."),
+        Option("ef_search", int, None, "Dense HNSW: candidates explored per query (faiss efSearch; at least --k)."),
+        Option("exact", bool, None, "Dense: compare every stored vector, also in an index built with --hnsw (its "
+               "exact reference)."),
+        *BACKEND_OPTIONS)))
+
+register_stage(StageSpec(
+    kind="candidates", run="rerank.retrieve.api:candidates_stage", check="rerank.retrieve.api:check_candidates_stage",
+    parameters=(Option("run", str, None, "The data set's candidate run to replay (default: its first)."),
+                Option("k", int, None, "Candidates kept per query (default: all)."),
+                Option("topics", str, None, "Some of the data set's queries, whose candidates alone are replayed.",
+                       path="file"))))

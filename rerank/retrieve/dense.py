@@ -42,7 +42,8 @@ from .. import installed_versions
 from ..atomic import replace_folder
 from ..data import Document
 from ..errors import BackendError, DataError, MissingIndexError, UsageError
-from ..models.base import SCORES_VERSIONS, TRANSFORMER_PACKAGES, check_threads
+from ..models.base import TRANSFORMER_PACKAGES, check_threads
+from ..models.bert_spec import MINILM_BI
 from ..progress import Progress
 from ..runs import ENCODED_WITH_KEY, QueryRanking, Timing, stored_vectors_packages, used_packages
 from .store import (BUILD_KEY, EMPTY_SKIPPED, MANIFEST, REUSED, IndexInfo, WithText, build_command, build_id,
@@ -100,7 +101,7 @@ def _is_packaged(path: str) -> bool:
 def encoder_identity(path: str) -> dict:
     """What makes vectors comparable: the model folder's content hash (as `rerank score` records it), the
     pooling recipe, and the version of rerank's embedding (minilm-bi's scores version, whose code embeds)."""
-    from ..train import content_hash
+    from ..checkpoint import content_hash
 
     folder = Path(path)
     if not (folder / "config.json").is_file():
@@ -110,7 +111,7 @@ def encoder_identity(path: str) -> dict:
     # the folder whole: a search without --encoder embeds with it, from whatever working directory (`search_encoder`)
     return {"path": str(folder.resolve()), "hash": content_hash(folder), "architecture": config.get("model_type"),
             "pooling": "mean", "normalised": True, "max_length": MAX_LENGTH,
-            "scores_version": SCORES_VERSIONS["minilm-bi"]}
+            "scores_version": MINILM_BI.scores_version}
 
 
 def search_encoder(given: str | None, built_with: dict) -> tuple[str, dict, str | None]:
@@ -138,7 +139,7 @@ def search_encoder(given: str | None, built_with: dict) -> tuple[str, dict, str 
 def same_encoder(one: str | None, other: str | None) -> bool:
     """Whether two --encoder values (None: the packaged MiniLM) name one encoder: one folder, or folders of the same
     content (what a search compares with an index's encoder)."""
-    from ..train import content_hash
+    from ..checkpoint import content_hash
 
     first, second = (Path(path or default_encoder_path()) for path in (one, other))
     if first.resolve() == second.resolve():
@@ -151,7 +152,7 @@ def same_vectors(recorded: dict, encoder_hash: str) -> bool:
     """Whether an index's vectors (its manifest's `encoder`) are what this encoder embeds today: the same weights,
     embedded by the same version of the code. Indexes recorded before versions were numbered are version 1."""
     return (recorded.get("hash") == encoder_hash
-            and recorded.get("scores_version", 1) == SCORES_VERSIONS["minilm-bi"])
+            and recorded.get("scores_version", 1) == MINILM_BI.scores_version)
 
 
 def _settings(folder: Path, name: str, kind: type = dict) -> Any:

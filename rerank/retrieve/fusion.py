@@ -17,9 +17,11 @@ import math
 import time
 from typing import Iterator
 
-from ..errors import DataError, UsageError
+from ..errors import DataError, ParameterError, UsageError
 from ..normalise import minmax, zscores
+from ..params import Option
 from ..runs import QueryRanking, Run, RunHeader, Stream, Timing, nested_stages
+from ..stages import StageSpec, register_stage
 
 METHODS = ("rrf", "combsum")
 NORMS = ("minmax", "zscore", "none")
@@ -71,16 +73,17 @@ def check_fusion(count: int, method: str, k: int | None, norm: str | None, depth
     if method not in METHODS:
         raise UsageError(f"unknown fusion method {method!r}; known: {', '.join(METHODS)}")
     if method == "rrf" and norm is not None:
-        raise UsageError("--norm normalises scores for --method combsum; reciprocal rank fusion reads ranks only")
+        raise ParameterError("{norm} normalises scores for {method} combsum; reciprocal rank fusion reads ranks only",
+                             "norm", "method")
     if method == "combsum" and k is not None:
-        raise UsageError("--k is reciprocal rank fusion's constant; --method combsum has none")
+        raise ParameterError("{k} is reciprocal rank fusion's constant; {method} combsum has none", "k", "method")
     k, norm = 60 if k is None else k, norm or "minmax"
     if norm not in NORMS:
         raise UsageError(f"unknown score normalisation {norm!r}; known: {', '.join(NORMS)}")
     if k < 0 or depth <= 0:
-        raise UsageError(f"--k must be >= 0 and --depth > 0 (got k={k}, depth={depth})")
+        raise ParameterError(f"{{k}} must be >= 0 and {{depth}} > 0 (got k={k}, depth={depth})", "k", "depth")
     if k >= 2 ** 53:  # k + 1 and k + 2 are one float from there on (and past 1.8e308, no float: an OverflowError)
-        raise UsageError(f"--k {k} is too large: from 2**53 on, 1 / (k + rank) is the same for every rank")
+        raise ParameterError(f"{{k}} {k} is too large: from 2**53 on, 1 / (k + rank) is the same for every rank", "k")
     return k, norm
 
 
@@ -172,3 +175,13 @@ def fuse_stage(dataset: str, params: dict, _input: Stream | None) -> Stream:
     if stream.header.dataset not in (None, dataset):
         raise UsageError(f"its inputs are runs of {stream.header.dataset}, not {dataset}")  # the pipeline names the stage
     return stream
+
+
+FUSE_STAGE = register_stage(StageSpec(
+    kind="fuse", run="rerank.retrieve.fusion:fuse_stage", check="rerank.retrieve.fusion:check_fuse_stage",
+    parameters=(
+        Option("inputs", list, None, "The earlier stages whose runs are fused."),
+        Option("method", str, "rrf", "Reciprocal rank fusion, or CombSUM of normalised scores.", choices=METHODS),
+        Option("k", int, None, "RRF: the constant k in 1 / (k + rank)  [default: 60]"),
+        Option("norm", str, None, "CombSUM: per-query score normalisation  [default: minmax]", choices=NORMS),
+        Option("depth", int, 1000, "Documents kept per query after fusion."))))
