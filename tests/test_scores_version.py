@@ -30,6 +30,8 @@ TEXTS = [
 ]
 TINY_TK = {"layers": 1, "heads": 2, "feedforward": 16, "dropout": 0.0, "max_doc": 60}
 TINY_TKL = {**TINY_TK, "window": 8, "stride": 2, "chunk": 10, "overlap": 2, "regions": 2}
+# next-query generators: a query is a session (one query here), TEXTS its candidate next queries
+TINY_GENERATOR = {"texts": QUERIES + TEXTS, "d_model": 16, "heads": 2, "ff": 32, "dropout": 0.0, "max_query_tokens": 8}
 
 # configuration -> (the scores version recorded with, its scores: each query's TEXTS in order)
 RECORDED: dict[str, tuple[int, list[float]]] = {
@@ -39,6 +41,12 @@ RECORDED: dict[str, tuple[int, list[float]]] = {
     'tk, minilm-context': (1, [-7.641547, -19.02916, -38.652622, -38.013527, -5.800934, -11.426371, -11.410784, -28.80632, -43.746441, -53.859215, -53.642197, -34.18697, -38.547249, -25.954103]),
     'tk, idf gate': (1, [-3.750671, -4.326197, -34.848465, -11.148323, -9.89825, -2.238982, -3.12562, -26.311508, -30.859463, -55.074661, -35.01289, -32.439785, -25.261021, -24.827095]),
     'tkl': (1, [0.255017, 0.240591, 0.0, 0.24485, 0.360969, 0.424643, 0.120441, 0.650864, 0.426142, 0.124984, 0.495072, 0.216687, 0.527235, 0.575912]),
+    'last-query': (1, [0.0] * 14),
+    'cooccurrence': (1, [0.0] * 14),
+    'mtn': (1, [-35.34103, -35.527313, -3.267323, -36.854813, -17.522409, -35.456646, -28.061386, -35.810471, -35.155552, -3.402029, -36.512466, -17.82868, -35.033447, -28.387539]),
+    'transformer': (1, [-36.492607, -36.863575, -3.112556, -36.619537, -15.412909, -37.147243, -26.420597, -37.261379, -36.874657, -3.248336, -36.655247, -15.48554, -37.572285, -26.779301]),
+    'seq2seq': (1, [-34.943314, -34.519089, -3.862048, -34.876472, -18.860077, -34.786919, -26.928202, -34.928635, -34.319107, -3.922338, -34.91909, -19.071722, -34.830925, -26.835434]),
+    'hred': (1, [-34.690418, -34.3764, -3.785147, -35.087406, -18.67387, -34.844742, -26.64929, -34.76889, -34.450817, -3.792901, -35.024685, -18.506123, -34.962822, -26.628408]),
 }
 
 # configuration -> the options its fresh weights are made with (the model's trainer's, as `rerank train -O` gives them)
@@ -50,6 +58,9 @@ CONFIGURATIONS = {
     "tk, idf gate": {**TINY_TK, "term_weights": "idf", "query_stopwords": False, "fold_plurals": True,
                      "oov_buckets": 4},
     "tkl": TINY_TKL,
+    "last-query": {},
+    "cooccurrence": {},
+    **{family: TINY_GENERATOR for family in ("mtn", "transformer", "seq2seq", "hred")},
 }
 
 

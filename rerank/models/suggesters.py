@@ -7,7 +7,7 @@ passages. The baselines find the data set they serve through `attach` (the run's
 - `last-query` suggests the last query again (and scores a candidate 1 when it is the last query, else 0).
 - `cooccurrence` suggests the queries that most often followed the session's last query in the training users'
   log; with none, those that followed its earlier queries (latest first); with none, the last query again. It
-  scores a candidate by how often it followed the last query.
+  scores a candidate by how often it followed the last query (0 for all where no session data set is attached).
 """
 
 from __future__ import annotations
@@ -61,21 +61,18 @@ class Cooccurrence(Suggester):
     name = "cooccurrence"
 
     def __init__(self) -> None:
-        self.followers = None
+        from ..data.session_sets import Followers
+        from ..data.sessions import SessionLog
+
+        self.followers = Followers(SessionLog([], "no sessions"))  # until a session data set is attached
 
     def for_dataset(self, dataset: Any) -> None:
         from ..data.session_sets import Followers
 
         self.followers = Followers(dataset.training_log())
 
-    def _counts(self):
-        if self.followers is None:
-            raise UsageError("cooccurrence learns from a session data set's training users: give a run whose header "
-                             "names one (aol-missions-dev), or --dataset")
-        return self.followers
-
     def suggest(self, session: list[str], k: int) -> list[tuple[str, float]]:
-        followers = self._counts()
+        followers = self.followers
         for query in reversed(session):
             found = [(q, n) for q, n in followers.following(query, k + 1) if q != session[-1]][:k]
             if found:
@@ -83,7 +80,7 @@ class Cooccurrence(Suggester):
         return [(session[-1], 0.0)]
 
     def likelihoods(self, session: list[str], candidates: list[str]) -> list[float]:
-        counts = dict(self._counts().following(session[-1], 10**9))
+        counts = dict(self.followers.following(session[-1], 10**9))
         return [counts.get(c, 0.0) for c in candidates]
 
 
