@@ -1032,6 +1032,15 @@ class Keeper:
             self.since_best += 1
         return self.since_best < args.patience
 
+    def stop_after(self, step: int) -> str | None:
+        """Why training stops after `step` (a dev evaluation when one is due, the time budget), or None to go on."""
+        args = self.args
+        out_of_time = args.max_minutes is not None and self.seconds() > args.max_minutes * 60
+        if self.data.dev is not None and (step % args.eval_every == 0 or step == args.steps or out_of_time):
+            if not self.dev_round(step):
+                return "early stopping"
+        return "time budget" if out_of_time else None
+
     def end(self, ended: str, step: int) -> None:
         """Record in the kept checkpoint how training ended (-o holds nothing of this run before its first keep)."""
         if self.best_step is not None:
@@ -1126,13 +1135,9 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                 if bar.disable and step % 10 == 0:  # no terminal: a line now and then instead of the bar
                     log(f"step {step}/{args.steps}: mean loss of the last 10 steps {sum(losses[-10:]) / 10:.4f}, "
                         f"{keeper.seconds():.0f} s")
-                out_of_time = args.max_minutes is not None and keeper.seconds() > args.max_minutes * 60
-                if dev is not None and (step % args.eval_every == 0 or step == args.steps or out_of_time):
-                    if not keeper.dev_round(step):
-                        stopped = "early stopping"
-                        break
-                if out_of_time:
-                    stopped = "time budget"
+                stop = keeper.stop_after(step)
+                if stop:
+                    stopped = stop
                     break
         if dev is None:  # no dev set: the last step's weights are the checkpoint
             keeper.keep(step, None)

@@ -201,13 +201,9 @@ def _train(model_name: str, spec: Any, options: dict, args: GeneratorArgs, train
             schedule.step()
             step += 1
             keeper.losses.append(loss.item())
-            out_of_time = args.max_minutes is not None and keeper.seconds() > args.max_minutes * 60
-            if dev is not None and (step % args.eval_every == 0 or step == args.steps or out_of_time):
-                if not keeper.dev_round(step):
-                    stopped = "early stopping"
-                    break
-            if out_of_time:
-                stopped = "time budget"
+            stop = keeper.stop_after(step)
+            if stop:
+                stopped = stop
                 break
         if dev is None:
             keeper.keep(step, None)
