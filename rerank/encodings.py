@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -194,11 +194,13 @@ def find_store(header: Any, documents: dict, checkpoint_hash: str, model: str) -
 def encode_collection(name: str, documents: Callable[[], Iterable[tuple[str, str]]], total: int, reranker: Any,
                       folder: Path | None = None, overwrite: bool = False, chunk: int = 256,
                       progress: bool = True, source: dict | None = None,
-                      log: Callable[[str], None] = lambda message: None) -> dict:
+                      log: Callable[[str], None] = lambda message: None, engine: Any = None) -> dict:
     """Encode every (docid, text) into `folder` (default indexes/NAME/<model>-<hash>/), resuming a
     partial store of the same checkpoint and documents; returns the manifest. `source` says which documents
     these are ({"dataset": NAME} or {"corpus": PATH}; default the data set NAME, as `rerank encode NAME`).
-    `log` hears what of the work a store held already: the manifest counts every document, not this run's."""
+    `log` hears what of the work a store held already: the manifest counts every document, not this run's.
+    `engine`: where the chunks are encoded, if not here (`scaleout.RayEngine.encoded`); they are stored here, in
+    order, as they come back."""
     source = source or {"dataset": name}
     source = {**source, "files": source_state(source, skip=("qrels", "topics"))}
     folder = folder or store_folder(name, reranker.name, reranker.checkpoint_hash)
@@ -206,12 +208,13 @@ def encode_collection(name: str, documents: Callable[[], Iterable[tuple[str, str
     # reported success: the store held every document twice, or interleaved, under one checksum. One at a time.
     with exclusive(folder, f"encodings {folder} are being written by another process (rerank encode); wait for "
                            "it to finish, then run this again to use or resume them"):
-        return _encode_into(name, documents, total, reranker, folder, overwrite, chunk, progress, source, log)
+        return _encode_into(name, documents, total, reranker, folder, overwrite, chunk, progress, source, log,
+                            engine)
 
 
 def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], total: int, reranker: Any,
                  folder: Path, overwrite: bool, chunk: int, progress: bool, source: dict,
-                 log: Callable[[str], None]) -> dict:
+                 log: Callable[[str], None], engine: Any) -> dict:
     """encode_collection, with the store's lock held."""
     model, checkpoint_hash = reranker.name, reranker.checkpoint_hash
     done_docs = done_tokens = 0
@@ -244,42 +247,48 @@ def _encode_into(name: str, documents: Callable[[], Iterable[tuple[str, str]]], 
         for leftover in (VECTORS, LENGTHS, DOCIDS, MANIFEST):
             (folder / leftover).unlink(missing_ok=True)
     folder.mkdir(parents=True, exist_ok=True)
-    dim = reranker.module.config.width
+    dim = reranker.width
     manifest = {"version": STORE_VERSION, "name": name, "model": model, "checkpoint": str(reranker.folder),
                 "checkpoint_hash": checkpoint_hash, "scores_version": reranker.scores_version, "source": source,
                 **({ENCODED_WITH_KEY: encoded_with} if encoded_with else {}), "dim": dim, "dtype": "float16",
                 "documents": done_docs, "tokens": done_tokens, "total": total, "complete": False}
     _truncate(folder, manifest)
     bar = Progress(f"encoding {name} with {model}", "doc", total, initial=done_docs, enabled=progress)
-    pending: list[tuple[str, str]] = []
 
-    def flush() -> None:
-        vectors = reranker.encode_texts([text for _, text in pending])
+    def write(batch: list[tuple[str, str]], vectors: list) -> None:
         with open(folder / VECTORS, "ab") as v, open(folder / LENGTHS, "ab") as l, \
                 open(folder / DOCIDS, "a", encoding="utf-8") as d:
-            for (docid, _), matrix in zip(pending, vectors):
-                v.write(matrix.numpy().astype(np.float16).tobytes())
+            for (docid, _), matrix in zip(batch, vectors):
+                v.write(np.asarray(matrix, dtype=np.float16).tobytes())
                 l.write(np.int32(matrix.shape[0]).tobytes())
                 d.write(docid + "\n")
             for handle in (v, l, d):
                 handle.flush()
                 os.fsync(handle.fileno())
-        manifest["documents"] += len(pending)
+        manifest["documents"] += len(batch)
         manifest["tokens"] += sum(int(m.shape[0]) for m in vectors)
         _write_manifest(folder, manifest)
-        bar.update(len(pending))
-        pending.clear()
+        bar.update(len(batch))
 
-    for position, (docid, text) in enumerate(documents()):
-        if position < done_docs:
-            continue
-        if "\n" in docid or not docid:
-            raise DataError(f"document id {docid!r} cannot be stored (empty or contains a newline)")
-        pending.append((docid, text))
-        if len(pending) == chunk:
-            flush()
-    if pending:
-        flush()
+    def batches() -> Iterator[list[tuple[str, str]]]:
+        """The documents not stored yet, `chunk` at a time: each is stored whole, with the manifest after it."""
+        batch: list[tuple[str, str]] = []
+        for position, (docid, text) in enumerate(documents()):
+            if position < done_docs:
+                continue
+            if "\n" in docid or not docid:
+                raise DataError(f"document id {docid!r} cannot be stored (empty or contains a newline)")
+            batch.append((docid, text))
+            if len(batch) == chunk:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    encoded = engine.encoded(batches()) if engine is not None else \
+        ((batch, reranker.encode_texts([text for _, text in batch])) for batch in batches())
+    for batch, vectors in encoded:
+        write(batch, vectors)
     bar.close()
     manifest.update(complete=True, total=manifest["documents"], sha256=file_sha256(folder / VECTORS),
                     bytes_per_token=dim * 2)

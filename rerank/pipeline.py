@@ -504,10 +504,11 @@ def _check_server_indexes(spec: dict, folder: Path, force: bool) -> None:
 
 
 def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_query: bool = False,
-                 overrides: dict | None = None) -> str:
+                 overrides: dict | None = None, report_path: str | None = None) -> str:
     """Run the stages that are not up to date; the leaderboard, or with `per_query` eval --per-query's table (each
     query's difference to the baseline, ordered by the file's `sort` if it has one). `overrides`: leaderboard keys
-    that replace the file's (`leaderboard_spec`), refused before any stage runs if eval would refuse them."""
+    that replace the file's (`leaderboard_spec`), refused before any stage runs if eval would refuse them.
+    `report_path`: where `rerank report`'s page of the evaluated stages is written too."""
     import click
 
     spec = load_pipeline(path, overrides)
@@ -577,9 +578,14 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
     if baseline not in names:
         raise UsageError(f"{path}: baseline {baseline!r} is not an evaluated stage ({', '.join(names)})")
     base = names.index(baseline)
+    significance = report.Significance.chosen(board.get("tests", ()), board.get("correction", "holm"))
+    if report_path is not None:
+        from .evaluate import html_report
+
+        html_report.write(html_report.Compared(runs, judgements, evaluations, named, base, board.get("sort"),
+                                                 significance, warnings, dataset=dataset), report_path)
     if per_query:
         sort_label = label_among(board["sort"], [m.label for m in named]) if board.get("sort") else None
         return report.render_per_query(evaluations, named, fmt, base, sort_label)
-    significance = report.Significance.chosen(board.get("tests", ()), board.get("correction", "holm"))
     rows = report.leaderboard(evaluations, named, base, board.get("sort"), significance)
     return report.render(rows, named, fmt, baseline, significance)

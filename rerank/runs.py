@@ -10,7 +10,8 @@ Format (every extension is a `#` comment line, so it survives `tee`, `grep` and 
     1 Q0 4462 2 11.0021 bm25
     # end of run
 
-- Header: `# key: JSON` lines before the first record; `stage` repeats, one per stage, in order, each entry with
+- Header: `# key: JSON` lines before the first record; `stage` repeats, one per stage, in order (a first stage's
+  with the number of `queries` it wrote, which later stages' progress counts to), each entry with
   the `rerank_version` that ran it (and a score or dense stage's `packages`: the versions of torch, transformers or
   faiss it computed with, and a stage that read stored vectors the versions that encoded them, `encoded_with`; a
   stage `rerank run` ran, its `pipeline` file and `pipeline_sha256`); a file a stage read is named with its content's
@@ -216,6 +217,10 @@ def stored_vectors_packages(versions: object) -> dict[str, dict]:
     return {ENCODED_WITH_KEY: versions} if isinstance(versions, dict) and versions else {}
 
 
+_OWN_KEYS = {MAGIC_KEY, "stage", CUT_KEY, *TEXT_FIELDS}  # header keys whose JSON values rerank reads
+_JSON_MARKS = re.compile(r'["{}\[\]]')
+
+
 def _parse_header_line(header: RunHeader, text: str, source: str, line_no: int) -> None:
     key, sep, value = text.partition(":")
     key = key.strip()
@@ -223,8 +228,12 @@ def _parse_header_line(header: RunHeader, text: str, source: str, line_no: int) 
         return  # a free-form comment: keep going, it carries nothing for us
     try:
         parsed = json.loads(value)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as exc:
         parsed = value.strip()
+        if key in _OWN_KEYS and _JSON_MARKS.search(parsed):  # (a bare word, `# dataset: vaswani`, is that string)
+            problem = exc.msg.removesuffix(" starting at").lower()
+            raise FormatError(source, line_no, f"a broken header line: '# {key}:' holds no JSON value (column "
+                                               f"{exc.colno}: {problem})") from None
     if key == "stage":
         if not isinstance(parsed, dict):
             raise FormatError(source, line_no, "a '# stage:' line must hold a JSON object")
@@ -298,16 +307,37 @@ def open_run_file(path: str) -> IO[str]:
     return open_gzip_text(path, encoding=encoding) if gzipped else open(path, encoding=encoding)
 
 
-def _not_utf8(source: str, error: UnicodeDecodeError) -> FormatError:
+def _not_utf8(source: str, error: UnicodeDecodeError, line_no: int | None = None) -> FormatError:
     from .data.formats import not_text_hint
 
-    hint = not_text_hint(bytes(error.object[:2])) if error.start < 2 else ""
-    return FormatError(source, None, f"not UTF-8 text ({error.reason}){hint}")
+    hint = not_text_hint(bytes(error.object[:2])) if error.start < 2 and line_no in (None, 1) else ""
+    return FormatError(source, line_no, f"not UTF-8 text ({error.reason}){hint}")
+
+
+def _utf8_buffer(handle: IO[str]) -> IO[bytes] | None:
+    """The bytes under a UTF-8 text handle (a file, gzip, stdin), read unread: lines are then split at '\n' alone,
+    as trec_eval splits them (a lone '\r' is whitespace there, not a line end), and bytes that are not UTF-8 are
+    named with their line. None for another encoding (UTF-16) or a handle of text alone (io.StringIO)."""
+    import codecs
+
+    buffer, encoding = getattr(handle, "buffer", None), getattr(handle, "encoding", None)
+    if buffer is None or encoding is None or codecs.lookup(encoding).name != "utf-8":
+        return None
+    return buffer
 
 
 def _text_lines(handle: IO[str], source: str) -> Iterator[str]:
-    """A run's lines, less a byte-order mark; bytes that are not UTF-8 become a FormatError naming the file, not a
-    traceback."""
+    """A run's lines, less a byte-order mark; bytes that are not UTF-8 become a FormatError naming the file and
+    line, not a traceback."""
+    buffer = _utf8_buffer(handle)
+    if buffer is not None:
+        for line_no, raw in enumerate(buffer, 1):
+            try:
+                line = raw.decode()
+            except UnicodeDecodeError as exc:
+                raise _not_utf8(source, exc, line_no) from None
+            yield line.removeprefix(BYTE_ORDER_MARK) if line_no == 1 else line
+        return
     lines = iter(handle)
     try:
         for line in lines:
@@ -349,9 +379,11 @@ class RunReader:
                 continue
             self._absorb(line, self.header)
 
-    def _absorb(self, line: str, header: RunHeader | None) -> None:
-        self._ended = _absorb_comment(line, header, self._timings, self.source, self._line_no, self._ended) \
-            or self._ended
+    def _absorb(self, line: str, header: RunHeader | None) -> bool:
+        """One '#' line; returns whether it is the end line."""
+        end = _absorb_comment(line, header, self._timings, self.source, self._line_no, self._ended)
+        self._ended = self._ended or end
+        return end
 
     def _records(self) -> Iterator[tuple[int, str, str, int, float, str]]:
         lines: Iterable[str] = self._line_iter
@@ -365,13 +397,16 @@ class RunReader:
         for line in lines:
             self._line_no += 1
             if line.startswith("#"):
-                self._absorb(line, None)
-                closed = closed or self._ended
+                closed = self._absorb(line, None) or closed
                 continue
             plain = line.isascii()  # so are its numbers then; those of another line go through c_numeral
             parts = line.split() if plain else trec_columns(line)  # trec_columns, less a call per line
             if not parts:
                 continue
+            control = _CONTROL.search(line)
+            if control:  # trec_eval would keep it in an id; a NUL before a qid made a query of its own
+                raise FormatError(self.source, self._line_no, f"a control character ({control.group()!r}) in a "
+                                                              "record: a binary file, or bytes damaged on the way?")
             if closed:  # a run appended to a finished one: its records would merge into this run's queries
                 raise FormatError(self.source, self._line_no, f"a record after the '# {END_TEXT}' line (runs joined by "
                                                               "cat?); give each run as a file of its own")
@@ -395,6 +430,8 @@ class RunReader:
             rank_value = int(rank) if plain and rank.isdigit() else whole_number(rank)
             if rank_value is None:  # the likeliest cause: score and rank columns swapped
                 raise FormatError(self.source, self._line_no, f"rank {rank!r} is not an integer{non_ascii_hint(rank)}")
+            if rank_value < 0:
+                raise FormatError(self.source, self._line_no, f"rank {rank} is negative (ranks count from 1, or 0)")
             yield self._line_no, qid, docid, rank_value, score_value, tag
 
     def _msmarco_record(self, parts: list[str]) -> tuple[int, str, str, int, float, str]:
@@ -586,6 +623,9 @@ def whole_number(text: str) -> int | None:
 
 
 _ASCII_WHITESPACE = " \t\n\r\v\f"  # C's isspace(), which trec_eval splits lines on
+# Other control characters: no column holds one (str.split() also splits on \x1c-\x1f, where trec_eval does not)
+_CONTROL_CHARACTERS = "".join(map(chr, [*range(0x09), *range(0x0e, 0x20), 0x7f]))
+_CONTROL = re.compile(f"[{re.escape(_CONTROL_CHARACTERS)}]")
 _COLUMN_GAPS = re.compile(f"[{_ASCII_WHITESPACE}]+")
 
 
@@ -727,6 +767,25 @@ class Run:
         return self.source
 
 
+def _run_bytes(handle: IO[str], source: str) -> tuple[bytes, bool]:
+    """A whole run's bytes, less a byte-order mark, and whether they are UTF-8 (if not, the line reader names the
+    first line at fault, which may be one before the bytes that are not)."""
+    buffer = _utf8_buffer(handle)
+    if buffer is None:
+        try:
+            return handle.read().removeprefix(BYTE_ORDER_MARK).encode(), True
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(source, exc) from None
+    raw = buffer.read().removeprefix(BYTE_ORDER_MARK.encode())
+    if raw.isascii():
+        return raw, True
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        return raw, False
+    return raw, True
+
+
 @collector_paused()
 def load_run(handle: IO[str], source: str, strict: bool = False) -> Run:
     """Read a whole run; unlike streaming, records of a query may be scattered (as trec_eval allows).
@@ -734,16 +793,13 @@ def load_run(handle: IO[str], source: str, strict: bool = False) -> Run:
     Outside `strict`, a run takes a vectorised path first (pyarrow's CSV reader, `_load_fast`); anything it
     cannot vouch for is read again line by line, which names the offending line.
     """
-    try:
-        text = handle.read().removeprefix(BYTE_ORDER_MARK)
-    except UnicodeDecodeError as exc:
-        raise _not_utf8(source, exc) from None
-    if not strict:
-        fast = _load_fast(text, source)
+    raw, utf8 = _run_bytes(handle, source)
+    if utf8 and not strict:
+        fast = _load_fast(raw, source)
         if fast is not None:
-            del text  # the run's Python objects are made without its text beside them
+            del raw  # the run's Python objects are made without its bytes beside them
             return _run_from(fast, source)
-    reader = RunReader(io.StringIO(text), source, strict)
+    reader = RunReader(io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8"), source, strict)
     grouped: dict[str, list[tuple[int, str, int, float]]] = {}
     tags: dict[str, str] = {}
     for line_no, qid, docid, rank, score, tag in reader._records():
@@ -791,6 +847,18 @@ def made_for_held_queries(header: RunHeader) -> bool:
     file, or was cut to its first queries (`rerank cat --first`). Evaluation then counts those queries alone."""
     cut = header.get(CUT_KEY)
     return bool(header.get("topics")) or (isinstance(cut, dict) and "queries" in cut)
+
+
+def query_count(header: RunHeader) -> int | None:
+    """How many queries a stream holds, where its first stage recorded it (`queries`: retrieve and candidates write a
+    ranking for each; the stages after them keep every query), less a cut (`rerank cat --first`); None where no stage
+    recorded it (a run of another tool, a fusion's)."""
+    counts = [stage["queries"] for stage in header.stages if isinstance(stage.get("queries"), int)]
+    if not counts:
+        return None
+    cut = header.get(CUT_KEY)
+    kept = cut.get("queries") if isinstance(cut, dict) else None
+    return min(counts[-1], kept) if isinstance(kept, int) else counts[-1]
 
 
 def cut_stream(header: RunHeader, rankings: Iterable[QueryRanking], first: int | None, depth: int | None) -> Stream:
@@ -893,10 +961,11 @@ def _run_from(fast: _FastRecords, source: str) -> Run:
     return Run(fast.header, queries, source)
 
 
-def _load_fast(text: str, source: str) -> _FastRecords | None:
+def _load_fast(raw: bytes, source: str) -> _FastRecords | None:
     """The whole run via pyarrow's CSV reader (`_run_from` makes it a Run), or None when the text is not plainly
-    well-formed (six columns, each separated by a single space or tab, numeric scores, no duplicates): the slow path
-    then explains.
+    well-formed (six columns, each separated by a single space or tab, numeric scores, ranks from 0, no duplicates,
+    no other whitespace or control character): the line reader (`RunReader`) then reads it, and accepts or refuses
+    each line as it would have. So both read every run alike.
 
     Why not pandas: its reader with string columns is ~5x slower here, and 1M-line runs are common.
     """
@@ -909,12 +978,21 @@ def _load_fast(text: str, source: str) -> _FastRecords | None:
     # whose error it ignores: Ctrl-C or a scheduler's SIGTERM was now and then lost. Reads are short; a signal
     # waits for the end of one.
     pa.enable_signal_handlers(False)
-    comments, records = _split_comments(text.encode())
+    comments, records = _split_comments(raw)
+    if b"\r" in records:  # Windows' line ends; a '\r' elsewhere is whitespace to the line reader, a line end to Arrow
+        records = records.replace(b"\r\n", b"\n")
+        if b"\r" in records:
+            return None
+    if records.endswith(b"\n\n"):  # blank lines at the end (those between records go to the line reader)
+        records = records.rstrip(b"\n") + b"\n"
     records = records.replace(b"\t", b" ")
-    if b"#" in records:  # a '#' inside a record; wrong column counts (extra spaces too) fail the parse below
+    if b"#" in records or b"\x7f" in records:  # a '#' inside a record; wrong column counts fail the parse below
         return None
     if not records or records.isspace():  # no records: nothing for Arrow to read (the slow path names the empty input)
         return None
+    # Every byte below ' ' must be a line's end: \v, \f, a lone \r (whitespace to the line reader) and other control
+    # characters (refused there) are not; counted once, C-fast, and compared with the rows Arrow reads.
+    line_ends = np.count_nonzero(np.frombuffer(records, np.uint8) < 0x20) + (not records.endswith(b"\n"))
     # Arrow's reader finishes with its input on a thread of its own, also after a failed read has returned. A
     # buffer over Python's bytes then needs the GIL to be released there; at interpreter exit that thread cannot
     # have it, and the process aborted ("terminate called without an active exception") after its error message.
@@ -923,19 +1001,20 @@ def _load_fast(text: str, source: str) -> _FastRecords | None:
     owned.write(records)
     del records  # a copy of the run as large as its file, as is Arrow's: each is dropped once read
     columns = ["qid", "q0", "docid", "rank", "score", "tag"]
-    types = {"qid": pa.string(), "docid": pa.string(), "rank": pa.int64(), "score": pa.float64(), "tag": pa.string()}
-    try:  # q0 is read (six columns or none) but not kept: nothing reads it
+    types = {"qid": pa.string(), "q0": pa.string(), "docid": pa.string(), "rank": pa.int64(), "score": pa.float64(),
+             "tag": pa.string()}
+    try:  # an empty column (a space at a line's end instead of a tag, two spaces) is a null, which sends it on
         table = pacsv.read_csv(owned.getvalue(), read_options=pacsv.ReadOptions(column_names=columns),
                                parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False),
-                               convert_options=pacsv.ConvertOptions(column_types=types,
-                                                                    include_columns=[c for c in columns if c != "q0"]))
+                               convert_options=pacsv.ConvertOptions(column_types=types, null_values=[""],
+                                                                    strings_can_be_null=True))
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None
     finally:
         del owned
-    # Arrow reads 'nan', 'NA', 'null' as nulls, which is_finite skips: the slow path names such a score.
-    if table.num_rows == 0 or any(column.null_count for column in table.columns) \
-            or not pc.all(pc.is_finite(table["score"])).as_py():
+    # 'nan' and 'inf' are not finite, a negative rank no rank: the line reader names them
+    if table.num_rows != line_ends or any(column.null_count for column in table.columns) \
+            or not pc.all(pc.is_finite(table["score"])).as_py() or pc.min(table["rank"]).as_py() < 0:
         return None
     header = RunHeader()
     timings: dict[str, list[Timing]] = {}
@@ -947,16 +1026,21 @@ def _load_fast(text: str, source: str) -> _FastRecords | None:
         return None
     if header.promises_end and not ended:
         return None
-    last = text[-1024:].rstrip().rpartition("\n")[2]  # (a slice: runs are large)
-    if any(not in_header and comment[1:].strip() == END_TEXT for in_header, comment in comments) \
-            and not (last.startswith("#") and last[1:].strip() == END_TEXT):  # records after it? the slow path says
+    last = raw[-1024:].rstrip().rpartition(b"\n")[2]  # (a slice: runs are large)
+    ends = sum(not in_header and comment[1:].strip() == END_TEXT for in_header, comment in comments)
+    if ends > 1 or ends and not (last.startswith(b"#") and last[1:].strip() == END_TEXT.encode()):  # records after?
         return None
     # Queries in order of first appearance; within each, trec_eval's order: score descending, ties by
     # docid descending. Sorting on integer query codes is cheaper than on the qid strings. Most runs stand in that
     # order already (every stage's output, Anserini's, most TREC runs), and are not sorted again.
     qid_codes = table["qid"].combine_chunks().dictionary_encode()
     table = pa.table({"code": qid_codes.indices, "docid": table["docid"], "score": table["score"], "tag": table["tag"]})
+    tags = None
     if not _in_trec_eval_order(table):
+        # a query's tag is that of its first line, as the line reader takes it (queries are coded in that order)
+        codes = _numbers(table["code"])
+        firsts = np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1)).tolist()
+        tags = [table["tag"][first].as_py() for first in firsts]
         table = table.take(pc.sort_indices(table, [("code", "ascending"), ("score", "descending"),
                                                    ("docid", "descending")]))
     # Arrow's allocator (mimalloc) keeps what Arrow frees (the file's copy, the parse, the unsorted table) for
@@ -969,7 +1053,8 @@ def _load_fast(text: str, source: str) -> _FastRecords | None:
     names = qid_codes.dictionary.to_pylist()
     qids = [names[code] for code in codes[starts].tolist()]
     tag_column = table["tag"]
-    tags = [tag_column[start].as_py() for start in starts]  # not take(starts): a list made into Arrow's imports pandas
+    if tags is None:  # not take(starts): a list made into Arrow's imports pandas
+        tags = [tag_column[start].as_py() for start in starts]
     scores = _numbers(table["score"]).copy()  # numpy's own: Arrow's memory goes back whole below
     docid_column = table["docid"]
     # every other view of Arrow's memory, handed back before the docids become Python's: a str a line is the load's

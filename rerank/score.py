@@ -180,44 +180,90 @@ def scored_count(stage: dict[str, Any], ranking: QueryRanking) -> int:
     return min(scored, len(ranking))
 
 
-def rescore(ranking: QueryRanking, query: str, texts: dict[str, str], model: Reranker, depth: int,
-            stage: str, cache: ScoreCache | None, skip_missing: bool, stats: ScoreStats,
-            interpolate: float | None = None) -> QueryRanking:
-    """One query: model scores for the head, the rest below in original order, plus a Timing."""
-    began = time.perf_counter()
-    head = [d for d in ranking.docids[:depth] if d in texts]
-    missing = len(ranking.docids[:depth]) - len(head)
-    if missing and not skip_missing:
-        absent = next(d for d in ranking.docids[:depth] if d not in texts)
-        raise DataError(f"query {ranking.qid}: document {absent} is not in the document store "
-                        f"({missing} of the {len(ranking.docids[:depth])} to score {verb(missing, 'is', 'are')} "
-                        "missing); pass --skip-missing to leave them unscored")
-    scores: dict[str, float] = {}
-    if head and cache is not None:
-        keys = {d: cache.key(query, texts[d]) for d in head}
-        found = cache.get(list(keys.values()))
-        scores = {d: found[k] for d, k in keys.items() if k in found}
-        stats.cached += len(scores)
-    todo = [d for d in head if d not in scores]
-    if todo:
-        fresh = dict(zip(todo, map(float, model.score(query, todo, [texts[d] for d in todo]))))
+@dataclass
+class Asked:
+    """One query between its cache look-up and the model: what is asked of the model (`todo`), and what is known."""
+
+    ranking: QueryRanking
+    query: str
+    texts: dict[str, str]
+    head: list[str]
+    missing: int
+    keys: dict[str, bytes]
+    scores: dict[str, float]  # from the cache
+    todo: list[str]
+    ms: float  # spent on it so far
+
+
+@dataclass
+class Rescoring:
+    """What the score stage does to each query: the head's scores from the cache or the model, the rest below in
+    their order, and a Timing. `ask` and `answer` are the parts before and after the model, so that the model may
+    score elsewhere (`scaleout.py`: a Ray worker) while the cache and the ranking stay here."""
+
+    model: Reranker
+    depth: int
+    stage: str
+    cache: ScoreCache | None
+    skip_missing: bool
+    stats: ScoreStats
+    interpolate: float | None = None
+
+    def ask(self, ranking: QueryRanking, query: str, texts: dict[str, str]) -> Asked:
+        began = time.perf_counter()
+        top = ranking.docids[: self.depth]
+        head = [d for d in top if d in texts]
+        missing = len(top) - len(head)
+        if missing and not self.skip_missing:
+            absent = next(d for d in top if d not in texts)
+            raise DataError(f"query {ranking.qid}: document {absent} is not in the document store "
+                            f"({missing} of the {len(top)} to score {verb(missing, 'is', 'are')} "
+                            "missing); pass --skip-missing to leave them unscored")
+        keys: dict[str, bytes] = {}
+        scores: dict[str, float] = {}
+        if head and self.cache is not None:
+            keys = {d: self.cache.key(query, texts[d]) for d in head}
+            found = self.cache.get(list(keys.values()))
+            scores = {d: found[k] for d, k in keys.items() if k in found}
+            self.stats.cached += len(scores)
+        todo = [d for d in head if d not in scores]
+        return Asked(ranking, query, texts, head, missing, keys, scores, todo, (time.perf_counter() - began) * 1000)
+
+    def answer(self, asked: Asked, fresh_scores: list[float], model_ms: float) -> QueryRanking:
+        """The query's ranking, given the model's scores of `asked.todo` and the milliseconds they took."""
+        began = time.perf_counter()
+        ranking, scores = asked.ranking, dict(asked.scores)
+        fresh = dict(zip(asked.todo, map(float, fresh_scores)))
         broken = next((d for d, s in fresh.items() if not math.isfinite(s)), None)
         if broken is not None:  # before the cache (its column is NOT NULL) or a run line ("nan") gets it
-            raise DataError(f"query {ranking.qid}: {model.name} scored document {broken} {fresh[broken]} (not a "
+            raise DataError(f"query {ranking.qid}: {self.model.name} scored document {broken} {fresh[broken]} (not a "
                             f"finite number); its weights are broken (did its training diverge?)")
         scores.update(fresh)
-        if cache is not None:
-            cache.put((keys[d], scores[d]) for d in todo)
-    if interpolate is not None:
-        scores = interpolated(head, scores, dict(zip(ranking.docids, ranking.scores)), interpolate)
-    stats.queries += 1
-    stats.pairs += len(head)
-    stats.missing += missing
-    stats.below += len(ranking) > depth
-    if missing:
-        stats.missing_queries.append(ranking.qid)
-    timing = Timing(stage, (time.perf_counter() - began) * 1000, len(head))
-    return head_over_tail(ranking, scores, tag=stage, timings=[*ranking.timings, timing])
+        if fresh and self.cache is not None:
+            self.cache.put((asked.keys[d], scores[d]) for d in asked.todo)
+        if self.interpolate is not None:
+            scores = interpolated(asked.head, scores, dict(zip(ranking.docids, ranking.scores)), self.interpolate)
+        stats = self.stats
+        stats.queries += 1
+        stats.pairs += len(asked.head)
+        stats.missing += asked.missing
+        stats.below += len(ranking) > self.depth
+        if asked.missing:
+            stats.missing_queries.append(ranking.qid)
+        ms = asked.ms + model_ms + (time.perf_counter() - began) * 1000
+        timing = Timing(self.stage, ms, len(asked.head))
+        return head_over_tail(ranking, scores, tag=self.stage, timings=[*ranking.timings, timing])
+
+    def __call__(self, ranking: QueryRanking, query: str, texts: dict[str, str]) -> QueryRanking:
+        """One query, its model scores computed here."""
+        asked = self.ask(ranking, query, texts)
+        began = time.perf_counter()
+        fresh = self.model.score(query, asked.todo, [texts[d] for d in asked.todo]) if asked.todo else []
+        return self.answer(asked, fresh, (time.perf_counter() - began) * 1000)
+
+    def all(self, queries: Iterable[tuple[QueryRanking, str, dict[str, str]]]) -> Iterator[QueryRanking]:
+        """Each (ranking, query text, texts) rescored, in order (an engine's `rescored` does the same elsewhere)."""
+        return (self(*query) for query in queries)
 
 
 def seen_in_training(model: Reranker, dataset: str | None, store: DocStore,
@@ -276,10 +322,11 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
                  skip_missing: bool = False, stage: str | None = None, topics: str | None = None,
                  corpus: str | None = None, store: DocStore | None = None, queries: dict[str, str] | None = None,
                  stats: ScoreStats | None = None, interpolate: float | None = None, total: int | None = None,
-                 say_training_overlap: bool = True) -> Stream:
+                 say_training_overlap: bool = True, engine: Any = None) -> Stream:
     """A new stream whose rankings are re-scored lazily, query by query, as it is written (with progress on
     stderr; `total` queries, where known). `say_training_overlap`: warn of the queries the checkpoint trained on or
-    chose its step by (budget's passes over the same queries at other depths say it once).
+    chose its step by (budget's passes over the same queries at other depths say it once). `engine`: where the model
+    scores, if not here (`scaleout.RayEngine`: its `rescored` and its `provenance` for the stage entry).
 
     Query and document texts come from `queries`/`store` when given, else from what the stream's
     header (or the `topics`/`corpus` files) name.
@@ -305,23 +352,29 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
                                        "skip_missing": skip_missing, **stage_provenance(model),
                                        **used_packages(model.packages), **stored_vectors_packages(model.encoded_with()),
                                        **({TEXTS_BUILD_KEY: texts_build} if texts_build else {}),
-                                       **({"interpolate": interpolate} if interpolate is not None else {})}, **files)
+                                       **({"interpolate": interpolate} if interpolate is not None else {}),
+                                       **(engine.provenance() if engine is not None else {})}, **files)
 
     def rankings() -> Iterator[QueryRanking]:
         score_cache = ScoreCache(cache_namespace(model)) if cache else None
         progress = Progress(f"scoring with {stage}", "query", total, units="queries")
         pairs, missing = stats.pairs, stats.missing  # what earlier streams counted into `stats`
         seen = picked = done = 0  # queries re-scored here that the checkpoint trained on, chose by; all
-        try:
+        rescoring = Rescoring(model, depth, stage, score_cache, skip_missing, stats, interpolate)
+
+        def asked() -> Iterator[tuple[QueryRanking, str, dict[str, str]]]:
+            nonlocal seen, picked, done
             for ranking in stream.rankings:
                 if ranking.qid not in queries:
                     raise DataError(f"query {ranking.qid} has no text in the topics ({len(queries)} known)")
                 seen, picked, done = seen + (ranking.qid in trained), picked + (ranking.qid in chosen), done + 1
-                texts = store.texts(ranking.docids[:depth])
-                rescored = rescore(ranking, queries[ranking.qid], texts, model, depth, stage, score_cache,
-                                   skip_missing, stats, interpolate)
+                yield ranking, queries[ranking.qid], store.texts(ranking.docids[:depth])
+
+        try:
+            for rescored in (engine.rescored(rescoring, asked()) if engine is not None else rescoring.all(asked())):
                 progress.update()
                 yield rescored
+            progress.close()
             if stats.pairs == pairs and stats.missing > missing:
                 # skip_missing let every candidate through unscored: the first stage's order under the model's
                 # name. Raised before the stream's end line, so its readers refuse what went out already.
@@ -343,7 +396,7 @@ def score_stream(stream: Stream, model: Reranker, depth: int = 100, cache: bool 
                                f"{picked} of the {counted(done, 'query', 'queries')} re-scored here {of}: figures on "
                                "them are dev figures, not test figures", err=True)
         finally:
-            progress.close()
+            progress.close(said=False)  # (said below where all went well)
             if score_cache is not None:
                 score_cache.close()
 

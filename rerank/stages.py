@@ -24,9 +24,6 @@ class StageSpec:
         """The keys a pipeline file's stage of this kind takes, with their TOML types."""
         return {option.name: option.type for option in self.parameters}
 
-    def parameter(self, name: str) -> Option:
-        return next(option for option in self.parameters if option.name == name)
-
     def run_function(self) -> Callable[..., Any]:
         return resolved(self.run)
 

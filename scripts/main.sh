@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job, set-up included: BM25 on Vaswani and CACM through the embedded Lucene index, evaluated by
 # the shared evaluator, a leaderboard of lexical first stages on Vaswani (RM3, query likelihood), then TREC DL 2019: the shipped BM25 and BM25+RM3 candidates and a zero-shot MiniLM
-# re-ranking of the BM25 top-100, as a leaderboard with significance tests.
+# re-ranking of the BM25 top-100, as a leaderboard with significance tests, and its HTML report beside the runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -16,4 +16,6 @@ done
 echo "== Vaswani: BM25 settings, BM25+RM3 and query likelihood (pipelines/vaswani-bm25.toml)"
 rerank run pipelines/vaswani-bm25.toml
 echo "== TREC DL 2019: BM25, BM25+RM3 and MiniLM re-ranking (pipelines/trec-dl-2019-candidates.toml)"
-rerank run pipelines/trec-dl-2019-candidates.toml
+report="${RERANK_HOME:-.}/runs/trec-dl-2019-candidates/report.html"
+mkdir -p "$(dirname "$report")"
+rerank run pipelines/trec-dl-2019-candidates.toml --report "$report"

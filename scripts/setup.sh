@@ -16,3 +16,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     pip install -q -e ".[test]"
     touch "$stamp"
 fi
+# The report's browser tests drive Debian's Chromium through Playwright, which cannot download its own browser here.
+# Installed where apt-get can run (as root, or through sudo without a password); elsewhere those tests say why they
+# are skipped.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    as_root=""
+    [ "$(id -u)" = 0 ] || as_root="sudo -n"
+    { $as_root apt-get update -qq && $as_root apt-get install -y -qq chromium >/dev/null; } \
+        || echo "setup: could not install chromium (apt-get); the report's browser tests will be skipped" >&2
+fi

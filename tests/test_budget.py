@@ -359,8 +359,8 @@ def test_a_boundary_of_29_digits_or_more_is_said_whole():
 
 
 def test_labels_files_and_cached_stages_inside_a_fusion(tmp_path, monkeypatch):
-    from rerank.cli.budget_cmds import _cached_score_stages
     from rerank.cli.io import split_label
+    from rerank.evaluate.budget import cached_score_stages
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "k=5.run").write_text("")
@@ -368,7 +368,7 @@ def test_labels_files_and_cached_stages_inside_a_fusion(tmp_path, monkeypatch):
     fused = [{"name": "bm25", "stage": "retrieve"},
              {"name": "rrf", "stage": "fuse", "inputs": [{"run": "bi.run", "stages": [
                  {"name": "bm25", "stage": "retrieve"}, {"name": "bi", "stage": "score", "cache": True}]}]}]
-    assert _cached_score_stages(fused) == ["bi"]
+    assert cached_score_stages(fused) == ["bi"]
 
 
 @pytest.mark.parametrize("text", ["0", "-5", "abc", "5,,10", "nan"])
@@ -667,8 +667,7 @@ def test_a_plot_that_cannot_be_written_is_refused_before_the_report_is_printed(t
     run = _write_run(tmp_path, "m", 20, 5.0, 2)
     plot = f"{run}/budget.png"  # under a file
     bad = rerank("budget", run, "--plot", plot, check=False)
-    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr == (
-        f"rerank: error: cannot write {plot}: Not a directory in {run}\n")
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr == f"rerank: error: --plot {plot}: {run} is not a folder\n"
 
 
 def test_a_report_that_cannot_be_written_is_refused_before_any_run_is_read(tmp_path, rerank):
@@ -678,8 +677,7 @@ def test_a_report_that_cannot_be_written_is_refused_before_any_run_is_read(tmp_p
     run.write_text("q1 Q0 d1 one 2.0 tag\n")
     report = f"{run}/budget.md"  # under a file
     bad = rerank("budget", str(run), "-o", report, check=False)
-    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr == (
-        f"rerank: error: cannot write {report}: Not a directory in {run}\n")
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr == f"rerank: error: -o {report}: {run} is not a folder\n"
 
 
 def test_an_output_that_names_one_of_the_runs_is_refused(tmp_path, rerank):

@@ -70,13 +70,18 @@ def test_malformed_run_names_file_and_line(rerank, tmp_path):
     fails(rerank, "cat", str(dup), words="duplicate document a for query 1")
 
 
-def test_cat_of_nothing_is_nothing_not_a_run_that_looks_whole(rerank, tmp_path):
+def test_cat_of_nothing_is_an_error_not_a_run_that_looks_whole(rerank, tmp_path):
     """`rerank retrieve nosuch | rerank cat -o x.run` wrote `# rerank-run: 2` and `# end of run` from the nothing a
-    failed stage left: a whole-looking empty run, which the end-of-run check exists to tell from a failure."""
-    done = rerank("cat", "-o", str(tmp_path / "x.run"), input="")
-    assert (tmp_path / "x.run").read_text() == "" and done.stderr == (
-        f"rerank: note: <stdin> is empty (did the stage before it fail?); nothing to write: the output "
-        f"{tmp_path / 'x.run'} is empty\n")
+    failed stage left: a whole-looking empty run, which the end-of-run check exists to tell from a failure. Then an
+    empty file and exit 0; now an error, as eval gives, and the -o file as it was."""
+    (tmp_path / "x.run").write_text("1 Q0 a 1 1.0 t\n")
+    for given in ("", "\n\n"):
+        done = rerank("cat", "-o", str(tmp_path / "x.run"), input=given, check=False)
+        assert done.returncode == 1 and done.stderr == ("rerank: error: empty input: <stdin> holds no run (did the "
+                                                        "stage before it fail?)\n")
+        assert (tmp_path / "x.run").read_text() == "1 Q0 a 1 1.0 t\n"
+    (tmp_path / "empty.run").write_text("")
+    fails(rerank, "cat", str(tmp_path / "empty.run"), "--msmarco", words=f"empty input: {tmp_path / 'empty.run'}")
     kept = rerank("cat", input='# rerank-run: 2\n# dataset: "vaswani"\n# end of run\n')  # a stage that found nothing
     assert kept.stdout == '# rerank-run: 2\n# dataset: "vaswani"\n# end of run\n'
     assert kept.stderr == "rerank: note: <stdin> holds no queries; nothing to write: the output is its header alone\n"
@@ -86,7 +91,7 @@ def test_file_that_is_not_utf8_text_is_named(rerank, tmp_path):
     binary = tmp_path / "image.run"
     binary.write_bytes(b"\xff\xd8\xff\xe0 not a run\n")
     for command in ("eval", "cat"):  # whole-run loader and streaming reader
-        fails(rerank, command, str(binary), words=f"{binary}: not UTF-8 text")
+        fails(rerank, command, str(binary), words=f"{binary}:1: not UTF-8 text")
     fails(rerank, "run", str(binary), words="not valid TOML")
 
 
@@ -160,8 +165,9 @@ def test_failed_output_leaves_nothing_behind(rerank, tmp_path, session_home):
     target = tmp_path / "out.run"
     fails(rerank, "cat", "-o", str(target), input="1 Q0 a 1 2.0 t\n1 Q0 a 2 1.0 t\n", words="duplicate")
     assert not target.exists() and list(tmp_path.iterdir()) == []
-    nested = tmp_path / "new" / "folder" / "out.run"  # folders made for an output go with it
-    fails(rerank, "cat", "-o", str(nested), input="1 Q0 a 1 2.0 t\n1 Q0 a 2 1.0 t\n", words="duplicate")
+    nested = tmp_path / "new" / "folder" / "out.run"  # no folder is made for an output
+    fails(rerank, "cat", "-o", str(nested), input="1 Q0 a 1 2.0 t\n",
+          words=f"{tmp_path / 'new' / 'folder'} does not exist")
     assert list(tmp_path.iterdir()) == []
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text('{"id": "a", "title": "T", "body": "x"}\n')  # the field that holds the text named as it is
@@ -195,7 +201,7 @@ def test_output_that_cannot_be_written(rerank, tmp_path):
     """One line, not an OSError traceback; and train says so before it trains, not after."""
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    fails(rerank, "cat", "-o", str(blocker / "out.run"), input="1 Q0 a 1 2.0 t\n", words="Not a directory")
+    fails(rerank, "cat", "-o", str(blocker / "out.run"), input="1 Q0 a 1 2.0 t\n", words=f"{blocker} is not a folder")
     fails(rerank, "train", "tk", "--train", "trec-dl-2020", "--steps", "500", "-o", str(blocker / "ck"),
           words="cannot write")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
@@ -277,7 +283,7 @@ def test_stdin_that_is_not_utf8_text_is_named(data_root, tmp_path):
                                   text=True, env=env, cwd=tmp_path)
         assert done.returncode == 1, done.stderr
         assert done.stderr.strip().splitlines() == [
-            "rerank: error: <stdin>: not UTF-8 text (invalid start byte): it is gzip-compressed; give its file name "
+            "rerank: error: <stdin>:1: not UTF-8 text (invalid start byte): it is gzip-compressed; give its file name "
             "instead of piping it, or gunzip it first"]
     with open(tmp_path / "utf16.run", "wb") as handle:
         handle.write("1 Q0 a 1 2.5 t\n".encode("utf-16"))
@@ -285,7 +291,7 @@ def test_stdin_that_is_not_utf8_text_is_named(data_root, tmp_path):
         done = subprocess.run([sys.executable, "-m", "rerank", "cat"], stdin=stdin, capture_output=True, text=True,
                               env=env, cwd=tmp_path)
     assert done.returncode == 1 and done.stderr.strip().splitlines() == [
-        "rerank: error: <stdin>: not UTF-8 text (invalid start byte): it is UTF-16; give its file name instead of "
+        "rerank: error: <stdin>:1: not UTF-8 text (invalid start byte): it is UTF-16; give its file name instead of "
         "piping it, or convert it first (iconv -f UTF-16 -t UTF-8)"], done.stderr
 
 
@@ -359,7 +365,7 @@ def test_budget_plot_that_cannot_be_written_leaves_no_report(rerank, tmp_path):
     run = tmp_path / "bm25.run"
     run.write_text('# dataset: "vaswani"\n# time: 1 bm25 2.0 1\n1 Q0 8172 1 2.0 bm25\n')
     fails(rerank, "budget", str(run), "-o", str(tmp_path / "report.txt"), "--plot", str(run / "plot.png"),
-          words="cannot write")
+          words=f"{run} is not a folder")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bm25.run"]
 
 
@@ -719,13 +725,13 @@ def test_an_output_inside_a_checkpoint_that_lists_no_files_is_refused(rerank, tm
     run = tmp_path / "a.run"
     run.write_text("q1 Q0 d1 1 2.0 tag\n")
     for command in (["cat", str(run)], ["budget", str(run)]):
-        output = tmp_path / "unlisted" / "out" / "x.txt"
+        output = tmp_path / "unlisted" / "x.txt"
         done = rerank(*command, "-o", str(output), check=False)
         assert done.returncode == 2 and done.stderr == (
             f"rerank: error: {output} is inside the checkpoint {tmp_path / 'unlisted'}, whose content hash covers "
             "every file in its folder (it was written before checkpoints listed their files): a file written there "
             "would make it refused as changed; write it outside\n"), done.stderr
-        assert not (tmp_path / "unlisted" / "out").exists()
+        assert not output.exists()
     read_checkpoint(str(tmp_path / "unlisted"), None)
     rerank("cat", str(run), "-o", str(tmp_path / "listed" / "x.run"))
     assert (tmp_path / "listed" / "x.run").is_file()

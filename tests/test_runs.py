@@ -245,7 +245,7 @@ def test_ranks_are_read_as_int_reads_them_and_a_stream_that_turns_to_bytes_is_na
     with pytest.raises(FormatError, match="run.txt:3: rank '\u0663' is not an integer .its digits must be ASCII"):
         read(text.replace("c 3", "c \u0663"), strict=True)
     broken = io.TextIOWrapper(io.BytesIO(b"1 Q0 a 1 2.5 t\n" * 10000 + b"1 Q0 \xff 2 1.5 t\n"), encoding="utf-8")
-    with pytest.raises(FormatError, match="run.txt: not UTF-8 text"):
+    with pytest.raises(FormatError, match="run.txt:10001: not UTF-8 text"):
         list(RunReader(broken, "run.txt"))
 
 
@@ -414,7 +414,7 @@ def test_the_fast_loader_reads_scattered_queries_as_the_line_reader_does():
     (strict) gives them, a query with time lines alone as an empty ranking."""
     text = ("# rerank-run: 2\n# dataset: \"x\"\n# time: 2 s 1.0 3\n2 0 b 1 1.5 u\n1 Q0 a 1 2.5 t\n2 x c 2 1.5 u\n"
             "# time: 1 s 4.0 2\n1 q0 d 2 0.5 t\n# time: 3 s 1.0 0\n# end of run\n")
-    assert _load_fast(text, "r") is not None
+    assert _load_fast(text.encode(), "r") is not None
     fast, slow = load_run(io.StringIO(text), "r"), load_run(io.StringIO(text), "r", strict=True)
     assert fast.header == slow.header
     assert list(fast.queries) == list(slow.queries) == ["2", "1", "3"]
@@ -434,7 +434,7 @@ def test_the_fast_loader_reads_scattered_queries_as_the_line_reader_does():
 def test_the_fast_loader_sorts_a_run_unless_it_is_in_trec_eval_order(records, expected):
     """The Arrow path leaves a run that is in trec_eval's order as it stands (the sort is a sixth of a large run's
     load) and sorts any other: the check must see a tie by docid ascending, a -0.0 beside 0.0, a query split up."""
-    assert _load_fast(records, "r") is not None
+    assert _load_fast(records.encode(), "r") is not None
     fast = load_run(io.StringIO(records), "r")
     assert {qid: ranking.docids for qid, ranking in fast.queries.items()} == expected
     _, streamed = read("".join(sorted(records.splitlines(keepends=True), key=lambda line: line.split()[0])))
@@ -454,7 +454,7 @@ def test_the_fast_loader_reads_a_shuffled_tied_run_as_the_line_reader_does():
              for q in range(20) for rank, d in enumerate(rng.sample(range(40), 30), 1)]
     rng.shuffle(lines)
     text = "".join(lines)
-    assert _load_fast(text, "r") is not None
+    assert _load_fast(text.encode(), "r") is not None
     fast = load_run(io.StringIO(text), "r")
     _, streamed = read("".join(sorted(lines, key=lambda line: line.split()[0])))  # (a stable sort: lines in order)
     assert {q.qid: (q.docids, q.scores) for q in streamed} == \
@@ -560,7 +560,7 @@ def test_loading_a_run_imports_no_pandas(tmp_path):
     path = tmp_path / "run"
     path.write_text("".join(f"q{q} Q0 d{d} {d + 1} {10 - d}.5 tag\n" for q in range(3) for d in range(5)))
     code = ("import sys; from rerank.runs import load_run, _load_fast; text = open(sys.argv[1]).read(); "
-            "assert _load_fast(text, 'run') is not None; run = load_run(open(sys.argv[1]), 'run'); "
+            "assert _load_fast(text.encode(), 'run') is not None; run = load_run(open(sys.argv[1]), 'run'); "
             "print(len(run.queries), 'pandas' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["3", "False"], done.stderr

@@ -538,17 +538,35 @@ def test_a_corpus_file_with_a_repeated_id_is_refused(tmp_path):
         list(out.rankings)
 
 
-def test_progress_without_a_terminal_says_a_line_now_and_then(capsys):
+def test_progress_without_a_terminal_says_a_line_at_the_start_now_and_then_and_at_the_end(capsys, monkeypatch):
     """tqdm's bar is silent where stderr is not a terminal: a log of a long score or encode run said nothing for
-    an hour. There a line comes instead, at most one per `every` seconds."""
+    an hour. There a line comes instead: once it has run a few seconds, at most one per `every` seconds, and at the
+    end, each with the total and the time left where the total is known. A quick run, or an error in its first
+    seconds, says nothing more than its own lines."""
+    from rerank import progress as module
     from rerank.progress import Progress
 
-    progress = Progress("scoring with bert", "query", total=3, every=0.0, units="queries")
-    for _ in range(3):
+    times = iter([100.0, 110.0, 120.0, 160.0, 170.0, 175.0, 0.0, 50.0, 70.0, 0.0, 1.0, 2.0, 0.0, 9.0, 0.0, 9.0])
+    monkeypatch.setattr(module.time, "monotonic", lambda: next(times))
+    progress = Progress("scoring with bert", "query", total=4, every=15.0, units="queries")
+    for _ in range(4):
         progress.update()
     progress.close()
-    quiet = Progress("scoring with bert", "query", every=3600.0)
+    progress.close()  # once
+    quiet = Progress("indexing x", "doc", every=3600.0)  # no total: no time left
     quiet.update(5)
     quiet.close()
+    quick = Progress("quick", "doc", total=3)
+    quick.update(3)
+    quick.close()
+    with pytest.raises(ValueError), Progress("failing", "doc", every=3600.0):  # the error is the one line
+        raise ValueError
+    one_long_unit = Progress("one", "doc")
+    one_long_unit.close()
     assert capsys.readouterr().err.splitlines() == [
-        f"rerank: scoring with bert: {n}/3 queries in 0 s" for n in (1, 2, 3)]
+        "rerank: scoring with bert: 1/4 queries in 10 s, about 30 s left",
+        "rerank: scoring with bert: 3/4 queries in 60 s, about 20 s left",
+        "rerank: scoring with bert: 4/4 queries in 75 s",
+        "rerank: indexing x: 5 docs in 50 s",
+        "rerank: one: 0 docs in 9 s"]
+

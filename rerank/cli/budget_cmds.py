@@ -13,11 +13,7 @@ from ..errors import UsageError
 from ..evaluate import budget as budgets_lib
 from ..evaluate.session import load_runs
 from . import cli
-from .io import open_run_input, open_run_inputs, refuse_replacing_an_input, split_label
-
-
-def _cached_score_stages(stages: list[dict]) -> list[str]:
-    return budgets_lib.stages_where(stages, lambda stage: stage.get("stage") == "score" and bool(stage.get("cache")))
+from .io import in_existing_folder, open_run_input, open_run_inputs, refuse_replacing_an_input, split_label
 
 
 def _read_runs(labelled: list[tuple[str | None, str]], output: str | None, plot_path: str | None,
@@ -31,11 +27,9 @@ def _read_runs(labelled: list[tuple[str | None, str]], output: str | None, plot_
                            strict=False)
     for run, (label, _) in zip(loaded, labelled):
         run.label = label or (run.header.stages[-1].get("name") if run.header.stages else None) or run.source
-        cached = _cached_score_stages(run.header.stages)
+        cached = budgets_lib.cached_note(run)
         if cached:
-            click.echo(f"rerank: warning: {run.source}: stage {', '.join(cached)} ran with the score cache on, so "
-                       "a query whose pairs came from the cache costs about 0 ms; time it with rerank score "
-                       "--no-cache", err=True)
+            click.echo(f"rerank: warning: {cached}", err=True)
         shared = budgets_lib.stages_where(run.header.stages, lambda stage: stage.get("timing") == "amortised")
         if shared and statistic == "p95":
             click.echo(f"rerank: note: {run.source}: stage {', '.join(shared)} timed its queries per batch, each "
@@ -61,9 +55,11 @@ def _read_runs(labelled: list[tuple[str | None, str]], output: str | None, plot_
               help="Per budget: the deepest depth that fits, or the most effective one (an oracle over the judgements).")
 @click.option("--zero-untimed", is_flag=True, help="Count a run without '# time:' lines (e.g. replayed candidates) as 0 ms.")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "markdown", "json"]), default="table", show_default=True)
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a plot here (.png, .pdf or .svg).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, callback=in_existing_folder,
+              help="Write a plot here (.png, .pdf or .svg).")
 @click.option("--title", default=None, help="Plot title.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report here instead of stdout.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, callback=in_existing_folder,
+              help="Write the report here instead of stdout.")
 def budget_command(runs, model_name, checkpoint, depths, interpolate, measures, qrels, budget_text, statistic, pick, zero_untimed, fmt,
                    plot_path, title, output) -> None:
     """Effectiveness reachable within per-query time budgets, one curve per model.

@@ -3,4 +3,5 @@
 from . import data_cmds, eval_cmds, retrieve_cmds, pipeline_cmds, budget_cmds, tk_cmds  # noqa: F401
 from . import score_cmds  # noqa: F401
 from . import fuse_cmds  # noqa: F401
+from . import report_cmds  # noqa: F401
 from . import suggest_cmds  # noqa: F401

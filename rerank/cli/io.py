@@ -40,6 +40,16 @@ def _click_kind(option: Option) -> dict:
     return {"type": option.type, **shown}
 
 
+def in_existing_folder(_ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
+    """A file output's check (-o, --plot), as click reads the option: its folder must be there already. A new folder
+    was made for it, so a typo (`-o rusn/bm25.run`) put the run where nobody looked."""
+    folder = os.path.dirname(path) if path and path != "-" else ""
+    if folder and not os.path.isdir(folder):
+        state = "is not a folder" if os.path.exists(folder) else f"does not exist; make it first (mkdir -p {folder})"
+        raise UsageError(f"{param.opts[0]} {path}: {folder} {state}")
+    return path
+
+
 def run_output_options(command: Callable) -> Callable:
     """-o and --trec, for the stage commands that write a run stream (retrieve, score, fuse; cat words its own):
     its `#` lines carry what the next stage and eval read, and trec_eval stops at the first of them, so each option
@@ -47,7 +57,7 @@ def run_output_options(command: Callable) -> Callable:
     command = click.option("--trec", "trec_only", is_flag=True,
                            help="Plain TREC lines, as trec_eval reads them (no # header or timings; eval then "
                                 "needs --qrels, and the next stage --topics/--corpus).")(command)
-    return click.option("-o", "--output", type=click.Path(dir_okay=False),
+    return click.option("-o", "--output", type=click.Path(dir_okay=False), callback=in_existing_folder,
                         help="Write the run here instead of stdout (with # lines: see --trec).")(command)
 
 

@@ -1,7 +1,8 @@
-"""The leaderboard's options, one definition for `rerank eval` and `rerank run`.
+"""The leaderboard's options, one definition for `rerank eval`, `rerank report` and `rerank run`.
 
-eval takes them as they are; run takes them as overrides of the pipeline file's keys of the same names
+eval and report take them as they are; run takes them as overrides of the pipeline file's keys of the same names
 (`measures` for -m, `tests` for --test), so each defaults to the file's key, and else to eval's default.
+`judging_options` are how eval and report read and judge the runs they are given.
 """
 
 from __future__ import annotations
@@ -42,8 +43,32 @@ def leaderboard_options(pipeline: bool = False) -> Callable:
                           + (f" ({default('correction', 'holm')})." if pipeline else ".")),
     ]
 
+    return _all(options)
+
+
+def judging_options() -> Callable:
+    """--qrels, --dataset, --min-rel, -M/--depth, --run-queries and --strict, passed as `qrels`, `dataset_name`,
+    `min_rel`, `depth`, `run_queries` and `strict`: how eval and report judge the runs given them."""
+    return _all([
+        click.option("--qrels", type=click.Path(dir_okay=False),
+                     help="Qrels file (default: the data set named in the run header)."),
+        click.option("--dataset", "dataset_name", default=None, metavar="NAME",
+                     help="The data set a run without a header is of (a plain TREC run from another tool): its qrels, "
+                          "protocol and measures."),
+        click.option("--min-rel", type=int, default=None, help="Lowest grade that counts as relevant (trec_eval -l)."),
+        click.option("-M", "--depth", type=click.IntRange(min=1), default=None,
+                     help="Evaluate each query's top DEPTH documents alone (trec_eval -M), e.g. a 1000-deep run at "
+                          "100."),
+        click.option("--run-queries", is_flag=True,
+                     help="Average over the judged queries the runs hold (trec_eval without -c), not "
+                          "over every judged query with a missing one as 0 (trec_eval -c)."),
+        click.option("--strict", is_flag=True, help="Insist that ranks agree with scores."),
+    ])
+
+
+def _all(options: list[Callable]) -> Callable:
     def decorate(command: Callable) -> Callable:
-        for option in reversed(options):  # listed in --help in the order above
+        for option in reversed(options):  # listed in --help in the order given
             command = option(command)
         return command
 

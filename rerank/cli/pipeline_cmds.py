@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..evaluate import report
+from ..errors import UsageError
+from ..evaluate import html_report, report
 from ..pipeline import run_pipeline
 from . import cli
 from .leaderboard import leaderboard_options
@@ -17,8 +18,10 @@ from .leaderboard import leaderboard_options
 @click.option("-q", "--per-query", is_flag=True,
               help="One row per query and run, with each query's difference to the baseline (as eval --per-query).")
 @leaderboard_options(pipeline=True)
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write rerank report's HTML page of the evaluated stages here.")
 def run_command(pipeline: str, fmt: str, force: bool, per_query: bool, measures, baseline, sort_by, tests,
-                correction) -> None:
+                correction, report_path) -> None:
     """Run every stage of PIPELINE (TOML), reuse unchanged runs under runs/, print the leaderboard.
 
     -m, --baseline, --sort, --test and --correction override the file's keys of their names for the leaderboard
@@ -26,4 +29,10 @@ def run_command(pipeline: str, fmt: str, force: bool, per_query: bool, measures,
     """
     overrides = {"measures": measures, "baseline": baseline, "sort": sort_by, "tests": tests,
                  "correction": correction}
-    click.echo(run_pipeline(pipeline, fmt, force, per_query, overrides), nl=False)
+    if report_path == "-":
+        raise UsageError("--report takes a file: the leaderboard is what goes to stdout")
+    if report_path is not None:  # before any stage runs
+        html_report.check_output(report_path, "--report")
+    click.echo(run_pipeline(pipeline, fmt, force, per_query, overrides, report_path), nl=False)
+    if report_path not in (None, "-"):
+        click.echo(f"rerank: wrote report {report_path}", err=True)

@@ -6,13 +6,13 @@ import itertools
 
 import click
 
-from ..errors import UsageError, counted, verb
+from ..errors import DataError, UsageError, counted, verb
 from ..retrieve import api
 from ..retrieve.store import EMPTY_SKIPPED, REUSED
 from ..runs import RunReader, Stream, cut_stream
 from . import cli
-from .io import (declared_options, open_run_input, refuse_replacing_an_input, run_output_options, typed, write_no_queries,
-                 write_stream)
+from .io import (declared_options, in_existing_folder, open_run_input, refuse_replacing_an_input, run_output_options,
+                 typed, write_no_queries, write_stream)
 
 
 backend_options = declared_options(api.BACKEND_OPTIONS)  # `index` and `retrieve` take them
@@ -61,12 +61,14 @@ def index(name: str, backend_name: str, corpus: str | None, threads: int, overwr
                   _with_candidates)
 @click.option("--candidates", "candidate_run", is_flag=False, flag_value="", default=None, metavar="[RUN]",
               help="Replay a candidate run shipped with the data set (bm25, bm25-rm3; default its first) instead of searching.")
+@click.option("--no-build", is_flag=True,
+              help="Fail if NAME's Lucene index is not built, instead of building it first (an ad hoc data set's).")
 @click.option("--name", "stage_name", default=None,
               help="Run tag for this stage (default bm25, bm25+rm3, qld or qld+rm3; dense for --backend dense; "
                    "the candidate run's name for --candidates).")
 @run_output_options
 @backend_options
-def retrieve(name, backend, k, topics, candidate_run, threads, stage_name, output, trec_only,
+def retrieve(name, backend, k, topics, candidate_run, threads, no_build, stage_name, output, trec_only,
              **search_args) -> None:
     """Retrieve candidates for every topic of NAME and write a run stream."""
     refuse_replacing_an_input("-o", output, "run", [("the --topics file", topics),
@@ -81,7 +83,8 @@ def retrieve(name, backend, k, topics, candidate_run, threads, stage_name, outpu
     else:
         api.refuse_threads_for_a_server(backend, typed("threads"))
         options = {key: value for key, value in search_args.items() if value is not None}
-        stream = api.retrieve(name, backend, k=k, topics=topics, stage_name=stage_name, threads=threads, **options)
+        stream = api.retrieve(name, backend, k=k, topics=topics, stage_name=stage_name, build=not no_build,
+                              threads=threads, **options)
     write_stream(stream, output, trec_only)
 
 
@@ -99,7 +102,8 @@ def retrieve(name, backend, k, topics, candidate_run, threads, stage_name, outpu
 @click.option("--ranx", is_flag=True,
               help="RUN is ranx's JSON run, one object {qid: {docid: score}} (Run.save('run.json'); pytrec_eval's run "
                    "dict, json.dump'ed): write it as TREC lines.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=in_existing_folder,
+              help="Write here instead of stdout.")
 def cat(run: str | None, trec_only: bool, strict: bool, first_queries: int | None, depth: int | None,
         msmarco: bool, ranx: bool, output: str | None) -> None:
     """Validate a run stream and write it out again (normalised order and ranks), whole or cut (--first,
@@ -111,7 +115,9 @@ def cat(run: str | None, trec_only: bool, strict: bool, first_queries: int | Non
         reader = RunReader(handle, source, strict, "msmarco" if msmarco else "ranx" if ranx else "trec")
         rankings = iter(reader)
         first = next(rankings, None)
-        if first is None:
+        if first is None and not (reader.header.fields or reader.header.stages):  # as eval refuses it
+            raise DataError(f"empty input: {source} holds no run (did the stage before it fail?)")
+        if first is None:  # a stage that found nothing: its header, whole
             write_no_queries(reader, source, output, trec_only, "nothing to write")
             return
         stream = Stream(reader.header, itertools.chain([first], rankings))

@@ -15,8 +15,9 @@ from ..errors import UsageError, counted
 from ..models.base import BF16_EMULATED, EVERY_MODEL_TAKES, bf16_is_emulated, models_taking, on_cpu, registered
 from ..params import Option
 from ..score import MODEL_OPTIONS, SCORE_STAGE
-from ..runs import RunReader, Stream
+from ..runs import RunReader, Stream, query_count
 from . import cli
+from .ray_options import ray_engine, ray_options
 from .io import (check_dataset_option, declared_options, open_run_input, refuse_replacing_an_input, run_output_options, typed,
                  write_no_queries, write_stream)
 
@@ -35,18 +36,20 @@ def _which_models(option: Option) -> str:
                    "eval its qrels.")
 @declared_options(SCORE_STAGE.parameters, _which_models, required=("model",))
 @click.option("--name", "stage_name", default=None, help="Stage name and run tag (default: the model name).")
+@ray_options
 @run_output_options
 def score(run, model, checkpoint, depth, cache, skip_missing, topics, corpus, dataset_name, interpolate, stage_name,
-          output, trec_only, **given) -> None:
+          ray_address, workers, gpus_per_worker, output, trec_only, **given) -> None:
     """Re-score the top DEPTH candidates of each query in RUN (default stdin) with a model."""
     refuse_replacing_an_input("-o", output, "run", [("the --topics file", topics), ("the --corpus file", corpus)])
     from ..docstore import doc_store_for, queries_for
-    from ..models.base import checked_model_options, load_model
+    from ..models.base import check_checkpoint_given, checked_model_options, load_model
     from ..score import ScoreStats, check_score_options, score_stream
 
     options = checked_model_options(model, {k: v for k, v in given.items() if v is not None})
     check_score_options(depth, interpolate)
-    with open_run_input(run) as (handle, source):
+    with open_run_input(run) as (handle, source), \
+            ray_engine(ray_address, workers, gpus_per_worker, options.get("threads")) as engine:
         reader = RunReader(handle, source)
         rankings = iter(reader)
         first = next(rankings, None)
@@ -60,13 +63,18 @@ def score(run, model, checkpoint, depth, cache, skip_missing, topics, corpus, da
         remedy = "pass --dataset NAME (a run of a data set's queries), or --topics/--corpus"
         queries = queries_for(reader.header, topics, remedy)  # fail on a header naming nothing before loading a model
         store = doc_store_for(reader.header, corpus, remedy)
-        reranker = load_model(model, checkpoint, **options)
+        if engine is None:
+            reranker = load_model(model, checkpoint, **options)
+        else:  # each worker loads it, attached to this stream's documents
+            check_checkpoint_given(model, checkpoint)
+            reranker = engine.load(model, checkpoint, options, (reader.header, store.origin))
         if given["precision"] == "bf16" and on_cpu(given["device"] or "cpu") and bf16_is_emulated():
             click.echo(f"rerank: warning: {BF16_EMULATED}", err=True)
         stats = ScoreStats()
         stream = score_stream(Stream(reader.header, itertools.chain([first], rankings)), reranker, depth,
                               cache=cache, skip_missing=skip_missing, stage=stage_name, store=store,
-                              queries=queries, stats=stats, interpolate=interpolate, topics=topics, corpus=corpus)
+                              queries=queries, stats=stats, interpolate=interpolate, topics=topics, corpus=corpus,
+                              total=query_count(reader.header), engine=engine)
         write_stream(stream, output, trec_only)
     click.echo(f"rerank: {stats.summary(stage_name or model, depth)}", err=True)
 

@@ -10,19 +10,27 @@ from ..atomic import plot_format
 from ..errors import DataError, MissingIndexError, UsageError
 from ..models.base import registered
 from . import cli
+from .io import in_existing_folder
+from .ray_options import ray_engine, ray_options
+
 
 def encodable() -> list[str]:
     """The models whose document encodings `rerank encode` stores (and `rerank explain` takes apart)."""
     return [name for name, spec in registered().items() if spec.stored_vectors == "encode"]
 
 
-def _load(model_name: str, checkpoint: str | None, threads: int | None, batch_size: int = 32):
-    from ..models.base import load_model
+def _load(model_name: str, checkpoint: str | None, threads: int | None, batch_size: int = 32, engine=None):
+    """The model here, or (with an `engine`: --ray) a stand-in for the one its workers load."""
+    from ..models.base import check_checkpoint_given, checked_model_options, load_model
 
     if model_name not in encodable():
         raise UsageError(f"--model {model_name!r} has no query-independent document encodings; use one of "
                          f"{', '.join(encodable())}")
-    return load_model(model_name, checkpoint, threads=threads, batch_size=batch_size)
+    if engine is None:
+        return load_model(model_name, checkpoint, threads=threads, batch_size=batch_size)
+    check_checkpoint_given(model_name, checkpoint)
+    return engine.load(model_name, checkpoint, checked_model_options(model_name, {"threads": threads,
+                                                                                  "batch_size": batch_size}))
 
 
 def _collection(name: str, corpus: str | None):
@@ -63,7 +71,9 @@ def _collection(name: str, corpus: str | None):
 @click.option("--overwrite", is_flag=True, help="Replace existing encodings instead of resuming them.")
 @click.option("--batch-size", default=64, show_default=True, help="Documents per forward pass.")
 @click.option("--threads", type=int, default=None, help="Torch threads (default 1, as for TK scoring).")
-def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads) -> None:
+@ray_options
+def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads, ray_address, workers,
+           gpus_per_worker) -> None:
     """Store every document's contextualised term vectors of NAME for fast TK/TKL scoring (resumable).
 
     NAME is a data set or an index built here (its documents: those it was built from). They go to
@@ -81,17 +91,18 @@ def encode(name, model_name, checkpoint, corpus, overwrite, batch_size, threads)
                          f"--backend dense (score --model {model_name} and retrieve --backend dense use them); "
                          f"encode stores those of {', '.join(encodable())}")
     collection, source = _collection(name, corpus)
-    reranker = _load(model_name, checkpoint, threads, batch_size)
-    folder = store_folder(name, reranker.name, reranker.checkpoint_hash)
-    # `rerank index`'s id check, before anything is encoded: a repeated id's later vectors stood for both texts
-    described = source.get("corpus") or f"data set {source.get('dataset')}"
-    total = sum(1 for _ in distinct_ids(collection.documents(), described))
+    with ray_engine(ray_address, workers, gpus_per_worker, threads) as engine:
+        reranker = _load(model_name, checkpoint, threads, batch_size, engine)
+        folder = store_folder(name, reranker.name, reranker.checkpoint_hash)
+        # `rerank index`'s id check, before anything is encoded: a repeated id's later vectors stood for both texts
+        described = source.get("corpus") or f"data set {source.get('dataset')}"
+        total = sum(1 for _ in distinct_ids(collection.documents(), described))
 
-    def documents():
-        return ((d.docid, d.contents) for d in collection.documents())
+        def documents():
+            return ((d.docid, d.contents) for d in collection.documents())
 
-    manifest = encode_collection(name, documents, total, reranker, folder, overwrite=overwrite, source=source,
-                                 log=lambda message: click.echo(f"rerank: {message}", err=True))
+        manifest = encode_collection(name, documents, total, reranker, folder, overwrite=overwrite, source=source,
+                                     log=lambda message: click.echo(f"rerank: {message}", err=True), engine=engine)
     # the store's whole count: a resumed or complete store's documents were not all encoded by this run (said above)
     click.echo(f"rerank: {manifest['documents']} documents, {manifest['tokens']} tokens encoded in {folder} "
                f"({manifest['dim']}-d float16, {manifest['dim'] * 2} bytes per token)", err=True)
@@ -133,7 +144,8 @@ def _explained(dataset: str | None, index: str | None, corpus: str | None):
 @click.option("--qid", default=None, help="Query id in the topics.")
 @click.option("--query", "query_text", default=None, help="Query text instead of --qid.")
 @click.option("--docid", required=True, help="Document id.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a heat map here (.png, .pdf or .svg).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, callback=in_existing_folder,
+              help="Write a heat map here (.png, .pdf or .svg).")
 @click.option("--top", default=3, show_default=True, type=click.IntRange(min=1),
               help="Best-matching document terms to list per query term (text format).")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,

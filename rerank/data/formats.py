@@ -104,6 +104,9 @@ class _CheckedGzip(gzip.GzipFile):
     def read1(self, size=-1):
         return self._checked(super().read1, size)
 
+    def readline(self, size=-1):  # a run's lines are read as bytes (runs._text_lines)
+        return self._checked(super().readline, size)
+
 
 def open_gzip_text(path: str | Path, encoding: str = "utf-8", errors: str = "strict") -> IO[str]:
     """`gzip.open(path, "rt")`, with faults of the compressed data reported as DataError naming the file."""

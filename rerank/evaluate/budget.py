@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import DataError, UsageError
 from ..models.base import EVERY_MODEL_TAKES, SCORE_OPTIONS
 from ..runs import CUT_KEY, Run, nested_stages
-from .measures import is_count, parse_measure
+from .measures import Evaluation, is_count, parse_measure
 from .report import markdown_table, text_table
 from .session import evaluate_runs, judgements_for, queries_made_for
 
@@ -171,6 +171,20 @@ def stages_where(stages: list[dict], wanted: Callable[[dict], bool]) -> list[str
                               if wanted(stage)))
 
 
+def cached_score_stages(stages: list[dict]) -> list[str]:
+    return stages_where(stages, lambda stage: stage.get("stage") == "score" and bool(stage.get("cache")))
+
+
+def cached_note(run: Run) -> str | None:
+    """What a run's times cannot tell where a score stage read the score cache: a query whose pairs came from it
+    cost about 0 ms."""
+    cached = cached_score_stages(run.header.stages)
+    if not cached:
+        return None
+    return (f"{run.source}: stage {', '.join(cached)} ran with the score cache on, so a query whose pairs came from "
+            "the cache costs about 0 ms; time it with rerank score --no-cache")
+
+
 def batch_timed(run: Run) -> bool:
     """Whether every stage that timed the run timed its queries as a batch and gave each an equal share (Lucene,
     dense, Elasticsearch): its median and p95 then show no per-query spread."""
@@ -287,12 +301,7 @@ def measure_points(runs: list[Run], measure: str | None = None, qrels: str | Non
              "it counts as 0 ms per query")
     label = named[0].label
     compared = queries_made_for(runs)  # timed over the queries each point is evaluated on, as eval compares them
-    points = []
-    for run, evaluation in zip(runs, evaluations):
-        costs = np.array(list(query_costs(run, zero_untimed, compared).values()), dtype=float)
-        points.append(BudgetPoint(run.label or run.name, run_depth(run), len(evaluation.per_query[label]),
-                                  len(costs), evaluation.overall(label), _statistic(np.median(costs)),
-                                  _statistic(np.percentile(costs, 95)), run.source, batch_timed(run)))
+    points = [point_of(run, evaluation, label, zero_untimed, compared) for run, evaluation in zip(runs, evaluations)]
     seen: dict[tuple[str, int], str] = {}
     cut = {run.source for run in runs if (run.header.get(CUT_KEY) or {}).get("depth") is not None}
     for p in points:
@@ -305,6 +314,16 @@ def measure_points(runs: list[Run], measure: str | None = None, qrels: str | Non
                              f"{why}; label one differently (LABEL=FILE)")
         seen[p.model, p.depth] = p.source
     return sorted(points, key=lambda p: (p.model, p.depth)), label
+
+
+def point_of(run: Run, evaluation: Evaluation, label: str, zero_untimed: bool = False,
+             compared: set[str] | None = None) -> BudgetPoint:
+    """A run's point on its curve: its figure for the measure `label` and its per-query cost over the `compared`
+    queries (all where None); a run without timings is refused as `query_costs` says."""
+    costs = np.array(list(query_costs(run, zero_untimed, compared).values()), dtype=float)
+    return BudgetPoint(run.label or run.name, run_depth(run), len(evaluation.per_query[label]), len(costs),
+                       evaluation.overall(label), _statistic(np.median(costs)), _statistic(np.percentile(costs, 95)),
+                       run.source, batch_timed(run))
 
 
 def default_budgets(points: list[BudgetPoint], statistic: str) -> list[float]:
@@ -433,6 +452,19 @@ def build_report(points: list[BudgetPoint], measure: str, statistic: str = "medi
                         *compare_curves(points, statistic, pick), pick, frontier(points, statistic, pick))
 
 
+def sentences(report: BudgetReport) -> list[str]:
+    """What the report says in words: the best model from each budget on, then the pairs whose order changes
+    where both fit, or that never change order."""
+    notes = [b.sentence() for b in report.best] if len(by_model(report.points)) > 1 else []
+    for i, c in enumerate(report.crossings):
+        if not c.alone:  # "X fits from ..., Y only from ...": the best models above say it for every pair at once
+            notes.append(c.sentence())
+        following = report.crossings[i + 1] if i + 1 < len(report.crossings) else None
+        if following is None or {following.better, following.other} != {c.better, c.other}:
+            notes.append(c.after())
+    return notes + [lead.sentence() for lead in report.leads]
+
+
 def render(report: BudgetReport, fmt: str) -> str:
     """Two tables (the measured points, then what each budget buys), the best model from each budget on,
     and the pairs whose order changes where both fit, or that never change order."""
@@ -469,14 +501,7 @@ def render(report: BudgetReport, fmt: str) -> str:
                                  model in top])
         return buf.getvalue()
     table = markdown_table if fmt == "markdown" else text_table
-    notes = [b.sentence() for b in report.best] if len(models) > 1 else []
-    for i, c in enumerate(report.crossings):
-        if not c.alone:  # "X fits from ..., Y only from ...": the best models above say it for every pair at once
-            notes.append(c.sentence())
-        following = report.crossings[i + 1] if i + 1 < len(report.crossings) else None
-        if following is None or {following.better, following.other} != {c.better, c.other}:
-            notes.append(c.after())
-    notes += [lead.sentence() for lead in report.leads]
+    notes = sentences(report)
     bullet = "- " if fmt == "markdown" else ""
     shared = [p.source for p in report.points if p.batch_timed]
     footnote = (f"\n{bullet}{', '.join(shared)}: timed per batch of queries, each query an equal share, so median_ms "

@@ -77,11 +77,11 @@ def leaderboard(evaluations: list[Evaluation], measures: list[NamedMeasure], bas
     return sorted(rows, key=lambda r: -r.means[key])
 
 
-def _cell(value: float, measure: NamedMeasure) -> str:
+def figure(value: float, measure: NamedMeasure) -> str:
     return f"{value:.0f}" if is_count(measure) else f"{value:.4f}"
 
 
-def _signed(value: float, measure: NamedMeasure) -> str:
+def signed_figure(value: float, measure: NamedMeasure) -> str:
     """A difference, with its sign: +0.1250, -3."""
     return f"{value:+.0f}" if is_count(measure) else f"{value:+.4f}"
 
@@ -91,7 +91,7 @@ def _exact(value: float, measure: NamedMeasure) -> str:
     return f"{value:.0f}" if is_count(measure) else repr(float(value))
 
 
-def _mark(c: Comparison | None, measure: NamedMeasure) -> str:
+def significance_mark(c: Comparison | None, measure: NamedMeasure) -> str:
     """'+'/'-' when better/worse than the baseline by every test asked for, each p below ALPHA after correction;
     '' when the evidence does not reach that, and for counts (NumRet, NumRel): more documents retrieved is no
     finding."""
@@ -112,12 +112,12 @@ def render(rows: list[Row], measures: list[NamedMeasure], fmt: str, baseline_nam
         return _leaderboard_csv(rows, measures, significance)
     many, latex = len(rows) > 1, fmt == "latex"
     header = [latex_escape(h) if latex else h for h in ["run", *labels]]
-    best = {m.label: _cell(max(r.means[m.label] for r in rows), m) for m in measures if not is_count(m)}
+    best = {m.label: figure(max(r.means[m.label] for r in rows), m) for m in measures if not is_count(m)}
     table = []
     for r in rows:
         cells = [r.run + (" (baseline)" if many and r.versus is None else "")]
         for m in measures:
-            value, mark = _cell(r.means[m.label], m), _mark((r.versus or {}).get(m.label), m)
+            value, mark = figure(r.means[m.label], m), significance_mark((r.versus or {}).get(m.label), m)
             if latex:  # the best of each measure in bold, as papers print it; the mark a superscript
                 value = rf"\textbf{{{value}}}" if many and value == best.get(m.label) else value
                 mark = f"$^{{{mark}}}$" if mark else ""
@@ -170,7 +170,7 @@ def _leaderboard_csv(rows: list[Row], measures: list[NamedMeasure], significance
                      lambda c: c.effect_size):
             cells += [repr(part(c)) if c and not is_count(m) and part(c) is not None else ""
                       for c, m in zip(versus, measures)]
-        cells += [_mark(c, m) for c, m in zip(versus, measures)]
+        cells += [significance_mark(c, m) for c, m in zip(versus, measures)]
         for _, p_of in p_columns:
             cells += [repr(p_of(c)) if c and not is_count(m) else "" for c, m in zip(versus, measures)]
         table.append([*cells, *[f"{c.wins}/{c.ties}/{c.losses}" if c else "" for c in versus], r.missing, r.unjudged])
@@ -210,8 +210,8 @@ def render_per_query(evaluations: list[Evaluation], measures: list[NamedMeasure]
     if fmt == "csv":
         return _csv(header, [[run, qid, *["" if v is None else _exact(v, m) for v, m in zip(numbers, per_column)]]
                              for run, qid, *numbers in values])
-    table = [[run, qid, *[_cell(v, m) for v, m in zip(numbers[:len(labels)], measures)],
-              *["" if v is None else _signed(v, m) for v, m in zip(numbers[len(labels):], measures)]]
+    table = [[run, qid, *[figure(v, m) for v, m in zip(numbers[:len(labels)], measures)],
+              *["" if v is None else signed_figure(v, m) for v, m in zip(numbers[len(labels):], measures)]]
              for run, qid, *numbers in values]
     if fmt == "latex":
         return latex_table([latex_escape(h) for h in header], [[latex_escape(c) for c in row] for row in table], 2)
@@ -228,8 +228,8 @@ def render_trec(evaluation: Evaluation, measures: list[NamedMeasure], per_query:
     labels = [m.label for m in measures]
     missing = set(evaluation.missing)
     qids = sorted(q for q in evaluation.per_query[labels[0]] if q not in missing) if per_query else []
-    lines = [f"{m.label:<22}\t{qid}\t{_cell(evaluation.per_query[m.label][qid], m)}" for qid in qids for m in measures]
-    lines += [f"{m.label:<22}\tall\t{_cell(evaluation.overall(m.label), m)}" for m in measures]
+    lines = [f"{m.label:<22}\t{qid}\t{figure(evaluation.per_query[m.label][qid], m)}" for qid in qids for m in measures]
+    lines += [f"{m.label:<22}\tall\t{figure(evaluation.overall(m.label), m)}" for m in measures]
     return "".join(line + "\n" for line in lines)
 
 

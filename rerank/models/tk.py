@@ -662,6 +662,11 @@ class TKReranker(Reranker):
         self.on_the_fly = on_the_fly  # stored encodings are not looked for: what storing them saves, measured
         self.store_note = "on the fly (no stored encodings attached)"
 
+    @property
+    def width(self) -> int:
+        """The width of its document vectors, as `rerank encode` stores them."""
+        return self.module.config.width
+
     def use_store(self, store) -> None:
         self.store = store
         self.store_note = f"stored ({store.folder})"

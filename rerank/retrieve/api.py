@@ -16,8 +16,9 @@ from pathlib import Path
 
 from ..data import Dataset, dataset_names, files_dataset, get_dataset, unknown_dataset
 from ..data.formats import distinct_ids, read_topics
-from ..errors import DataError, MissingIndexError, UsageError
+from ..errors import DataError, MissingIndexError, ParameterError, UsageError, flag
 from ..params import Option
+from ..progress import Counted
 from ..runs import RunHeader, Stream, file_fields
 from ..stages import StageSpec, register_stage
 from .store import IndexInfo, build_lock, documents_recorded, index_folder, origin_recorded_in, outdated
@@ -43,7 +44,7 @@ def _collection(name: str, corpus: str | None, topics: str | None) -> Dataset | 
 
 def _check_k(k: int) -> None:
     if not 0 < k < 2**31:  # Anserini reads it as a Java int
-        raise UsageError(f"--k must be a positive number of documents below 2^31, not {k}")
+        raise ParameterError(f"{{k}} must be a positive number of documents below 2^31, not {k}", "k")
 
 
 # Anserini searches in a Java ForkJoinPool, whose parallelism stops here: above it SearchCollection wrote no run and
@@ -67,16 +68,17 @@ def _check_options(options: dict) -> None:
     """BM25's k1 >= 0, b in [0, 1] and threads >= 1: Lucene refuses other values with a Java stack trace."""
     k1, b, threads = options.get("k1"), options.get("b"), options.get("threads")
     if threads is not None and not 1 <= threads <= MAX_THREADS:
-        raise UsageError(f"--threads must be between 1 and {MAX_THREADS}, not {threads}")
+        raise ParameterError(f"{{threads}} must be between 1 and {MAX_THREADS}, not {threads}", "threads")
     if k1 is not None and not 0 <= k1 <= JAVA_FLOAT_MAX:
-        raise UsageError(f"--k1 must be >= 0 and at most {JAVA_FLOAT_MAX:.4g}, not {k1}")
+        raise ParameterError(f"{{k1}} must be >= 0 and at most {JAVA_FLOAT_MAX:.4g}, not {k1}", "k1")
     if b is not None and not 0 <= b <= 1:
-        raise UsageError(f"--b must be in [0, 1], not {b}")
+        raise ParameterError(f"{{b}} must be in [0, 1], not {b}", "b")
 
 
 def option_flag(key: str) -> str:
-    """The command-line flag of a retrieve option (its name, but --es-insecure sets es_verify_certs)."""
-    return RETRIEVE_STAGE.parameter(key).flag
+    """The command-line flag of a back-end option (its name, but --es-insecure sets es_verify_certs)."""
+    declared = {option.name: option for option in RETRIEVE_STAGE.parameters}
+    return declared[key].flag if key in declared else flag(key)
 
 
 def _check_backend_options(backend_name: str, options: dict, allowed: frozenset[str]) -> None:
@@ -113,7 +115,9 @@ def build_index(name: str, backend_name: str = "lucene", corpus: str | None = No
     module = backend(backend_name)
     _check_backend_options(backend_name, options, module.INDEX_OPTIONS)
     source = {"dataset": name} if corpus is None else {"corpus": str(Path(corpus).resolve())}
-    documents = distinct_ids(collection.documents(), corpus or f"data set {name}")
+    # read once through first: its ids checked before a build begins, and the total its progress counts up to
+    total = sum(1 for _ in distinct_ids(collection.documents(), corpus or f"data set {name}"))
+    documents = Counted(collection.documents(), total)
     with build_lock(name, backend_name, manifest_folder(name, backend_name, options), options.get("index_name")):
         return module.build(name, documents, source, **options)
 
@@ -150,11 +154,31 @@ def _run_fields(name: str, topics: str | None, queries: dict[str, str]) -> dict:
     return fields
 
 
+def _builds_itself(name: str, backend_name: str) -> bool:
+    """Whether a missing index is built on first use, as Pyserini fetches its prebuilt ones: a Lucene index of an
+    ad hoc data set's documents. A candidates or QA set's documents are a pool, whose search is not the published
+    first stage (its shipped runs are: `pool_note`); other back ends' builds take options or a server."""
+    return backend_name == "lucene" and name in dataset_names() and get_dataset(name).kind == "adhoc"
+
+
+def _build_first(name: str, threads: int) -> None:
+    import click
+
+    click.echo(f"rerank: note: index {name!r} is not built here yet; building it first from data set {name} "
+               f"(rerank index {name}; --no-build fails instead)", err=True)
+    info = build_index(name, "lucene", threads=threads)
+    click.echo(f"rerank: note: indexed {info.documents} documents into {index_folder(name) / 'lucene'}", err=True)
+
+
 def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str | None = None,
-             stage_name: str | None = None, **options) -> Stream:
+             stage_name: str | None = None, build: bool = False, **options) -> Stream:
+    """A run stream of NAME's topics (or `topics`) searched in its index; `build`: build a missing index first
+    where one can be (`_builds_itself`)."""
     options = {"threads": SEARCH_THREADS, **options}
     module, collection = check_retrieve(name, backend_name, k, topics, options)
     queries = collection.topics()
+    if build and _builds_itself(name, backend_name) and not (index_folder(name) / backend_name).exists():
+        _build_first(name, options["threads"])
     try:
         index = module.open_index(name, k=k, **options)
     except MissingIndexError as missing:
@@ -181,7 +205,8 @@ def retrieve(name: str, backend_name: str = "lucene", k: int = 1000, topics: str
     fields = {"index": name, **({"corpus": index.info.source["corpus"]} if "corpus" in index.info.source else {})}
     # the documents the index was built from, as its manifest records them: a reviewer holding the run alone can tell
     header = header.with_stage({"name": stage, "stage": "retrieve", "backend": backend_name, "k": k,
-                                "timing": "amortised", **params, **getattr(index, "provenance", {}),
+                                "timing": "amortised", "queries": len(queries), **params,
+                                **getattr(index, "provenance", {}),
                                 "index_documents": documents_recorded(index.info.source)}, **fields)
     return Stream(header, index.search(queries, k=k, stage=stage, **options))
 
@@ -212,7 +237,8 @@ def candidates(name: str, run: str | None = None, k: int | None = None, stage_na
             ranking.tag = stage_name
     fields = {"dataset": name, **file_fields(topics=topics)}  # checked: NAME's queries
     header = RunHeader(fields).with_stage({"name": run if stage_name is None else stage_name, "stage": "candidates",
-                                           "source": name, "run": run, "k": k})  # k null: every candidate
+                                           "source": name, "run": run, "k": k,  # k null: every candidate
+                                           "queries": len(rankings)})
     return Stream(header, rankings)
 
 
@@ -226,8 +252,8 @@ def refuse_threads_for_a_server(backend_name: str, given: bool) -> None:
     """Elasticsearch indexes and searches with its own threads: threads given for it were ignored without a word,
     where every other option a back end does not take is refused."""
     if backend_name == "elasticsearch" and given:
-        raise UsageError("--backend elasticsearch does not take --threads: the server indexes and searches with its "
-                         "own threads")
+        raise ParameterError("{backend} elasticsearch does not take {threads}: the server indexes and searches with "
+                             "its own threads", "backend", "threads")
 
 
 def check_retrieve_stage(dataset: str, params: dict) -> None:

@@ -381,7 +381,7 @@ def build(name: str, documents: Iterable[Document], source: dict, threads: int =
     return info
 
 
-def _encode(what: str, documents: Iterable[Document], encoder: str, threads: int, partial: Path):
+def _encode(what: str, documents: WithText, encoder: str, threads: int, partial: Path):
     """docids, their vectors and how many were resumed: shard by shard, each saved in `partial` when done."""
     import numpy as np
 
@@ -389,7 +389,7 @@ def _encode(what: str, documents: Iterable[Document], encoder: str, threads: int
     docids: list[str] = []
     parts = []
     resumed = 0
-    with Progress(f"encoding {what}", "doc") as bar, _discarded_on(DataError, partial):
+    with Progress(f"encoding {what}", "doc", documents.total) as bar, _discarded_on(DataError, partial):
         for number, shard in enumerate(_shards(documents)):
             ids = [doc.docid for doc in shard]
             vec_file, ids_file = partial / f"{number:05d}.npy", partial / f"{number:05d}.ids"

@@ -144,7 +144,21 @@ class Connection:
         except ValueError as exc:
             reason = str(exc).replace(self.url, self.shown)
             raise UsageError(f"{given} {self.shown!r} is not a usable URL ({reason})") from None
-        self.profile = server_profile(self.call("connect to", self.client.info).body)
+        self.profile = server_profile(self.call("connect to", self._info).body)
+
+    def _info(self):
+        """The server's answer to `GET /`, which Elasticsearch gives every client it lets in: an HTTP error there
+        (other than for credentials, which `call` words) is another server's. It said "failed to connect to (HTTP
+        404)"."""
+        import elasticsearch
+
+        try:
+            return self.client.info()
+        except elasticsearch.ApiError as exc:
+            if exc.meta.status in (401, 403):
+                raise
+            raise BackendError(f"{self.shown} does not answer as Elasticsearch (HTTP {exc.meta.status} to GET /); "
+                               "give the URL of an Elasticsearch server") from None
 
     def call(self, doing: str, function, *args, **kwargs):
         """Run one client call; turn transport and HTTP failures into one-line BackendErrors."""
@@ -418,7 +432,7 @@ def _load(connection: Connection, build_name: str, texts: WithText, where: str, 
 
     def load() -> tuple[int, int, list[str]]:
         loaded, failed, reasons = 0, 0, []
-        with Progress(f"loading {build_name}", "doc") as bar:
+        with Progress(f"loading {build_name}", "doc", texts.total) as bar:
             results = helpers.streaming_bulk(connection.client, actions(), chunk_size=BULK_CHUNK, raise_on_error=False,
                                              raise_on_exception=False, max_retries=2)
             for ok, item in results:  # a document's failure comes back as an item; a lost server raises

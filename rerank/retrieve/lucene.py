@@ -19,7 +19,7 @@ from typing import Iterable, Iterator
 from ..atomic import atomic_dir
 from ..data import Document
 from ..errors import BackendError, MissingIndexError, UsageError
-from ..progress import Progress
+from ..progress import Progress, total_of
 from ..runs import QueryRanking, Timing, load_run
 from . import jvm
 from .api import JAVA_FLOAT_MAX, option_flag
@@ -49,7 +49,7 @@ def build(name: str, documents: Iterable[Document], source: dict,
         indexer = indexer_class(["-index", str(tmp), "-storePositions", "-storeDocvectors", "-storeRaw",
                                  "-input", "", "-collection", "JsonCollection", "-threads", str(threads)])
         batch: list[str] = []
-        with Progress(f"indexing {name}", "doc") as bar:
+        with Progress(f"indexing {name}", "doc", total_of(documents)) as bar:
             for doc in documents:
                 fed += 1
                 batch.append(json.dumps({"id": doc.docid, "contents": doc.contents}))

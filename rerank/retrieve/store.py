@@ -11,6 +11,7 @@ from pathlib import Path
 from ..errors import DataError, MissingIndexError, UsageError
 from ..locks import exclusive
 from ..paths import file_state, indexes_dir, read_json_object, state_path
+from ..progress import total_of
 
 MANIFEST = "rerank-index.json"
 EMPTY_SKIPPED = "empty_documents_skipped"
@@ -156,6 +157,7 @@ class WithText:
 
     def __init__(self, documents):
         self.documents, self.skipped = documents, 0
+        self.total = total_of(documents)  # with those without text, where known: what a build's progress counts to
 
     def __iter__(self):
         for doc in self.documents:
