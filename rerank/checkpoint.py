@@ -15,7 +15,7 @@ import sys
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from .atomic import atomic_dir, atomic_output
+from .atomic import atomic_dir, atomic_output, check_replaceable, check_writable
 from .data import dataset_names, get_dataset
 from .errors import DataError, RerankError, UsageError
 from .paths import file_sha256, read_json_object
@@ -160,6 +160,19 @@ def enclosing_checkpoint(path: str) -> Path | None:
     return next((folder for folder in Path(path).resolve().parents if (folder / CHECKPOINT_FILE).is_file()), None)
 
 
+def refuse_a_checkpoint_kept(output: str, overwrite: bool) -> None:
+    if (Path(output) / CHECKPOINT_FILE).is_file() and not overwrite:  # runs name it by its hash
+        raise UsageError(f"{output} holds a checkpoint already; pass --overwrite to replace it, or choose another -o")
+
+
+def check_output(output: str, overwrite: bool) -> None:
+    """A folder training may write its checkpoint to: checked now, not after the first dev evaluation."""
+    check_replaceable(output, CHECKPOINT_FILE)
+    refuse_output_inside_a_checkpoint(output)
+    refuse_a_checkpoint_kept(output, overwrite)
+    check_writable(output)
+
+
 def refuse_output_inside_a_checkpoint(output: str) -> None:
     """An -o inside a checkpoint folder (`-o A/soup`) is deleted with it when that checkpoint is replaced (`train -o A
     --overwrite`), and adds files to the content hash of one written before checkpoints listed their files, which
@@ -220,8 +233,7 @@ def average_checkpoints(folders: list[str], output: str, overwrite: bool = False
     for folder in folders:
         refuse_output_in(output, folder, "one of the checkpoints to average")
     refuse_output_inside_a_checkpoint(output)
-    if (Path(output) / CHECKPOINT_FILE).is_file() and not overwrite:  # as train -o: runs name it by its hash
-        raise UsageError(f"{output} holds a checkpoint already; pass --overwrite to replace it, or choose another -o")
+    refuse_a_checkpoint_kept(output, overwrite)
     manifests = [read_checkpoint(f, None) for f in folders]
     refuse_a_checkpoint_twice(folders, manifests)
     model = manifests[0]["model"]

@@ -23,7 +23,7 @@ from .errors import DataError, UsageError, counted
 from .locks import exclusive
 from .models.base import model_spec, set_threads
 from .runs import Run, RunHeader, load_run, open_run_file
-from .checkpoint import record_ending
+from .checkpoint import check_output, record_ending
 from .train import (PASSIVE_THREADS, TrainArgs, TrainResult, _nothing_written, adamw, diverged, run_record,
                     save_checkpoint)
 
@@ -102,7 +102,7 @@ def check_reader_args(model_name: str, args: TrainArgs) -> None:
                          f"and --dev RUN (of the validation questions): {spec.train_example}")
     if "base" in args.model_options:
         raise UsageError(f"rerank train {model_name} does not take --init: it trains from scratch")
-    args.check_output()
+    check_output(args.output, args.overwrite)
 
 
 def train_reader(model_name: str, args: TrainArgs, depth: int = DEPTH,

@@ -32,7 +32,8 @@ class StageSpec:
 
 
 # The modules that declare stage kinds; imported on use, so that naming kinds imports no model (no torch).
-_STAGES: Registry[StageSpec] = Registry("stage kind", ("rerank.retrieve.api", "rerank.score", "rerank.retrieve.fusion"))
+_STAGES: Registry[StageSpec] = Registry("stage kind", ("rerank.retrieve.api", "rerank.score", "rerank.retrieve.fusion",
+                                                       "rerank.suggest"))
 
 
 def register_stage(spec: StageSpec) -> StageSpec:

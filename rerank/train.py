@@ -37,10 +37,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
-from .atomic import atomic_dir, check_replaceable, check_writable
-from .checkpoint import (CHECKPOINT_FILE, package_versions, queries_seen, query_digest, query_records, query_space,
-                         ranked_over, read_checkpoint, record_ending, refuse_output_in,
-                         refuse_output_inside_a_checkpoint, trained_qids, write_checkpoint)
+from .atomic import atomic_dir
+from .checkpoint import (CHECKPOINT_FILE, check_output, package_versions, queries_seen, query_digest, query_records,
+                         query_space, ranked_over, read_checkpoint, record_ending, refuse_output_in, trained_qids,
+                         write_checkpoint)
 from .data import dataset_names, get_dataset, unknown_dataset
 from .data.formats import Qrels
 from .errors import DataError, RerankError, UsageError, counted, verb
@@ -141,15 +141,6 @@ class TrainArgs:
                 if getattr(self, key) is None:
                     setattr(self, key, value)
 
-    def check_output(self) -> None:
-        """-o can take a new checkpoint: now, not after the first dev evaluation."""
-        check_replaceable(self.output, CHECKPOINT_FILE)
-        refuse_output_inside_a_checkpoint(self.output)
-        if (Path(self.output) / CHECKPOINT_FILE).is_file() and not self.overwrite:  # runs name it by its hash
-            raise UsageError(f"{self.output} holds a checkpoint already; pass --overwrite to replace it, or choose "
-                             "another -o")
-        check_writable(self.output)
-
     def check(self) -> None:
         if self.loss not in LOSSES:
             raise UsageError(f"--loss must be one of {', '.join(LOSSES)}, not {self.loss!r}")
@@ -179,7 +170,7 @@ class TrainArgs:
         base = self.model_options.get("base")
         if base:
             refuse_output_in(self.output, base, "the checkpoint training starts from (--init)")
-        self.check_output()
+        check_output(self.output, self.overwrite)
         if sum(map(bool, (self.dev, self.dev_fraction, self.dev_fold))) > 1:
             raise UsageError("give only one of --dev DATASET, --dev-fraction and --dev-fold")
         if self.eval_on_start and not (self.dev or self.dev_fraction or self.dev_fold):
@@ -1070,6 +1061,15 @@ class Keeper:
             self.since_best += 1
         return self.since_best < args.patience
 
+    def stop_after(self, step: int) -> str | None:
+        """Why training stops after `step` (a dev evaluation when one is due, the time budget), or None to go on."""
+        args = self.args
+        out_of_time = args.max_minutes is not None and self.seconds() > args.max_minutes * 60
+        if self.data.dev is not None and (step % args.eval_every == 0 or step == args.steps or out_of_time):
+            if not self.dev_round(step):
+                return "early stopping"
+        return "time budget" if out_of_time else None
+
     def end(self, ended: str, step: int) -> None:
         """Record in the kept checkpoint how training ended (-o holds nothing of this run before its first keep)."""
         if self.best_step is not None:
@@ -1164,13 +1164,9 @@ def _train(model_name: str, args: TrainArgs, log: Callable[[str], None]) -> Trai
                 if bar.disable and step % 10 == 0:  # no terminal: a line now and then instead of the bar
                     log(f"step {step}/{args.steps}: mean loss of the last 10 steps {sum(losses[-10:]) / 10:.4f}, "
                         f"{keeper.seconds():.0f} s")
-                out_of_time = args.max_minutes is not None and keeper.seconds() > args.max_minutes * 60
-                if dev is not None and (step % args.eval_every == 0 or step == args.steps or out_of_time):
-                    if not keeper.dev_round(step):
-                        stopped = "early stopping"
-                        break
-                if out_of_time:
-                    stopped = "time budget"
+                stop = keeper.stop_after(step)
+                if stop:
+                    stopped = stop
                     break
         if dev is None:  # no dev set: the last step's weights are the checkpoint
             keeper.keep(step, None)

@@ -31,6 +31,8 @@ TEXTS = [
 TINY_TK = {"layers": 1, "heads": 2, "feedforward": 16, "dropout": 0.0, "max_doc": 60}
 TINY_TKL = {**TINY_TK, "window": 8, "stride": 2, "chunk": 10, "overlap": 2, "regions": 2}
 TINY_CTRN = {"projection": 8, "filters": 8, "hidden": 8, "dropout": 0.0}
+# next-query generators: a query is a session (one query here), TEXTS its candidate next queries
+TINY_GENERATOR = {"texts": QUERIES + TEXTS, "d_model": 16, "heads": 2, "ff": 32, "dropout": 0.0, "max_query_tokens": 8}
 
 # configuration -> (the scores version recorded with, its scores: each query's TEXTS in order)
 RECORDED: dict[str, tuple[int, list[float]]] = {
@@ -44,6 +46,12 @@ RECORDED: dict[str, tuple[int, list[float]]] = {
     'ctrn, minilm-context, no overlap': (1, [0.035927, 0.036177, 0.036403, 0.035794, 0.035451, 0.03628, 0.036032, 0.035449, 0.035703, 0.035961, 0.03528, 0.03502, 0.035757, 0.035548]),
     'qrnn': (1, [-0.21095, -0.21718, -0.215861, -0.210812, -0.195179, -0.207211, -0.213293, -0.211878, -0.218243, -0.214597, -0.209548, -0.206308, -0.215312, -0.208735]),
     'overlap': (1, [0.293526, 0.293526, 0.0, 0.0, 0.53112, 0.53112, 0.0, 0.235981, 0.235981, 0.0, 0.0, 0.235981, 0.235981, 0.370591]),
+    'last-query': (1, [0.0] * 14),
+    'cooccurrence': (1, [0.0] * 14),
+    'mtn': (1, [-35.34103, -35.527313, -3.267323, -36.854813, -17.522409, -35.456646, -28.061386, -35.810471, -35.155552, -3.402029, -36.512466, -17.82868, -35.033447, -28.387539]),
+    'transformer': (1, [-36.492607, -36.863575, -3.112556, -36.619537, -15.412909, -37.147243, -26.420597, -37.261379, -36.874657, -3.248336, -36.655247, -15.48554, -37.572285, -26.779301]),
+    'seq2seq': (1, [-34.943314, -34.519089, -3.862048, -34.876472, -18.860077, -34.786919, -26.928202, -34.928635, -34.319107, -3.922338, -34.91909, -19.071722, -34.830925, -26.835434]),
+    'hred': (1, [-34.690418, -34.3764, -3.785147, -35.087406, -18.67387, -34.844742, -26.64929, -34.76889, -34.450817, -3.792901, -35.024685, -18.506123, -34.962822, -26.628408]),
 }
 
 # configuration -> the options its fresh weights are made with (the model's trainer's, as `rerank train -O` gives them)
@@ -59,6 +67,9 @@ CONFIGURATIONS = {
     "ctrn, minilm-context, no overlap": {**TINY_CTRN, "embeddings": "minilm-context", "overlap": False},
     "qrnn": TINY_CTRN,
     "overlap": {},
+    "last-query": {},
+    "cooccurrence": {},
+    **{family: TINY_GENERATOR for family in ("mtn", "transformer", "seq2seq", "hred")},
 }
 
 

@@ -5,3 +5,4 @@ from . import score_cmds  # noqa: F401
 from . import fuse_cmds  # noqa: F401
 from . import report_cmds  # noqa: F401
 from . import answer_cmds  # noqa: F401
+from . import suggest_cmds  # noqa: F401

@@ -167,6 +167,9 @@ def _training_takes(option_or_device: str) -> list[str]:
 @click.option("-O", "--model-option", "model_option", multiple=True, metavar="KEY=VALUE",
               help="Architecture option of the model (its config), e.g. -O embeddings=minilm-context, -O "
                    "projection=64 for TK; an unknown key is refused with the known ones (see docs/models.md).")
+@click.option("--pretrain", multiple=True, type=click.Path(dir_okay=False),
+              help="Generators: query files (qid<TAB>query) to pretrain on first, e.g. the MS MARCO train queries.")
+@click.option("--pretrain-steps", default=1000, show_default=True, help="Generators: steps of pretraining.")
 @click.option("--init", "init_from", type=click.Path(), default=None,
               help="Start from this checkpoint's weights (continue training) instead of the packaged ones.")
 def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwrite, candidates, qrels, dev_qrels,
@@ -174,13 +177,19 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
           loss, lr, head_lr_scale, eval_every, patience, eval_on_start, dev_depth, metric, seed, teacher, distill,
           distill_weight,
           teacher_scale, teacher_min_score, max_minutes, max_length, threads, precision, device, model_option,
-          init_from) -> None:
+          pretrain, pretrain_steps, init_from) -> None:
     """Train MODEL on judged candidates (a data set's, or a run file's) and write the best checkpoint to OUTPUT."""
     from ..checkpoint import read_checkpoint
     from ..models.base import checked_model_options, model_spec, registered
     from ..train import TrainArgs, check_trainable
 
     spec = registered().get(model_name)
+    if spec is not None and spec.kind == "generator":  # next-query suggesters: rerank/train_generator.py
+        from .suggest_cmds import train_suggester
+
+        return train_suggester(spec, click.get_current_context().params)
+    if pretrain:
+        raise UsageError(f"--pretrain: an option of the next-query generators' training, not of {model_name}'s")
     if spec is not None and spec.kind == "reader":  # trains on questions and their answers: reader_train.py
         from ..reader_train import train_reader as run_training
 

@@ -200,6 +200,15 @@ def _answer_selection(kind: type[AnswerSelectionDataset], name: str, description
     return make
 
 
+def _sessions(split: str) -> Callable[[Path], Dataset]:
+    def make(root: Path) -> Dataset:
+        from .session_sets import aol_missions  # its module imports this one
+
+        return aol_missions(split)(root)
+
+    return make
+
+
 DATASETS: dict[str, Callable[[Path], Dataset]] = {
     "vaswani": _vaswani,
     "cacm": _cacm,
@@ -214,6 +223,7 @@ DATASETS: dict[str, Callable[[Path], Dataset]] = {
     "movie-kb": lambda root: _movie_dialog().knowledge_base(root),
     **{f"movie-dialog-{task}-{part}": functools.partial(lambda task, part, root: _movie_dialog().task_dataset(
         task, part, root), task, part) for task in ("qa", "recs") for part in ("train", "valid", "test")},
+    **{f"aol-missions{'' if split == 'train' else '-' + split}": _sessions(split) for split in ("train", "dev", "test")},
 }
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import ir_measures
@@ -23,8 +23,10 @@ from ir_measures import Measure
 from ir_measures.measures.base import SumAgg
 
 from ..data import Qrels
+from ..data.sessions import query_text
 from ..errors import UsageError
 from ..runs import QueryRanking, Run, collector_paused
+from .text_measures import TextMeasure, parse_text_measure, text_values
 
 _ALIASES = {"MAP": "AP", "MRR": "RR", "HITS": "Success", "RECALL": "R", "NDCG": "nDCG", "P": "P"}
 _DISPLAY = {"AP": "MAP", "RR": "MRR", "Success": "HITS", "R": "Recall"}
@@ -112,6 +114,9 @@ def _parse_named(text: str, min_rel: int) -> NamedMeasure:
 
 def _parse_all(text: str, min_rel: int) -> list[NamedMeasure]:
     """One name, or trec_eval's name of one or more measures (`ndcg_cut.10`, `P.5,10`), which ir_measures translates."""
+    textual = parse_text_measure(text)
+    if textual is not None:  # BLEU, 1gram .. 4gram: of a run of suggested queries
+        return [NamedMeasure(textual.NAME, textual)]
     try:
         return [_parse_named(text, min_rel)]
     except UsageError as not_ours:
@@ -239,9 +244,12 @@ class Evaluation:
     missing: list[str]  # judged queries the run has no results for (they score 0)
     unjudged: list[str]  # queries in the run that the qrels do not judge (ignored)
     summed: frozenset[str] = frozenset()  # labels of counts, whose run figure is a sum
+    whole: dict[str, float] = field(default_factory=dict)  # labels whose run figure is not per query (corpus BLEU)
 
     def overall(self, label: str) -> float:
         """The run's figure for one measure: the mean over the judged queries, or the sum of a count."""
+        if label in self.whole:
+            return self.whole[label]
         values = self.per_query[label]
         if label in self.summed:
             return sum(values.values())
@@ -289,7 +297,7 @@ def _floored_at_zero(qrels: Qrels) -> Qrels:
 
 
 @collector_paused()
-def evaluate(run: Run, qrels: Qrels, measures: list[NamedMeasure]) -> Evaluation:
+def evaluate(run: Run, qrels: Qrels, measures: list[NamedMeasure], min_rel: int = 1) -> Evaluation:
     qrels = _floored_at_zero(qrels)
     judged = set(qrels)
     unjudged = sorted(q for q in run.queries if q not in judged)
@@ -298,7 +306,19 @@ def evaluate(run: Run, qrels: Qrels, measures: list[NamedMeasure]) -> Evaluation
     per_query: dict[str, dict[str, float]] = {m.label: dict.fromkeys(qrels, 0.0) for m in measures}
     # One measure can come under two labels (MAP and AP(rel=1), IPrec@0.1 and IPrec@0.10): each gets its figures.
     by_measure: dict[Measure, list[str]] = {}
+    textual = [m for m in measures if isinstance(m.measure, TextMeasure)]
+    whole: dict[str, float] = {}
+    if textual:
+        suggestions = {qid: ranking.as_trec_eval_reads().docids[0] for qid, ranking in retrieved.items()}
+        values, figures = text_values({q: query_text(d) for q, d in suggestions.items()}, qrels,
+                                      [m.measure for m in textual], min_rel)
+        for m in textual:
+            per_query[m.label] = values[m.measure]
+            if m.measure.order is None:
+                whole[m.label] = figures[m.measure]
     for m in measures:
+        if isinstance(m.measure, TextMeasure):
+            continue
         if _counted_here(m.measure):
             level = m.measure.params["rel"]
             per_query[m.label] = {qid: float(sum(grade >= level for grade in grades.values()))
@@ -319,4 +339,4 @@ def evaluate(run: Run, qrels: Qrels, measures: list[NamedMeasure]) -> Evaluation
             for label in by_measure[metric.measure]:
                 per_query[label][metric.query_id] = float(metric.value)
     summed = frozenset(m.label for m in measures if is_count(m))
-    return Evaluation(run.name, per_query, missing, unjudged, summed)
+    return Evaluation(run.name, per_query, missing, unjudged, summed, whole)

@@ -210,7 +210,7 @@ def evaluate_runs(runs: list[Run], judgements: Judgements, measure_names: list[s
             which = "its one query is not" if len(run.queries) == 1 else f"none of its {len(run.queries)} queries is"
             raise DataError(f"{run.source}: {which} judged in {judgements.source} "
                             "(wrong qrels for this run?)")
-        ev = evaluate(run, judgements.qrels, measures)
+        ev = evaluate(run, judgements.qrels, measures, judgements.min_rel)
         ev.unjudged = [q for q in ev.unjudged if q not in judged_anywhere]  # the rest: what the note above says
         # CACM's qrels over a Vaswani run (their query ids overlap): every score 0, and nothing said why. Judged
         # for any query: qrels of relevant documents alone judge none of a top 5 that misses them all.
