@@ -43,7 +43,8 @@ def _click_kind(option: Option) -> dict:
 def in_existing_folder(_ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
     """A file output's check (-o, --plot), as click reads the option: its folder must be there already. A new folder
     was made for it, so a typo (`-o rusn/bm25.run`) put the run where nobody looked."""
-    folder = os.path.dirname(path) if path and path != "-" else ""
+    # a path ending in / names a folder, which the output's own check says
+    folder = os.path.dirname(path) if path and path != "-" and not path.endswith("/") else ""
     if folder and not os.path.isdir(folder):
         state = "is not a folder" if os.path.exists(folder) else f"does not exist; make it first (mkdir -p {folder})"
         raise UsageError(f"{param.opts[0]} {path}: {folder} {state}")
