@@ -8,7 +8,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 
-from .errors import ParameterError, flag
+from .errors import UsageError, flag
 
 
 @dataclass(frozen=True)
@@ -28,17 +28,17 @@ class Option:
         return self.cli_flag or flag(self.name)
 
     def check(self, value: Any, owner: str) -> Any:
-        """`value` as this option's type; a wrong type or a value outside `choices` is refused, naming both."""
+        """`value` as this option's type (a `-O KEY=VALUE` option, named alike on the command line and in a file); a
+        wrong type or a value outside `choices` is refused, naming both."""
         if self.type is bool and not isinstance(value, bool):  # bool("false") is True
-            raise ParameterError(f"{{{self.name}}} of {owner} must be true or false, not {value!r}", self.name)
+            raise UsageError(f"{self.name} must be true or false, not {value!r} ({owner} option)")
         try:
             typed = value if isinstance(value, self.type) else self.type(value)
         except (TypeError, ValueError):
-            raise ParameterError(f"{{{self.name}}} of {owner} must be {self.type.__name__}, not {value!r}",
-                                 self.name) from None
+            raise UsageError(f"{self.name} must be {self.type.__name__}, not {value!r} ({owner} option)") from None
         if self.choices and typed not in self.choices:
-            raise ParameterError(f"{{{self.name}}} of {owner} must be one of {', '.join(map(str, self.choices))}, "
-                                 f"not {value!r}", self.name)
+            raise UsageError(f"{self.name} must be one of {', '.join(map(str, self.choices))}, not {value!r} "
+                             f"({owner} option)")
         return typed
 
 

@@ -55,8 +55,7 @@ class ModelSpec:
         known = {option.name: option for option in self.architecture}
         unknown = sorted(set(given) - set(known))
         if unknown:
-            raise ParameterError(f"{{model_option}} {', '.join(unknown)}: no option of {self.name}; known: "
-                                 f"{', '.join(known)}", "model_option")
+            raise UsageError(f"unknown {self.name} option(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
         return {key: known[key].check(value, self.name) for key, value in given.items()}
 
     def new_trainable(self, **options: Any) -> Any:

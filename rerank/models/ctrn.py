@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import DataError, ParameterError, UsageError
+from ..errors import DataError, UsageError
 from .base import Reranker, model_spec, set_threads
 from .tk import MINILM_TOKENS, STOPWORDS, UNK, WORD, ContextualVocabulary, pad_ids, vocabulary
 
@@ -67,13 +67,13 @@ class CTRNConfig:
         for key, value in checked.items():
             least = 0 if key in ("dropout",) else 1
             if not isinstance(value, (bool, str)) and value < least:
-                raise ParameterError(key, f"must be at least {least}, not {value}", variant)
+                raise UsageError(f"{key} must be at least {least}, not {value} ({variant} option)")
         if checked.get("dropout", 0) >= 1:
-            raise ParameterError("dropout", f"must be below 1, not {checked['dropout']}", variant)
+            raise UsageError(f"dropout must be below 1, not {checked['dropout']} ({variant} option)")
         config = cls(variant=variant, **({key: option.default for key, option in declared.items()} | checked))
         for key in ("max_query", "max_answer"):  # MiniLM's encoder reads each text whole, as [CLS] text [SEP]
             if config.embeddings == "minilm-context" and getattr(config, key) > MINILM_TOKENS:
-                raise ParameterError(key, f"must be at most {MINILM_TOKENS} with embeddings=minilm-context", variant)
+                raise UsageError(f"{key} must be at most {MINILM_TOKENS} with embeddings=minilm-context ({variant} option)")
         return config
 
     @classmethod
