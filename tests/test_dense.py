@@ -314,7 +314,7 @@ def test_a_repeated_docid_stops_the_build_where_it_appears(home, cacm_slice, tin
     corpus.write_text("".join(json.dumps({"id": d.docid, "contents": d.contents}) + "\n" for d in [*docs, docs[3]]))
     with pytest.raises(DataError, match=f"document id '{docs[3].docid}' appears twice"):
         api.build_index("twice", "dense", corpus=str(corpus), encoder=tiny_encoder)
-    assert encoded == [20]  # the first shard; the second holds the repeat and is not encoded
+    assert encoded == []  # the pass that counts the documents finds the repeat before any shard is encoded
     assert not (home / "indexes" / "twice" / ".dense.partial").exists()  # the corrected corpus starts afresh
     with pytest.raises(BackendError, match="no documents"):
         dense.build("nothing", iter([]), {}, encoder=tiny_encoder)
@@ -415,21 +415,24 @@ def test_missing_dense_index_says_how_to_build_it(rerank):
 
 
 def _midway(monkeypatch, action, position: int = 25):
-    """Index builds' documents, with `action` run once when the first build is midway (it has saved a shard); returns
-    the documents' own reader, to put back."""
+    """Index builds' documents, with `action` run once when the first build is midway (it has saved a shard), not in
+    the pass that counts and checks them before a build begins; returns the builds' own wrapper, to put back."""
+    from rerank.progress import Counted
     from rerank.retrieve import api
 
-    checked, done = api.distinct_ids, []
+    done = []
 
-    def documents(docs, source):
-        for number, doc in enumerate(checked(docs, source)):
-            if number == position and not done:
-                done.append(True)
-                action()
-            yield doc
+    def documents(docs, total):
+        def midway():
+            for number, doc in enumerate(docs):
+                if number == position and not done:
+                    done.append(True)
+                    action()
+                yield doc
+        return Counted(midway(), total)
 
-    monkeypatch.setattr(api, "distinct_ids", documents)
-    return checked
+    monkeypatch.setattr(api, "Counted", documents)
+    return Counted
 
 
 def test_a_second_build_of_an_index_being_built_is_refused(home, cacm_slice, tiny_encoder, monkeypatch):  # noqa: F811
@@ -453,7 +456,7 @@ def test_a_second_build_of_an_index_being_built_is_refused(home, cacm_slice, tin
     info = api.build_index("contended", "dense", corpus=corpus, encoder=tiny_encoder)
     assert isinstance(second[0], BusyError), f"the second build ran alongside the first: {second[0]}"
     assert str(second[0]) == "index 'contended' (dense) is being built by another process; wait for it to finish"
-    monkeypatch.setattr(api, "distinct_ids", checked)
+    monkeypatch.setattr(api, "Counted", checked)
     alone = api.build_index("alone", "dense", corpus=corpus, encoder=tiny_encoder)
     assert info.documents == alone.documents == len(_documents(cacm_slice))
     assert np.allclose(np.load(home / "indexes" / "contended" / "dense" / dense.VECTORS),
@@ -816,7 +819,7 @@ def test_builds_of_two_dense_index_names_go_side_by_side(home, cacm_slice, tiny_
     assert first.documents == during[2].documents == len(_documents(cacm_slice))
     folder = home / "indexes" / "twonames"
     assert np.allclose(np.load(folder / "dense-a" / dense.VECTORS), np.load(folder / "dense-b" / dense.VECTORS))
-    monkeypatch.setattr(api, "distinct_ids", checked)
+    monkeypatch.setattr(api, "Counted", checked)
     api.build_index("twonames", "dense", corpus=corpus, encoder=tiny_encoder, overwrite=True)
     api.build_index("twonames", "dense", corpus=corpus, encoder=tiny_encoder, overwrite=True)  # replaces dense/
     assert sorted(path.name for path in folder.iterdir()) == ["dense", "dense-a", "dense-b"]
