@@ -405,6 +405,8 @@ def test_an_unknown_data_set_stops_the_pipeline_before_any_stage_runs(rerank, tm
     """A misspelt `dataset` was said of the first stage ("stage 'bm25': 'vaswanni' is not a known data set"), as if
     that stage's table held the mistake: it is said of the `dataset` key, with the name it is near."""
     spec = tmp_path / "p.toml"
+    from rerank.data import dataset_names
+
     known = "known: vaswani, cacm, trec-dl-2019"
     spec.write_text('dataset = "nosuch"\n[[stage]]\nname = "bm25"\nkind = "retrieve"\n')
     done = rerank("run", str(spec), check=False)
@@ -414,7 +416,7 @@ def test_an_unknown_data_set_stops_the_pipeline_before_any_stage_runs(rerank, tm
     spec.write_text('dataset = "vaswanni"\n[[stage]]\nname = "c"\nkind = "candidates"\n')  # no own-index advice
     done = rerank("run", str(spec), check=False)
     assert done.stderr.startswith(f"rerank: error: dataset 'vaswanni' is not a known data set (did you mean "
-                                  f"'vaswani'? {known}") and done.stderr.endswith("wikiqa-test)\n"), done.stderr
+                                  f"'vaswani'? {known}") and done.stderr.endswith(f"{dataset_names()[-1]})\n"), done.stderr
     spec.write_text('dataset = "vaswanni"\n[index]\nbackend = "lucene"\n[[stage]]\nname = "bm25"\n'
                     'kind = "retrieve"\n')
     assert rerank("run", str(spec), check=False).stderr == (
