@@ -59,11 +59,9 @@ class CTRNConfig:
     @classmethod
     def from_options(cls, variant: str, options: dict[str, Any]) -> "CTRNConfig":
         """The config of `-O` options, each checked against the model's spec (unknown keys listed)."""
-        declared = {option.name: option for option in model_spec(variant).architecture}
-        unknown = sorted(set(options) - set(declared))
-        if unknown:
-            raise UsageError(f"unknown {variant} option(s) {', '.join(unknown)}; valid: {', '.join(sorted(declared))}")
-        checked = {key: declared[key].check(value, variant) for key, value in options.items()}
+        spec = model_spec(variant)
+        declared = {option.name: option for option in spec.architecture}
+        checked = spec.checked_architecture(options)
         for key, value in checked.items():
             least = 0 if key in ("dropout",) else 1
             if not isinstance(value, (bool, str)) and value < least:
