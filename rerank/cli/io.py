@@ -46,8 +46,9 @@ def in_existing_folder(_ctx: click.Context, param: click.Parameter, path: str | 
     # a path ending in / names a folder, which the output's own check says
     folder = os.path.dirname(path) if path and path != "-" and not path.endswith("/") else ""
     if folder and not os.path.isdir(folder):
-        state = "is not a folder" if os.path.exists(folder) else f"does not exist; make it first (mkdir -p {folder})"
-        raise UsageError(f"{param.opts[0]} {path}: {folder} {state}")
+        state = (f"{folder} is not a folder" if os.path.exists(folder)
+                 else f"folder {folder} does not exist; make it first (mkdir -p {folder})")
+        raise UsageError(f"{param.opts[0]} {path}: {state}")
     return path
 
 

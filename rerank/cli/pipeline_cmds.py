@@ -8,6 +8,7 @@ from ..errors import UsageError
 from ..evaluate import html_report, report
 from ..pipeline import run_pipeline
 from . import cli
+from .io import in_existing_folder
 from .leaderboard import leaderboard_options
 
 
@@ -18,7 +19,7 @@ from .leaderboard import leaderboard_options
 @click.option("-q", "--per-query", is_flag=True,
               help="One row per query and run, with each query's difference to the baseline (as eval --per-query).")
 @leaderboard_options(pipeline=True)
-@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, callback=in_existing_folder,
               help="Also write rerank report's HTML page of the evaluated stages here.")
 def run_command(pipeline: str, fmt: str, force: bool, per_query: bool, measures, baseline, sort_by, tests,
                 correction, report_path) -> None:

@@ -9,7 +9,7 @@ from ..evaluate import html_report
 from ..evaluate.session import evaluate_runs
 from . import cli
 from .eval_cmds import refuse_tests_without_a_comparison, judged_runs
-from .io import refuse_replacing_an_input, split_label
+from .io import in_existing_folder, refuse_replacing_an_input, split_label
 from .leaderboard import judging_options, leaderboard_options
 
 
@@ -17,7 +17,7 @@ from .leaderboard import judging_options, leaderboard_options
 @click.argument("runs", nargs=-1)
 @judging_options()
 @leaderboard_options()
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), callback=in_existing_folder,
               help="The HTML page to write ('-': stdout).")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
               help="Documents of each run shown for a query.")

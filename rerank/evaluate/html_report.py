@@ -58,15 +58,12 @@ def refuse_disjoint_runs(runs: list[Run], judgements: Judgements) -> None:
 
 
 def check_output(path: str, option: str = "-o") -> None:
-    """Refuse, before any run is read, a page that could not be written: a folder that does not exist (a typo
-    there would otherwise make folders), a folder for a file, or one this process may not write."""
+    """Refuse, before any run is read, a page that could not be written: a folder for a file, or one this process may
+    not write (a folder that does not exist is refused where the option is read: cli.io.in_existing_folder)."""
     if path == "-":
         return
-    folder = Path(path).parent
     if Path(path).is_dir():
         raise UsageError(f"{option} {path} is a folder; give the page a file name, e.g. {Path(path) / 'report.html'}")
-    if not folder.is_dir():
-        raise UsageError(f"{option} {path}: folder {folder} does not exist; create it first")
     check_writable(path)
 
 
