@@ -79,7 +79,7 @@ def test_overlap_features():
 
 
 def test_options_are_checked_against_the_spec():
-    with pytest.raises(UsageError, match=r"unknown ctrn option\(s\) filterz; valid: dropout, embeddings, filter_width"):
+    with pytest.raises(UsageError, match=r"unknown ctrn option\(s\) filterz; known: dropout, embeddings, filter_width"):
         new_ctrn(filterz=3)
     with pytest.raises(UsageError, match="overlap must be true or false"):
         new_ctrn(overlap="False")
@@ -166,7 +166,7 @@ def test_train_score_and_eval_through_the_cli(rerank, tmp_path):
 def test_cli_refuses_unknown_options_and_training_without_right_answers(rerank, tmp_path):
     done = rerank("train", "qrnn", "--train", "trecqa-train", "-O", "layers=2", "-o", str(tmp_path / "a"), check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith("rerank: error: unknown qrnn option(s) layers; valid: dropout, ")
+    assert done.stderr.strip().splitlines()[-1].startswith("rerank: error: unknown qrnn option(s) layers; known: dropout, ")
     run = rerank("retrieve", "trecqa-dev", "--candidates", "candidates").stdout
     (tmp_path / "c.run").write_text(run)
     wrong = {line.split()[0] + " 0 " + line.split()[2] + " 0" for line in run.splitlines() if not line.startswith("#")}

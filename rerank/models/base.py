@@ -55,7 +55,7 @@ class ModelSpec:
         known = {option.name: option for option in self.architecture}
         unknown = sorted(set(given) - set(known))
         if unknown:
-            raise UsageError(f"unknown {self.name} option(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
+            raise UsageError(f"unknown {self.name} option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         return {key: known[key].check(value, self.name) for key, value in given.items()}
 
     def new_trainable(self, **options: Any) -> Any:
