@@ -66,3 +66,10 @@ def test_train_a_generator_then_refuse_it_as_another_model(rerank, tmp_path):
     done = rerank("train", "mtn", "--train", "aol-missions", "-o", str(tmp_path / "x"), "--negatives", "3",
                   check=False)
     assert done.returncode != 0 and "--negatives: options of the rankers' training" in done.stderr
+
+
+def test_suggestions_for_ones_own_log_are_judged_by_that_log(rerank, tmp_path):
+    log = sessions_file(tmp_path, [{"session": "s", "queries": ["cheap flights", "cheap flights paris", "paris"]}])
+    run = rerank("suggest", "--model", "last-query", "--sessions", log).stdout
+    table = rerank("eval", "-m", "1gram", "-m", "HITS@1", input=run).stdout  # no --qrels: the log's next queries
+    assert table.split("\n")[1].split() == ["last-query", "0.6667", "0.0000"]

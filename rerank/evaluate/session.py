@@ -10,6 +10,7 @@ from typing import IO
 
 from ..data import dataset_names, get_dataset
 from ..data.formats import read_qrels
+from ..data.session_sets import session_dataset
 from ..data.registry import ADHOC_MEASURES, Qrels
 from ..errors import DataError, UsageError, counted, verb
 from ..runs import Run, load_run, made_for_held_queries
@@ -75,6 +76,8 @@ def judgements_for(runs: list[Run], qrels_path: str | None, min_rel: int | None,
     header = next((run.header for run in runs if run.header.dataset or run.header.get("qrels")), runs[0].header)
     name = header.dataset or (None if header.get("qrels") else fallback_dataset)
     dataset = get_dataset(name) if name in dataset_names() else None
+    if dataset is None and header.get("sessions"):  # `suggest --sessions FILE`: the log holds each next query
+        dataset, name = session_dataset(header), header.get("sessions")
     if qrels_path:
         if not Path(qrels_path).exists() and qrels_path in dataset_names():  # a name where a file belongs
             qrels_file = get_dataset(qrels_path).files.get("qrels")
