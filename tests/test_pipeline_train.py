@@ -22,9 +22,9 @@ evaluate = false
 name = "qrnn-train"
 kind = "train"
 model = "qrnn"
+steps = 4
 train = "trecqa-train"
 dev_fraction = 0.2
-steps = 4
 batch_groups = 2
 negatives = 2
 eval_every = 2
@@ -90,7 +90,7 @@ def test_a_changed_training_key_trains_again_and_rescores(tmp_path):
     (("dev_fraction = 0.2", "dev_fraction = 2"), "stage 'qrnn-train': dev_fraction must be in [0, 1), not 2.0"),
     (("hidden = 8", "hiden = 8"), "stage 'qrnn-train': unknown qrnn option(s) hiden; known: dropout"),
     (('model = "qrnn"', 'model = "overlap"'), "stage 'qrnn-train': cannot train model 'overlap'"),
-    (('model = "qrnn"\ntrain', 'model = "ctrn"\ntrain'), "stage 'qrnn': checkpoint 'qrnn-train' trains model 'ctrn', "
+    (('model = "qrnn"\nsteps', 'model = "ctrn"\nsteps'), "stage 'qrnn': checkpoint 'qrnn-train' trains model 'ctrn', "
                                                          "not 'qrnn'"),
     (("threads = 1\noptions", "evaluate = true\noptions"), "a train stage writes a checkpoint, not a run to evaluate"),
 ])
