@@ -56,9 +56,9 @@ EVERY_STAGE = {"name": str, "kind": str, "input": str, "evaluate": bool}
 LEADERBOARD_KEYS = ("measures", "baseline", "sort", "tests", "correction")
 PIPELINE_KEYS = {"dataset": str, "stage": list, "measures": list, "baseline": str, "sort": str, "qrels": str,
                  "min_rel": int, "index": dict, "tests": list, "correction": str}
-RUNS_OWNER = ".pipeline"
+RUNS_OWNER = ".pipeline"  # in runs/<pipeline>/: the path of the pipeline file whose runs these are
 # in a train stage's checkpoint folder (no file of the checkpoint): the fingerprint it was trained for, and its hash
-FINGERPRINT_FILE = ".pipeline-fingerprint"  # in runs/<pipeline>/: the path of the pipeline file whose runs these are
+FINGERPRINT_FILE = ".pipeline-fingerprint"
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")  # a file name in runs/<pipeline>/ and a run tag
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
                dict: "a table"}
@@ -258,8 +258,6 @@ def check_stages(spec: dict, pipeline_folder: Path, runs_folder: Path) -> set[st
         # an index of one's own has no judgements: the leaderboard would fail only after every stage had run
         raise UsageError(f"{spec['dataset']!r} is an index of your own, not a data set with qrels: its runs are "
                          "judged by the file's qrels = FILE")
-
-
     return waiting
 
 
@@ -626,7 +624,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
         params = _resolved_parameters(stage, folder, earlier)
         name, upstream, trained = stage["name"], stage.get("input"), _trained_by(stage, earlier)
         earlier[name] = stage
-        upstreams = [upstream] if upstream is not None else stage.get("inputs", [])  # `inputs`: several (fuse)
+        upstreams = [upstream] if upstream is not None else list(stage.get("inputs", []))  # `inputs`: several (fuse)
         upstreams += [trained["name"]] if trained is not None else []  # its checkpoint's hash
         fingerprint = _fingerprint(dataset, {**_stage_parameters(stage), "kind": stage["kind"]},
                                    "+".join(fingerprints.get(u, "") for u in upstreams))
