@@ -672,6 +672,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
                            "FILE if they are not its queries")
     made = {stage["name"] for stage in spec["stage"]}
     stale = sorted(str(p) for p in folder.glob("*.run") if p.stem not in made)
+    stale += sorted(str(p.parent) for p in folder.glob(f"*/{FINGERPRINT_FILE}") if p.parent.name not in made)
     if stale:  # a renamed stage's old run: `rerank budget runs/NAME/*.run` would read it with the current ones
         warnings.append(f"{', '.join(stale)}: of no stage of {path} now (a stage renamed or removed?); delete "
                         f"{'it' if len(stale) == 1 else 'them'} if so")

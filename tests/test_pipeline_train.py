@@ -62,6 +62,10 @@ def test_train_stage_trains_once_and_a_second_run_reuses_its_checkpoint(rerank, 
     assert "running" not in second.stderr and second.stdout == first.stdout
     assert (folder / "qrnn-train" / "checkpoint.json").stat().st_mtime_ns == stamp
 
+    spec.write_text(TINY.replace('"qrnn-train"', '"renamed"'))  # the stage renamed: trained again, the old folder noted
+    renamed = rerank("run", str(spec))
+    assert "renamed: running train" in renamed.stderr and f"{folder / 'qrnn-train'}: of no stage" in renamed.stderr
+
 
 
 def test_a_changed_training_key_trains_again_and_rescores(tmp_path):
