@@ -57,6 +57,8 @@ LEADERBOARD_KEYS = ("measures", "baseline", "sort", "tests", "correction")
 PIPELINE_KEYS = {"dataset": str, "stage": list, "measures": list, "baseline": str, "sort": str, "qrels": str,
                  "min_rel": int, "index": dict, "tests": list, "correction": str}
 RUNS_OWNER = ".pipeline"  # in runs/<pipeline>/: the path of the pipeline file whose runs these are
+# in a train stage's checkpoint folder (no file of the checkpoint): the fingerprint it was trained for, and its hash
+FINGERPRINT_FILE = ".pipeline-fingerprint"
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")  # a file name in runs/<pipeline>/ and a run tag
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
                dict: "a table"}
@@ -109,6 +111,33 @@ def _check_types(where: str, table: dict, schema: dict[str, type],
 
 def stage_function(kind: str) -> Callable:
     return stage_specs()[kind].run_function()
+
+
+def _writes_run(stage: dict) -> bool:
+    """Whether the stage writes a run (<name>.run); else a checkpoint folder (<name>/, a train stage)."""
+    return stage_specs()[stage["kind"]].output == "run"
+
+
+def _evaluated(stage: dict) -> bool:
+    """On the leaderboard: a stage that writes a run, unless it says evaluate = false."""
+    return _writes_run(stage) and stage.get("evaluate", True)
+
+
+def _trained_by(stage: dict, earlier: dict[str, dict]) -> dict | None:
+    """The earlier stage whose checkpoint the stage's `checkpoint` names (as `input` names a run), or None (a
+    folder of one's own)."""
+    named = earlier.get(stage.get("checkpoint"))
+    return named if named is not None and not _writes_run(named) else None
+
+
+def _checkpoint_reused(folder: Path, fingerprint: str) -> bool:
+    """Whether a train stage's checkpoint is there, complete, and was trained with these keys and files."""
+    record, manifest = folder / FINGERPRINT_FILE, folder / "checkpoint.json"
+    try:
+        kept = json.loads(record.read_text(encoding="utf-8"))
+        return kept == {"fingerprint": fingerprint, "hash": json.loads(manifest.read_text())["hash"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def _index_table_backend(spec: dict) -> str | None:
@@ -198,27 +227,52 @@ def _stage_parameters(stage: dict) -> dict:
     return {k: v for k, v in stage.items() if k not in ("kind", "input", "evaluate")}
 
 
-def check_stages(spec: dict, pipeline_folder: Path) -> None:
-    """Every stage's parameters and the files the pipeline names, before any stage runs."""
+def _resolved_parameters(stage: dict, runs_folder: Path, earlier: dict[str, dict]) -> dict:
+    """What the stage's function takes: its parameters, with its own checkpoint folder (a train stage's `output`),
+    or the folder of the earlier train stage its `checkpoint` names."""
+    params = _stage_parameters(stage)
+    if not _writes_run(stage):
+        params["output"] = str(runs_folder / stage["name"])
+    trained = _trained_by(stage, earlier)
+    if trained is not None:
+        params["checkpoint"] = str(runs_folder / trained["name"])
+    return params
+
+
+def check_stages(spec: dict, pipeline_folder: Path, runs_folder: Path) -> set[str]:
+    """Every stage's parameters and the files the pipeline names, before any stage runs. Returns the stages left to
+    check when they run: those whose checkpoint an earlier train stage has yet to write."""
+    earlier: dict[str, dict] = {}
+    waiting = set()
     for stage in spec["stage"]:
-        params = _stage_parameters(stage)
-        try:
-            stage_specs()[stage["kind"]].check_function()(spec["dataset"], params)
-            if stage["kind"] == "retrieve":
-                _check_index_there(spec, stage.get("backend", "lucene"), params)
-        except UnknownDatasetError as error:
-            if error.name != spec["dataset"]:
-                raise _stage_error(stage, error) from None
-            raise _unknown_dataset(stage, error) from None
-        except RerankError as error:  # a pipeline file's mistake, named by its stage
-            raise _stage_error(stage, error, _beside_the_file(params.values(), pipeline_folder)) from None
+        params = _resolved_parameters(stage, runs_folder, earlier)
+        if _trained_by(stage, earlier) is not None and not (Path(params["checkpoint"]) / "checkpoint.json").is_file():
+            waiting.add(stage["name"])
+        else:
+            _check_stage(spec, stage, params, pipeline_folder)
+        earlier[stage["name"]] = stage
     if spec.get("qrels") is not None and not Path(spec["qrels"]).is_file():
         raise DataError(f"qrels file not found: {spec['qrels']}{_beside_the_file([spec['qrels']], pipeline_folder)}")
-    evaluated = any(stage.get("evaluate", True) for stage in spec["stage"])
+    evaluated = any(_evaluated(stage) for stage in spec["stage"])
     if spec.get("qrels") is None and evaluated and spec["dataset"] not in dataset_names():
         # an index of one's own has no judgements: the leaderboard would fail only after every stage had run
         raise UsageError(f"{spec['dataset']!r} is an index of your own, not a data set with qrels: its runs are "
                          "judged by the file's qrels = FILE")
+    return waiting
+
+
+def _check_stage(spec: dict, stage: dict, params: dict, pipeline_folder: Path) -> None:
+    """What the stage's kind would refuse of its parameters, named by the stage in the file's words."""
+    try:
+        stage_specs()[stage["kind"]].check_function()(spec["dataset"], params)
+        if stage["kind"] == "retrieve":
+            _check_index_there(spec, stage.get("backend", "lucene"), params)
+    except UnknownDatasetError as error:
+        if error.name != spec["dataset"]:
+            raise _stage_error(stage, error) from None
+        raise _unknown_dataset(stage, error) from None
+    except RerankError as error:  # a pipeline file's mistake, named by its stage
+        raise _stage_error(stage, error, _beside_the_file(params.values(), pipeline_folder)) from None
 
 
 def _unknown_dataset(stage: dict, error: UnknownDatasetError) -> UsageError:
@@ -264,6 +318,9 @@ def _fingerprint(dataset: str, stage: dict, upstream: str) -> str:
         elif Path(value).is_file():
             blob += file_state(Path(value))
     blob += "".join(source_state({"dataset": dataset}))
+    if stage_specs()[stage["kind"]].output == "checkpoint":  # what it trains on (train, dev): judgements too
+        blob += "".join(state for value in stage.values() if isinstance(value, str) and value in dataset_names()
+                        for state in source_state({"dataset": value}, ()))
     if stage["kind"] == "retrieve":  # every build writes a new manifest (its creation time among it)
         index = api.manifest_folder(dataset, stage.get("backend", "lucene"), stage) / MANIFEST
         blob += index.read_text() if index.is_file() else ""
@@ -348,6 +405,7 @@ def load_pipeline(path: str | Path, overrides: dict | None = None) -> dict:
                 raise DataError(f"{p}: stage {stage['name']!r} reads {upstream!r}, which no earlier stage makes")
         if stage["name"] in names:
             raise DataError(f"{p}: two stages are named {stage['name']!r}")
+        _check_checkpoint_named(str(p), stage, spec["stage"][:i - 1])
         names.add(stage["name"])
     searched = sorted({(stage.get("backend", "lucene"), stage.get("index_name")) for stage in spec["stage"]
                        if stage["kind"] == "retrieve"}, key=str)
@@ -397,6 +455,23 @@ def _check_inputs(source: str, stage: dict) -> None:
         raise DataError(f"{where}: a {kind} stage reads no earlier stage's run; remove `input`")
 
 
+def _check_checkpoint_named(source: str, stage: dict, earlier: list[dict]) -> None:
+    """A train stage is no run to evaluate; a `checkpoint` that names a train stage names an earlier one of the
+    same model (the folder it names does not exist before the pipeline runs)."""
+    where = f"{source}: stage {stage['name']!r}"
+    if not _writes_run(stage) and "evaluate" in stage:
+        raise DataError(f"{where}: a {stage['kind']} stage writes a checkpoint, not a run to evaluate; remove "
+                        "`evaluate`")
+    by_name = {other["name"]: other for other in earlier}
+    trained = _trained_by(stage, by_name)
+    if stage.get("checkpoint") in by_name and trained is None:
+        raise DataError(f"{where}: checkpoint {stage['checkpoint']!r} is a stage that writes a run, not a "
+                        "checkpoint; name a train stage, or a checkpoint folder")
+    if trained is not None and trained.get("model") != stage.get("model"):
+        raise DataError(f"{where}: checkpoint {trained['name']!r} trains model {trained.get('model')!r}, not "
+                        f"{stage.get('model')!r}")
+
+
 def _check_leaderboard(source: str, spec: dict) -> None:
     """Measures, baseline and sort are used only after every stage has run: check them before any does."""
     from .evaluate.session import check_min_rel
@@ -412,7 +487,7 @@ def _check_leaderboard(source: str, spec: dict) -> None:
         labels = _measure_labels(spec)
     except UsageError as error:  # the -m message, named by the file's key
         raise DataError(f"{source}: measures: {error}") from None
-    evaluated = [s["name"] for s in spec["stage"] if s.get("evaluate", True)]
+    evaluated = [s["name"] for s in spec["stage"] if _evaluated(s)]
     if not evaluated:
         raise DataError(f"{source}: every stage has evaluate = false: the leaderboard needs at least one evaluated "
                         "stage")
@@ -457,7 +532,7 @@ def leaderboard_spec(spec: dict, overrides: dict) -> dict:
             del board["sort"]
     if "baseline" in given:
         every = [stage["name"] for stage in spec["stage"]]
-        evaluated = [stage["name"] for stage in spec["stage"] if stage.get("evaluate", True)]
+        evaluated = [stage["name"] for stage in spec["stage"] if _evaluated(stage)]
         if given["baseline"] in every and given["baseline"] not in evaluated:
             raise UsageError(f"--baseline {given['baseline']!r} is a stage with evaluate = false, not on the "
                              f"leaderboard; evaluated stages: {', '.join(evaluated)}")
@@ -466,6 +541,27 @@ def leaderboard_spec(spec: dict, overrides: dict) -> dict:
             raise UsageError(f"--baseline {given['baseline']!r} names none of the pipeline's {which}: "
                              f"{', '.join(evaluated)}")
     return board
+
+
+def _run_checkpoint_stage(dataset: str, stage: dict, params: dict, fingerprint: str, force: bool) -> str:
+    """Train into the stage's folder unless the checkpoint there was trained for this fingerprint; its hash, which
+    the fingerprints of the stages that score with it include."""
+    import click
+
+    target = Path(params["output"])
+    if not force and _checkpoint_reused(target, fingerprint):
+        click.echo(f"rerank: {stage['name']}: up to date ({target})", err=True)
+    else:
+        click.echo(f"rerank: {stage['name']}: running {stage['kind']} -> {target}", err=True)
+        try:
+            said = stage_function(stage["kind"])(dataset, params, None)
+        except RerankError as error:
+            raise _stage_error(stage, error) from None
+        click.echo(f"rerank: {stage['name']}: {said}", err=True)
+    record = {"fingerprint": fingerprint, "hash": json.loads((target / "checkpoint.json").read_text())["hash"]}
+    with atomic_output(target / FINGERPRINT_FILE) as out:
+        out.write(json.dumps(record))
+    return record["hash"]
 
 
 def _claim_runs_folder(folder: Path, pipeline: Path) -> None:
@@ -513,9 +609,9 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
 
     spec = load_pipeline(path, overrides)
     board = leaderboard_spec(spec, overrides or {})
-    check_stages(spec, Path(path).parent)
     dataset = spec["dataset"]
     folder = runs_dir() / Path(path).stem
+    waiting = check_stages(spec, Path(path).parent, folder)
     _claim_runs_folder(folder, Path(path))
     _check_server_indexes(spec, folder, force)
     built = _index_table_backend(spec)
@@ -523,13 +619,21 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
         api.build_index(dataset, built, **_index_table_options(spec))
     fingerprints: dict[str, str] = {}
     made_by = file_fields(**{PIPELINE_KEY: str(path)})  # as a stage names its topics file: path, sha256's 16 digits
+    earlier: dict[str, dict] = {}
     for stage in spec["stage"]:
-        params = _stage_parameters(stage)
-        name, upstream = stage["name"], stage.get("input")
-        upstreams = [upstream] if upstream is not None else stage.get("inputs", [])  # `inputs`: several (fuse)
-        fingerprint = _fingerprint(dataset, {**params, "kind": stage["kind"]},
+        params = _resolved_parameters(stage, folder, earlier)
+        name, upstream, trained = stage["name"], stage.get("input"), _trained_by(stage, earlier)
+        earlier[name] = stage
+        upstreams = [upstream] if upstream is not None else list(stage.get("inputs", []))  # `inputs`: several (fuse)
+        upstreams += [trained["name"]] if trained is not None else []  # its checkpoint's hash
+        fingerprint = _fingerprint(dataset, {**_stage_parameters(stage), "kind": stage["kind"]},
                                    "+".join(fingerprints.get(u, "") for u in upstreams))
         fingerprints[name] = fingerprint
+        if not _writes_run(stage):
+            fingerprints[name] = _run_checkpoint_stage(dataset, stage, params, fingerprint, force)
+            continue
+        if name in waiting:  # its checkpoint is trained now
+            _check_stage(spec, stage, params, Path(path).parent)
         if "inputs" in params:
             params["inputs"] = [str(folder / f"{u}.run") for u in params["inputs"]]
         target = folder / f"{name}.run"
@@ -556,7 +660,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
                 handle.close()
     runs: list[Run] = []
     for stage in spec["stage"]:
-        if stage.get("evaluate", True):
+        if _evaluated(stage):
             with open(folder / f"{stage['name']}.run", encoding="utf-8") as handle:
                 runs.append(load_run(handle, stage["name"]))
     judgements = judgements_for(runs, spec.get("qrels"), spec.get("min_rel"), dataset)
@@ -568,6 +672,7 @@ def run_pipeline(path: str | Path, fmt: str = "table", force: bool = False, per_
                            "FILE if they are not its queries")
     made = {stage["name"] for stage in spec["stage"]}
     stale = sorted(str(p) for p in folder.glob("*.run") if p.stem not in made)
+    stale += sorted(str(p.parent) for p in folder.glob(f"*/{FINGERPRINT_FILE}") if p.parent.name not in made)
     if stale:  # a renamed stage's old run: `rerank budget runs/NAME/*.run` would read it with the current ones
         warnings.append(f"{', '.join(stale)}: of no stage of {path} now (a stage renamed or removed?); delete "
                         f"{'it' if len(stale) == 1 else 'them'} if so")

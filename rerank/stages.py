@@ -19,6 +19,9 @@ class StageSpec:
     run: str  # "module:function"(dataset, params, input stream or None) -> Stream
     check: str  # "module:function"(dataset, params): what the stage would refuse, said before any stage runs
     parameters: tuple[Option, ...]
+    # "run": `run` returns a Stream, written to runs/<pipeline>/<name>.run and evaluated; "checkpoint": `run` writes
+    # a checkpoint folder at params["output"] (runs/<pipeline>/<name>/), which a later stage's `checkpoint` can name
+    output: str = "run"
 
     def schema(self) -> dict[str, type]:
         """The keys a pipeline file's stage of this kind takes, with their TOML types."""
@@ -33,7 +36,7 @@ class StageSpec:
 
 # The modules that declare stage kinds; imported on use, so that naming kinds imports no model (no torch).
 _STAGES: Registry[StageSpec] = Registry("stage kind", ("rerank.retrieve.api", "rerank.score", "rerank.retrieve.fusion",
-                                                       "rerank.suggest"))
+                                                       "rerank.suggest", "rerank.train_stage"))
 
 
 def register_stage(spec: StageSpec) -> StageSpec:
