@@ -182,6 +182,16 @@ def test_train_mdqa_then_answer_with_it(movie, retrieved, tiny_tk):
 
 
 @pytest.mark.data
+def test_score_sends_a_reader_to_the_answer_stage(movie):
+    for model in ("frequency", "mdqa"):  # declared readers: one without weights, one that needs a checkpoint
+        refused = movie("score", "--model", model, check=False, input="qa-dev-1 Q0 kb1 1 2.5 bm25\n")
+        assert refused.returncode != 0 and refused.stdout == "" and "Traceback" not in refused.stderr
+        assert refused.stderr.startswith(f"rerank: error: --model {model} is a reader: readers answer questions "
+                                         "through rerank answer (readers: ")
+        assert len(refused.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.data
 def test_a_malformed_task_line_is_one_line_naming_file_and_line(movie, movie_root, tmp_path):
     import shutil
 

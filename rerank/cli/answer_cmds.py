@@ -14,9 +14,9 @@ from .score_cmds import parse_model_options
 
 
 def readers() -> list[str]:
-    from ..models.base import registered
+    from ..models.base import models_of_kind
 
-    return [name for name, spec in registered().items() if spec.kind == "reader"]
+    return models_of_kind("reader")
 
 
 def load_reader(model_name: str, checkpoint: str | None, options: dict, threads: int | None):
