@@ -192,15 +192,18 @@ def test_score_sends_a_reader_to_the_answer_stage(movie):
 
 
 @pytest.mark.data
-def test_a_malformed_task_line_is_one_line_naming_file_and_line(movie, movie_root, tmp_path):
+def test_a_task_file_notes_an_unlisted_answer_and_names_a_malformed_line(movie, movie_root, tmp_path):
     import shutil
 
     broken = tmp_path / "root"
     shutil.copytree(movie_root, broken, symlinks=True)
     path = broken / "movie-dialog" / "task1_qa_dev.txt"
+    path.write_text(path.read_text() + "1 what did Zqxjv Wpqkz direct?\tNowhere Film\n")  # qa-dev-242: train part
+    shown = movie("data", "show", "movie-dialog-qa-train", env={"RERANK_DATA": str(broken)})
+    assert "rerank: note: movie-dialog-qa-train: 1 answer of its 218 questions is not in entities.txt" in shown.stderr
     path.write_text(path.read_text() + "no tab here\n")
     done = movie("data", "show", "movie-dialog-qa-valid", check=False, env={"RERANK_DATA": str(broken)})
-    assert done.returncode != 0 and f"{path}:{QUESTIONS + 2}: a task line is" in done.stderr
+    assert done.returncode != 0 and f"{path}:{QUESTIONS + 3}: a task line is" in done.stderr
     assert "Traceback" not in done.stderr
 
 
