@@ -192,6 +192,17 @@ def test_score_sends_a_reader_to_the_answer_stage(movie):
 
 
 @pytest.mark.data
+def test_answer_refuses_a_run_of_no_knowledge_base_questions(movie):
+    other = '# rerank-run: 2\n# dataset: "vaswani"\n1 Q0 kb1 1 2.5 bm25\n# end of run\n'
+    for run, named in (("qa-dev-1 Q0 kb1 1 2.5 bm25\n", "no data set"), (other, "data set vaswani")):
+        refused = movie("answer", "--model", "frequency", check=False, input=run)
+        assert refused.returncode != 0 and refused.stdout == "" and "Traceback" not in refused.stderr
+        assert refused.stderr.strip() == (f"rerank: error: the run holds no knowledge-base questions (its header names "
+                                          f"{named}): readers read the facts retrieved for them, e.g. by rerank "
+                                          "retrieve movie-dialog-qa-valid -o FILE")
+
+
+@pytest.mark.data
 def test_a_task_file_notes_an_unlisted_answer_and_names_a_malformed_line(movie, movie_root, tmp_path):
     import shutil
 

@@ -21,7 +21,7 @@ def readers() -> list[str]:
 
 def load_reader(model_name: str, checkpoint: str | None, options: dict, threads: int | None):
     """The reader `model_name`, its options checked against its declaration, or one line saying what is wrong."""
-    from ..models.base import model_spec, set_threads
+    from ..models.base import check_threads, model_spec, set_threads
 
     spec = model_spec(model_name)
     if spec.kind != "reader":
@@ -38,8 +38,11 @@ def load_reader(model_name: str, checkpoint: str | None, options: dict, threads:
     unknown = [key for key in options if key not in declared]
     if unknown:
         raise UsageError(f"-O {unknown[0]}: {model_name} takes {', '.join(declared) or 'no options'}")
-    set_threads(threads, 1)
-    return spec.load(checkpoint, **{key: declared[key].check(value, model_name) for key, value in options.items()})
+    check_threads(threads)
+    reader = spec.load(checkpoint, **{key: declared[key].check(value, model_name) for key, value in options.items()})
+    if "torch" in reader.packages:  # not imported for a reader without it (frequency): 3 s of every command
+        set_threads(threads, 1)
+    return reader
 
 
 @cli.command()
