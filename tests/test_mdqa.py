@@ -154,7 +154,8 @@ def test_index_retrieve_answer_and_evaluate_the_slice(movie, retrieved):
     refused = movie("index", "movie-dialog-qa-train", check=False)
     assert refused.returncode != 0 and "searches the index movie-kb" in refused.stderr
     done = movie("answer", retrieved["train"], "--model", "frequency", "-o", "freq.run")
-    assert "no retrieved fact got no answer" in done.stderr  # the question nothing matches
+    assert "1 question with no retrieved fact got no answer" in done.stderr  # the question nothing matches
+    assert "no entity of their retrieved facts (answered from them all the same)" in done.stderr  # counted
     table = json.loads(movie("eval", "freq.run", "-m", "HITS@1", "-m", "HITS@10", "--format", "json").stdout)[0]
     assert 0.2 < table["HITS@10"] <= 1 and table["HITS@1"] <= table["HITS@10"]
 
