@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from .data.movie_dialog import KB_QA, entities_in
 from .data import dataset_names, get_dataset
+from .data.movie_dialog import KB_QA, entities_in
 from .docstore import doc_store_for, queries_for
 from .errors import DataError, counted, verb
 from .progress import Progress

@@ -13,20 +13,14 @@ from .io import open_run_input, run_output_options, write_no_queries, write_stre
 from .score_cmds import parse_model_options
 
 
-def readers() -> list[str]:
-    from ..models.base import models_of_kind
-
-    return models_of_kind("reader")
-
-
 def load_reader(model_name: str, checkpoint: str | None, options: dict, threads: int | None):
     """The reader `model_name`, its options checked against its declaration, or one line saying what is wrong."""
-    from ..models.base import check_threads, model_spec, set_threads
+    from ..models.base import check_threads, model_spec, models_of_kind, set_threads
 
     spec = model_spec(model_name)
     if spec.kind != "reader":
         raise UsageError(f"--model {model_name} is no reader (it scores {spec.kind}s: rerank score); readers: "
-                         f"{', '.join(readers())}")
+                         f"{', '.join(models_of_kind('reader'))}")
     if spec.needs_checkpoint and not checkpoint:
         raise UsageError(f"--model {model_name} needs --checkpoint DIR (train one with: rerank train {model_name} "
                          f"{spec.train_example} -o DIR)")
