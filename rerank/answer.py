@@ -17,11 +17,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from .data.movie_dialog import entities_in
+from .data import dataset_names, get_dataset
+from .data.movie_dialog import KB_QA, entities_in
 from .docstore import doc_store_for, queries_for
 from .errors import DataError, counted, verb
 from .progress import Progress
-from .runs import QueryRanking, Stream, Timing, used_packages
+from .runs import QueryRanking, RunHeader, Stream, Timing, used_packages
 
 MAX_NAME_WORDS = 12  # the longest entity name looked for in a question, in words
 DEPTH = 30  # retrieved facts read per question, by default
@@ -100,8 +101,18 @@ class AnswerStats:
             notes.append(f"{counted(self.no_facts, 'question')} with no retrieved fact got no answer")
         if self.no_entity:
             notes.append(f"{counted(self.no_entity, 'question')} {verb(self.no_entity, 'names', 'name')} no entity "
-                         "of its retrieved facts (answered from them all the same)")
+                         f"of {verb(self.no_entity, 'its', 'their')} retrieved facts (answered from them all the same)")
         return f"{stage} answered {counted(self.questions, 'question')}" + ("; " + "; ".join(notes) if notes else "")
+
+
+def questions_dataset(header: RunHeader, what: str) -> str:
+    """The data set of a run's questions, one whose answers are knowledge-base entities; else one line naming `what`."""
+    name = header.dataset
+    if name not in dataset_names() or get_dataset(name).kind != KB_QA:
+        named = f"data set {name}" if name else "no data set"
+        raise DataError(f"{what} holds no knowledge-base questions (its header names {named}): readers read the facts "
+                        "retrieved for them, e.g. by rerank retrieve movie-dialog-qa-valid -o FILE")
+    return name
 
 
 def ranked(qid: str, scores: dict[str, float], named: frozenset[str], k: int, tag: str, ms: float,
@@ -119,8 +130,9 @@ def answer_stream(stream: Stream, reader: Reader, depth: int = DEPTH, k: int = 1
         if value < 1:
             raise DataError(f"--{option.replace('_', '-')} must be at least 1, not {value}")
     stage = stage or reader.name
-    queries = queries_for(stream.header, None, "its header names the data set of its questions")
-    store = doc_store_for(stream.header, None, "its header names the index of its facts")
+    questions_dataset(stream.header, "the run")
+    queries = queries_for(stream.header, None, "retrieve its questions again")
+    store = doc_store_for(stream.header, None, "retrieve its questions again")
     stats = stats if stats is not None else AnswerStats()
     header = stream.header.with_stage({"name": stage, "stage": "answer", "depth": depth, "k": k,
                                        **reader.provenance(), **used_packages(reader.packages)})

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .answer import DEPTH, Fact, Question, ranked
-from .data import dataset_names, get_dataset
+from .answer import DEPTH, Fact, Question, questions_dataset, ranked
+from .data import get_dataset
 from .docstore import doc_store_for, queries_for
 from .errors import DataError, UsageError, counted
 from .locks import exclusive
@@ -45,10 +45,7 @@ def reader_set(path: str, depth: int, option: str) -> ReaderSet:
                          "movie-dialog-qa-train -o FILE)")
     with open_run_file(path) as handle:
         run = load_run(handle, path)
-    name = run.header.dataset
-    if name not in dataset_names():
-        raise DataError(f"{option} {path}: its header names no data set of questions with answers (it names "
-                        f"{name!r}); retrieve it from one, e.g. movie-dialog-qa-train")
+    name = questions_dataset(run.header, f"{option} {path}")
     queries = queries_for(run.header, None, "retrieve it again from a data set")
     store = doc_store_for(run.header, None, "retrieve it again from a data set")
     qrels = get_dataset(name).qrels()

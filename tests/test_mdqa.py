@@ -154,7 +154,8 @@ def test_index_retrieve_answer_and_evaluate_the_slice(movie, retrieved):
     refused = movie("index", "movie-dialog-qa-train", check=False)
     assert refused.returncode != 0 and "searches the index movie-kb" in refused.stderr
     done = movie("answer", retrieved["train"], "--model", "frequency", "-o", "freq.run")
-    assert "no retrieved fact got no answer" in done.stderr  # the question nothing matches
+    assert "1 question with no retrieved fact got no answer" in done.stderr  # the question nothing matches
+    assert "no entity of their retrieved facts (answered from them all the same)" in done.stderr  # counted
     table = json.loads(movie("eval", "freq.run", "-m", "HITS@1", "-m", "HITS@10", "--format", "json").stdout)[0]
     assert 0.2 < table["HITS@10"] <= 1 and table["HITS@1"] <= table["HITS@10"]
 
@@ -182,15 +183,39 @@ def test_train_mdqa_then_answer_with_it(movie, retrieved, tiny_tk):
 
 
 @pytest.mark.data
-def test_a_malformed_task_line_is_one_line_naming_file_and_line(movie, movie_root, tmp_path):
+def test_score_sends_a_reader_to_the_answer_stage(movie):
+    for model in ("frequency", "mdqa"):  # declared readers: one without weights, one that needs a checkpoint
+        refused = movie("score", "--model", model, check=False, input="qa-dev-1 Q0 kb1 1 2.5 bm25\n")
+        assert refused.returncode != 0 and refused.stdout == "" and "Traceback" not in refused.stderr
+        assert refused.stderr.startswith(f"rerank: error: --model {model} is a reader: readers answer questions "
+                                         "through rerank answer (readers: ")
+        assert len(refused.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.data
+def test_answer_refuses_a_run_of_no_knowledge_base_questions(movie):
+    other = '# rerank-run: 2\n# dataset: "vaswani"\n1 Q0 kb1 1 2.5 bm25\n# end of run\n'
+    for run, named in (("qa-dev-1 Q0 kb1 1 2.5 bm25\n", "no data set"), (other, "data set vaswani")):
+        refused = movie("answer", "--model", "frequency", check=False, input=run)
+        assert refused.returncode != 0 and refused.stdout == "" and "Traceback" not in refused.stderr
+        assert refused.stderr.strip() == (f"rerank: error: the run holds no knowledge-base questions (its header names "
+                                          f"{named}): readers read the facts retrieved for them, e.g. by rerank "
+                                          "retrieve movie-dialog-qa-valid -o FILE")
+
+
+@pytest.mark.data
+def test_a_task_file_notes_an_unlisted_answer_and_names_a_malformed_line(movie, movie_root, tmp_path):
     import shutil
 
     broken = tmp_path / "root"
     shutil.copytree(movie_root, broken, symlinks=True)
     path = broken / "movie-dialog" / "task1_qa_dev.txt"
+    path.write_text(path.read_text() + "1 what did Zqxjv Wpqkz direct?\tNowhere Film\n")  # qa-dev-242: train part
+    shown = movie("data", "show", "movie-dialog-qa-train", env={"RERANK_DATA": str(broken)})
+    assert "rerank: note: movie-dialog-qa-train: 1 answer of its 218 questions is not in entities.txt" in shown.stderr
     path.write_text(path.read_text() + "no tab here\n")
     done = movie("data", "show", "movie-dialog-qa-valid", check=False, env={"RERANK_DATA": str(broken)})
-    assert done.returncode != 0 and f"{path}:{QUESTIONS + 2}: a task line is" in done.stderr
+    assert done.returncode != 0 and f"{path}:{QUESTIONS + 3}: a task line is" in done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -13,20 +13,14 @@ from .io import open_run_input, run_output_options, write_no_queries, write_stre
 from .score_cmds import parse_model_options
 
 
-def readers() -> list[str]:
-    from ..models.base import registered
-
-    return [name for name, spec in registered().items() if spec.kind == "reader"]
-
-
 def load_reader(model_name: str, checkpoint: str | None, options: dict, threads: int | None):
     """The reader `model_name`, its options checked against its declaration, or one line saying what is wrong."""
-    from ..models.base import model_spec, set_threads
+    from ..models.base import check_threads, model_spec, models_of_kind, set_threads
 
     spec = model_spec(model_name)
     if spec.kind != "reader":
         raise UsageError(f"--model {model_name} is no reader (it scores {spec.kind}s: rerank score); readers: "
-                         f"{', '.join(readers())}")
+                         f"{', '.join(models_of_kind('reader'))}")
     if spec.needs_checkpoint and not checkpoint:
         raise UsageError(f"--model {model_name} needs --checkpoint DIR (train one with: rerank train {model_name} "
                          f"{spec.train_example} -o DIR)")
@@ -38,8 +32,11 @@ def load_reader(model_name: str, checkpoint: str | None, options: dict, threads:
     unknown = [key for key in options if key not in declared]
     if unknown:
         raise UsageError(f"-O {unknown[0]}: {model_name} takes {', '.join(declared) or 'no options'}")
-    set_threads(threads, 1)
-    return spec.load(checkpoint, **{key: declared[key].check(value, model_name) for key, value in options.items()})
+    check_threads(threads)
+    reader = spec.load(checkpoint, **{key: declared[key].check(value, model_name) for key, value in options.items()})
+    if "torch" in reader.packages:  # not imported for a reader without it (frequency): 3 s of every command
+        set_threads(threads, 1)
+    return reader
 
 
 @cli.command()

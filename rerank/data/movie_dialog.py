@@ -147,6 +147,7 @@ PARTS = {"train": "the dev file less its validation part", "valid": "the validat
          "test": "the test file"}
 MEASURES = ("HITS@1", "HITS@10", "HITS@100", "MRR")
 KB_INDEX = "movie-kb"
+KB_QA = "kb-qa"  # the kind of data set whose questions readers answer from retrieved facts
 _NOTED: set[str] = set()
 
 
@@ -170,7 +171,7 @@ class MovieDialogTask(Dataset):
     searches = KB_INDEX  # `rerank retrieve` searches this index for its questions (and `index` builds that one)
 
     def __init__(self, task: str, part: str, description: str, files: dict[str, Path]):
-        super().__init__(f"movie-dialog-{task}-{part}", description, files, measures=MEASURES, kind="kb-qa")
+        super().__init__(f"movie-dialog-{task}-{part}", description, files, measures=MEASURES, kind=KB_QA)
         self.task, self.part = task, part
 
     @functools.cached_property

@@ -58,6 +58,12 @@ class ModelSpec:
             raise UsageError(f"unknown {self.name} option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         return {key: known[key].check(value, self.name) for key, value in given.items()}
 
+    def check_scores_pairs(self) -> None:
+        """A reader's output documents are answer entities, not its input's: the score stage cannot run it."""
+        if self.kind == "reader":
+            raise ParameterError(f"{{model}} {self.name} is a reader: readers answer questions through rerank answer "
+                                 f"(readers: {', '.join(models_of_kind('reader'))})", "model")
+
     def new_trainable(self, **options: Any) -> Any:
         if self.trainer is None:
             raise UsageError(f"cannot train model {self.name!r}; trainable: {', '.join(trainable_models())}")
@@ -88,6 +94,10 @@ def scores_version_of(name: Any) -> int | None:
     """The scores version of a model named in a record (a manifest, a stage); None for a name no model has."""
     spec = registered().get(str(name))
     return spec.scores_version if spec else None
+
+
+def models_of_kind(kind: str) -> list[str]:
+    return [name for name, spec in registered().items() if spec.kind == kind]
 
 
 def trainable_models() -> list[str]:
@@ -237,6 +247,7 @@ def checked_model_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     """Options valid for model `name` (the CLI, pipelines and budget all pass them); those its spec does not take,
     left at their defaults, are dropped, so that its loader is not given them."""
     spec = model_spec(name)
+    spec.check_scores_pairs()
     if options.get("batch_size") is not None:
         check_batch_size(options["batch_size"])
     check_threads(options.get("threads"))  # a pipeline's score stage: before its earlier stages run
