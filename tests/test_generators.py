@@ -39,6 +39,18 @@ def test_likelihoods_are_the_teacher_forced_loss(family):
     assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
 
 
+@pytest.mark.parametrize("family", ["mtn", "transformer", "seq2seq", "hred"])
+def test_last_position_logits_are_the_full_logits_last_row(family):
+    torch.manual_seed(0)
+    model = new_generator(family, [q for s in SESSIONS for q in s], **TINY).eval()
+    memory = model.encode([SESSIONS[0], SESSIONS[1]])
+    prefix = model.target_ids(["cheap flights paris", "rome"])[:, :-1]  # the second row ends in padding
+    with torch.no_grad():
+        last, full = model.logits(memory, prefix, last=True), model.logits(memory, prefix)
+    assert last.shape == (2, 1, full.shape[-1])
+    assert torch.allclose(last[:, 0], full[:, -1], atol=1e-6)
+
+
 def test_mtn_session_encoder_is_masked():
     """A query's session vector reads the queries before it, never after: the first query's tokens do not change
     when a later query does."""

@@ -110,14 +110,16 @@ class Generator(nn.Module):
         """(memory [B, M, d], memory padding mask [B, M])."""
         raise NotImplementedError
 
-    def logits(self, memory: tuple[torch.Tensor, torch.Tensor], prefix: torch.Tensor) -> torch.Tensor:
-        """[B, T, V] next-token logits for every position of `prefix` [B, T] (which starts with <s>)."""
+    def logits(self, memory: tuple[torch.Tensor, torch.Tensor], prefix: torch.Tensor,
+               last: bool = False) -> torch.Tensor:
+        """[B, T, V] next-token logits for every position of `prefix` [B, T] (which starts with <s>); `last`: only
+        the last position's, [B, 1, V] (beam search needs no more, and the output layer is most of the cost)."""
         states, mask = memory
         x = self.tokens(prefix)
         causal = _causal(prefix.shape[1], prefix.device)
         hidden = self.decoder(x, states, tgt_mask=causal, tgt_key_padding_mask=prefix == PAD,
                               memory_key_padding_mask=mask, tgt_is_causal=True)
-        return self.out(hidden)
+        return self.out(hidden[:, -1:] if last else hidden)
 
     def loss(self, sessions: list[list[str]], targets: list[str], smoothing: float = 0.0) -> torch.Tensor:
         """Mean token cross-entropy of the targets under teacher forcing."""
@@ -213,12 +215,14 @@ class Seq2Seq(Generator):
         states, _ = self.encoder(self.dropout(self.embed(ids)))
         return states, ids == PAD
 
-    def logits(self, memory: tuple[torch.Tensor, torch.Tensor], prefix: torch.Tensor) -> torch.Tensor:
+    def logits(self, memory: tuple[torch.Tensor, torch.Tensor], prefix: torch.Tensor,
+               last: bool = False) -> torch.Tensor:
         states, mask = memory
         # the decoder starts from the mean of the encoder states (padding left out)
         keep = (~mask).unsqueeze(-1).float()
         start = ((states * keep).sum(1) / keep.sum(1).clamp(min=1)).unsqueeze(0)
         hidden, _ = self.decoder_rnn(self.dropout(self.embed(prefix)), start.contiguous())
+        hidden = hidden[:, -1:] if last else hidden
         weights = torch.softmax((hidden @ states.transpose(1, 2)).masked_fill(mask.unsqueeze(1), -1e9), dim=-1)
         context = weights @ states
         return self.out(torch.tanh(self.combine(torch.cat([hidden, context], dim=-1))))
@@ -281,7 +285,7 @@ def beam_search(model: Generator, session: list[str], beam: int, k: int) -> list
     for _ in range(MAX_TARGET):
         prefix = _padded([ids for ids, _ in alive]).to(states.device)
         expanded = (states.expand(len(alive), -1, -1), mask.expand(len(alive), -1))
-        logp = torch.log_softmax(model.logits(expanded, prefix)[:, -1], dim=-1)
+        logp = torch.log_softmax(model.logits(expanded, prefix, last=True)[:, -1], dim=-1)
         logp[:, [PAD, BOS, UNK, SEP]] = -math.inf
         if prefix.shape[1] == 1:
             logp[:, EOS] = -math.inf  # no empty query
