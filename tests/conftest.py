@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,14 @@ def _data_root() -> Path | None:
     explicit = os.environ.get("RERANK_DATA")
     root = Path(explicit) if explicit else REPO.parent / "shared" / "data"
     return root if root.is_dir() else None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def interruptible_children():
+    """Subprocesses a test interrupts must take SIGINT as Ctrl-C. A process started with SIGINT ignored (an xdist
+    worker, nohup, a background job) passes that on to its children, whose Python then never raises
+    KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -624,7 +624,6 @@ def test_an_interrupted_training_says_what_it_kept(tiny_checkpoint, tmp_path, da
     """Ctrl-C (or a scheduler's SIGTERM) said only 'interrupted', and the checkpoint recorded no ending: whether -o
     held this run's best weights, and from which step, was left to guess. The signal's own line comes last."""
     import os
-    import signal
     import subprocess
     import sys
 
@@ -637,8 +636,7 @@ def test_an_interrupted_training_says_what_it_kept(tiny_checkpoint, tmp_path, da
         [sys.executable, "-m", "rerank", "train", "bert", "--train", "trecqa-dev", "--dev-fraction", "0.25",
          "--steps", "100000", "--eval-every", "1", "--patience", "100000", "--dev-depth", "10", "--batch-groups", "2",
          "--negatives", "3", "--init", str(parent), "-o", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     err = signal_when_ready(process, (out / "checkpoint.json").is_file, signal_name, "rerank train")  # its first kept
     assert process.returncode == code, err
     said = re.search(r"rerank: training interrupted at step (\d+); (\S+) keeps the best checkpoint so far "
@@ -654,7 +652,6 @@ def test_an_interrupted_overwrite_says_the_old_checkpoint_is_still_there(tiny_ch
     """`train -o CK --overwrite` interrupted before its first checkpoint said "no checkpoint of this run was written
     to CK", leaving the user to wonder whether CK had lost the checkpoint it held."""
     import os
-    import signal
     import subprocess
     import sys
 
@@ -669,8 +666,7 @@ def test_an_interrupted_overwrite_says_the_old_checkpoint_is_still_there(tiny_ch
         process = subprocess.Popen(
             [sys.executable, "-m", "rerank", "train", "bert", "--train", "trecqa-dev", "--steps", "100000",
              "--batch-groups", "2", "--negatives", "3", "--init", str(parent), "-o", str(out), "--overwrite"],
-            stdout=subprocess.DEVNULL, stderr=stderr, text=True, env=env, cwd=tmp_path,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            stdout=subprocess.DEVNULL, stderr=stderr, text=True, env=env, cwd=tmp_path)
         signal_when_ready(process, lambda: "step 10/100000" in log.read_text(), "SIGINT", "rerank train")
     assert process.returncode == 130
     assert re.search(rf"rerank: training interrupted at step \d+; no checkpoint of this run was written: "

@@ -333,7 +333,6 @@ def test_signals_reach_rerank_not_the_jvm(rerank, vaswani_index, session_home, d
     """Ctrl-C or SIGTERM once the JVM runs is answered by rerank (one line, exit 128 + signal, the temporary
     output removed), not by the JVM's own shutdown, which hung or killed the process mid-call and could leave
     an hs_err_pid*.log in the working folder."""
-    import signal
     from pathlib import Path
 
     from signals import signal_when_ready
@@ -346,8 +345,7 @@ def test_signals_reach_rerank_not_the_jvm(rerank, vaswani_index, session_home, d
     process = subprocess.Popen([sys.executable, "-m", "rerank", "score", "--model", "minilm-bi", "--no-cache",
                                 "-o", str(tmp_path / "out.run")],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=env, cwd=tmp_path,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                               env=env, cwd=tmp_path)
     process.stdin.write(two_queries)
     process.stdin.flush()  # stdin stays open: once its passages are read, the stage waits for more queries
     maps = Path(f"/proc/{process.pid}/maps")
