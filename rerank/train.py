@@ -43,7 +43,7 @@ from .checkpoint import (CHECKPOINT_FILE, check_output, package_versions, querie
                          write_checkpoint)
 from .data import dataset_names, get_dataset, unknown_dataset
 from .data.formats import Qrels
-from .errors import DataError, RerankError, UsageError, counted, verb
+from .errors import DataError, ParameterError, RerankError, UsageError, counted, verb
 from .locks import exclusive
 from .models.base import (BF16_EMULATED, bf16_is_emulated, check_device, device_kind, model_spec, on_cpu, registered,
                           trainable_models)
@@ -72,6 +72,16 @@ class TrainableRanker(Protocol):
 
     # Optional: `head_parameters() -> list[Parameter]`, freshly initialised parameters (a new scoring
     # head on pretrained weights) that train at `head_lr_scale` times the learning rate.
+
+
+def refuse_dev_options_without_dev(given: list[str], dev: str | None, dev_fraction: float | None,
+                                   dev_fold: str | None) -> None:
+    """Options of the dev evaluation among `given` where no dev evaluation runs: they would be ignored."""
+    unused = [name for name in ("eval_every", "patience", "dev_depth") if name in given]
+    if unused and not (dev or dev_fraction or dev_fold):
+        raise ParameterError(", ".join(f"{{{name}}}" for name in unused) + ": options of the dev evaluation, which "
+                             "needs a dev set ({dev}, {dev_fraction} or {dev_fold})",
+                             *unused, "dev", "dev_fraction", "dev_fold")
 
 
 def check_trainable(name: str) -> None:

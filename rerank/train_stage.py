@@ -88,10 +88,10 @@ def training_args(params: dict):
 
 def check_train_stage(_dataset: str, params: dict) -> None:
     """What `rerank train` would refuse of these keys, before any stage runs (the data is read when it trains)."""
+    from .train import refuse_dev_options_without_dev
+
     args = training_args(params)
-    unused = [key for key in ("eval_every", "patience", "dev_depth") if key in params]
-    if unused and not (args.dev or args.dev_fraction or args.dev_fold):  # no dev evaluation would read them
-        raise UsageError(f"{', '.join(unused)}: keys of the dev evaluation, which needs dev, dev_fraction or dev_fold")
+    refuse_dev_options_without_dev(list(params), args.dev, args.dev_fraction, args.dev_fold)
     args.check()
 
 

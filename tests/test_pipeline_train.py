@@ -97,8 +97,8 @@ def test_a_changed_training_key_trains_again_and_rescores(tmp_path):
     (('model = "qrnn"\nsteps', 'model = "ctrn"\nsteps'), "stage 'qrnn': checkpoint 'qrnn-train' trains model 'ctrn', "
                                                          "not 'qrnn'"),
     (("threads = 1\noptions", "evaluate = true\noptions"), "a train stage writes a checkpoint, not a run to evaluate"),
-    (("dev_fraction = 0.2\n", ""), "stage 'qrnn-train': eval_every, dev_depth: keys of the dev evaluation, which needs "
-                                  "dev, dev_fraction or dev_fold"),
+    (("dev_fraction = 0.2\n", ""), "stage 'qrnn-train': eval_every, dev_depth: options of the dev evaluation, which "
+                                  "needs a dev set (dev, dev_fraction or dev_fold)"),
 ])
 def test_bad_train_stage_keys_get_one_line_before_any_stage_runs(rerank, session_home, tmp_path, edit, message):
     spec = tmp_path / "bad-train.toml"

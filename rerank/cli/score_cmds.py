@@ -181,7 +181,7 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
     """Train MODEL on judged candidates (a data set's, or a run file's) and write the best checkpoint to OUTPUT."""
     from ..checkpoint import read_checkpoint
     from ..models.base import checked_model_options, model_spec, registered
-    from ..train import TrainArgs, check_trainable
+    from ..train import TrainArgs, check_trainable, refuse_dev_options_without_dev
 
     spec = registered().get(model_name)
     if spec is not None and spec.kind == "generator":  # next-query suggesters: rerank/train_generator.py
@@ -198,10 +198,7 @@ def train(model_name, train_set, dev_set, dev_fraction, dev_fold, output, overwr
         from ..train import train as run_training
 
         check_trainable(model_name)
-    dev_options = [f"--{name.replace('_', '-')}" for name in typed("eval_every", "patience", "dev_depth")]
-    if dev_options and not (dev_set or dev_fraction or dev_fold):  # they would be ignored: no dev evaluation runs
-        raise UsageError(f"{', '.join(dev_options)}: options of the dev evaluation, which needs a dev set (--dev, "
-                         "--dev-fraction or --dev-fold)")
+    refuse_dev_options_without_dev(typed("eval_every", "patience", "dev_depth"), dev_set, dev_fraction, dev_fold)
     given = {k: v for k, v in (("max_length", max_length), ("threads", threads)) if v is not None}
     # TK caps queries and documents apart: no --max-length
     options = given if spec is not None and spec.kind == "reader" else checked_model_options(model_name, given)
